@@ -1,0 +1,38 @@
+# The two quickstart commands: `make demo` and `make test`.  Both create .venv on first use.
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.lock pyproject.toml | cksum | cut -d' ' -f1)
+export SPARK_LOCAL_IP := 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+
+.PHONY: install test demo proto bench check-java clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "spark-log needs Python 3.11 (found %d.%d)" % sys.version_info[:2])'
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q uv==0.13.9
+	$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
+	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
+	rm -f $(VENV)/.installed-*; touch $@
+
+check-java:
+	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
+
+test: install check-java
+	$(PY) -m pytest -q -p no:randomly
+
+demo: install check-java
+	$(PY) -m jobs.demo
+
+proto: install
+	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. spark_log/proto/*.proto
+
+bench: install check-java
+	$(PY) -m bench.storage_bench
+
+clean:
+	rm -rf $(VENV) .spark-log

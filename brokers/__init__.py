@@ -1,0 +1,1 @@
+"""brokers package of spark-log."""

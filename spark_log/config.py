@@ -1,0 +1,273 @@
+"""Typed, frozen, keyword-only configuration, validated at construction.
+
+Every config is a ``@dataclass(frozen=True, slots=True, kw_only=True)`` whose
+``__post_init__`` rejects invalid values with an ``InvalidConfigError`` naming the key.
+Units are in the names (``_ms``, ``_bytes``, ``_ticks``).
+
+Topic configs accept Kafka's dotted spelling as well (``retention.ms`` is
+``retention_ms``), so ``Admin.create_topic(config={"retention.ms": "60000"})`` works as a
+Kafka user expects.  ``load_toml`` reads a file from ``conf/`` and refuses unknown keys.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, TypeVar
+
+from .errors import InvalidConfigError
+
+__all__ = [
+    "TopicConfig",
+    "RaftConfig",
+    "BrokerConfig",
+    "from_mapping",
+    "load_toml",
+    "to_mapping",
+]
+
+T = TypeVar("T")
+
+_DAY_MS = 24 * 3600 * 1000
+
+
+def _require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise InvalidConfigError(f"invalid value for '{key}': {message}", key=key)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicConfig:
+    """Per-topic (per partition log) settings; Kafka's names and defaults where they exist."""
+
+    segment_bytes: int = 128 * 1024 * 1024
+    segment_ms: int = 7 * _DAY_MS
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * _DAY_MS  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    flush_messages: int = 0  # fsync after this many records; 0: leave it to the OS
+    flush_ms: int = 0  # fsync at least this often; 0: leave it to the OS
+    max_message_bytes: int = 16 * 1024 * 1024  # largest frame the log accepts
+    min_insync_replicas: int = 1
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
+    delete_retention_ms: int = _DAY_MS
+    unclean_leader_election_enable: bool = False
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+
+    def __post_init__(self) -> None:
+        _require(self.segment_bytes >= 1024, "segment.bytes", "must be at least 1024")
+        _require(self.segment_ms >= 1, "segment.ms", "must be positive")
+        _require(self.segment_index_bytes >= 64, "segment.index.bytes", "must be at least 64")
+        _require(self.index_interval_bytes >= 0, "index.interval.bytes", "must be >= 0")
+        _require(self.retention_ms == -1 or self.retention_ms >= 0, "retention.ms", "must be -1 or >= 0")
+        _require(self.retention_bytes == -1 or self.retention_bytes >= 0, "retention.bytes", "must be -1 or >= 0")
+        _require(self.flush_messages >= 0, "flush.messages", "must be >= 0")
+        _require(self.flush_ms >= 0, "flush.ms", "must be >= 0")
+        _require(self.max_message_bytes >= 64, "max.message.bytes", "must be at least 64")
+        _require(self.min_insync_replicas >= 1, "min.insync.replicas", "must be >= 1")
+        _require(
+            self.cleanup_policy in ("delete", "compact", "compact,delete", "delete,compact"),
+            "cleanup.policy",
+            "must be 'delete', 'compact' or 'compact,delete'",
+        )
+        _require(self.delete_retention_ms >= 0, "delete.retention.ms", "must be >= 0")
+        _require(
+            self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
+            "message.timestamp.type",
+            "must be 'CreateTime' or 'LogAppendTime'",
+        )
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "TopicConfig":
+        """A copy with ``overrides`` (dotted or snake_case keys, values or strings) applied."""
+        merged = to_mapping(self)
+        merged.update(_normalise_keys(TopicConfig, overrides))
+        return from_mapping(TopicConfig, merged)
+
+    def to_kafka_names(self) -> dict[str, str]:
+        """All settings under their dotted Kafka names, values as strings (for describe)."""
+        return {name.replace("_", "."): _to_text(value) for name, value in to_mapping(self).items()}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaftConfig:
+    """Timing of the metadata quorum, in ticks of ``tick_ms`` milliseconds."""
+
+    tick_ms: int = 50
+    election_ticks: int = 20  # randomised in [election_ticks, 2 * election_ticks)
+    heartbeat_ticks: int = 2  # fetch interval of followers and observers
+    fetch_max_entries: int = 512
+    snapshot_every_entries: int = 10_000
+    pre_vote: bool = True
+    check_quorum: bool = True
+
+    def __post_init__(self) -> None:
+        _require(self.tick_ms >= 1, "tick_ms", "must be >= 1")
+        _require(self.heartbeat_ticks >= 1, "heartbeat_ticks", "must be >= 1")
+        _require(
+            self.election_ticks > self.heartbeat_ticks,
+            "election_ticks",
+            "must be greater than heartbeat_ticks",
+        )
+        _require(self.fetch_max_entries >= 1, "fetch_max_entries", "must be >= 1")
+        _require(self.snapshot_every_entries >= 1, "snapshot_every_entries", "must be >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    """One broker process (optionally also a controller voter)."""
+
+    broker_id: int
+    host: str = "127.0.0.1"
+    port: int = 0  # 0: pick a free port and write it to <data_dir>/broker.port
+    data_dir: str = ".spark-log/broker"
+    rack: str = ""
+    # Controller voters as "id@host:port" strings; empty means "this broker alone".
+    controller_quorum_voters: tuple[str, ...] = ()
+    process_roles: tuple[str, ...] = ("broker", "controller")
+    heartbeat_interval_ms: int = 500
+    session_timeout_ms: int = 6000
+    replica_lag_time_max_ms: int = 10_000
+    replica_fetch_wait_max_ms: int = 200
+    num_io_threads: int = 16
+    auto_create_topics: bool = False
+    default_partitions: int = 1
+    default_replication_factor: int = 1
+    topic_defaults: TopicConfig = field(default_factory=TopicConfig)
+    raft: RaftConfig = field(default_factory=RaftConfig)
+
+    def __post_init__(self) -> None:
+        _require(self.broker_id >= 0, "broker_id", "must be >= 0")
+        _require(0 <= self.port <= 65535, "port", "must be within 0..65535")
+        _require(bool(self.host), "host", "must not be empty")
+        _require(bool(self.data_dir), "data_dir", "must not be empty")
+        for role in self.process_roles:
+            _require(role in ("broker", "controller"), "process_roles", f"unknown role {role!r}")
+        _require(bool(self.process_roles), "process_roles", "must name at least one role")
+        for voter in self.controller_quorum_voters:
+            _require(_parse_voter(voter) is not None, "controller_quorum_voters", f"{voter!r} is not id@host:port")
+        _require(self.heartbeat_interval_ms >= 1, "heartbeat_interval_ms", "must be >= 1")
+        _require(
+            self.session_timeout_ms > self.heartbeat_interval_ms,
+            "session_timeout_ms",
+            "must be greater than heartbeat_interval_ms",
+        )
+        _require(self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms", "must be >= 1")
+        _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
+        _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")
+        _require(self.default_replication_factor >= 1, "default_replication_factor", "must be >= 1")
+
+    def voters(self) -> dict[int, str]:
+        """Controller voters as ``{node_id: "host:port"}``."""
+        parsed = (_parse_voter(v) for v in self.controller_quorum_voters)
+        return {node_id: address for node_id, address in (p for p in parsed if p is not None)}
+
+
+def _parse_voter(text: str) -> tuple[int, str] | None:
+    node, sep, address = text.partition("@")
+    host, colon, port = address.rpartition(":")
+    if not sep or not colon or not host or not node.isdigit() or not port.isdigit():
+        return None
+    return int(node), address
+
+
+# --- generic loading -----------------------------------------------------------------
+
+
+def _normalise_keys(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in dataclasses.fields(cls)}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        name = str(key).replace(".", "_").replace("-", "_")
+        if name not in names:
+            raise InvalidConfigError(
+                f"unknown config key '{key}' for {cls.__name__}; known keys: "
+                + ", ".join(sorted(n.replace("_", ".") if cls is TopicConfig else n for n in names)),
+                key=str(key),
+            )
+        out[name] = value
+    return out
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _coerce(key: str, value: Any, annotation: Any, hints_owner: type) -> Any:
+    if dataclasses.is_dataclass(annotation) and isinstance(annotation, type):
+        if isinstance(value, annotation):
+            return value
+        if not isinstance(value, Mapping):
+            raise InvalidConfigError(f"'{key}' must be a table of settings", key=key)
+        return from_mapping(annotation, value, prefix=f"{key}.")
+    origin = typing.get_origin(annotation)
+    if annotation is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise InvalidConfigError(f"'{key}' must be true or false, got {value!r}", key=key)
+    if annotation is int:
+        if isinstance(value, bool):
+            raise InvalidConfigError(f"'{key}' must be an integer, got {value!r}", key=key)
+        if isinstance(value, int):
+            return value
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise InvalidConfigError(f"'{key}' must be an integer, got {value!r}", key=key)
+    if annotation is str:
+        if isinstance(value, str):
+            return value
+        raise InvalidConfigError(f"'{key}' must be a string, got {value!r}", key=key)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v.strip() for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            raise InvalidConfigError(f"'{key}' must be a list of strings, got {value!r}", key=key)
+        return tuple(value)
+    if origin in (typing.Union, types.UnionType):
+        return value
+    raise InvalidConfigError(f"'{key}' has an unsupported type", key=key)
+
+
+def from_mapping(cls: type[T], values: Mapping[str, Any], *, prefix: str = "") -> T:
+    """Build config ``cls`` from a mapping; unknown keys and bad values raise
+    ``InvalidConfigError`` naming the key."""
+    hints = typing.get_type_hints(cls)
+    kwargs: dict[str, Any] = {}
+    for name, value in _normalise_keys(cls, values).items():
+        kwargs[name] = _coerce(prefix + name, value, hints[name], cls)
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a missing required key
+        raise InvalidConfigError(f"{cls.__name__}: {exc}") from None
+
+
+def to_mapping(config: Any) -> dict[str, Any]:
+    """The config's fields as a plain dict (nested configs as dicts)."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        out[f.name] = to_mapping(value) if dataclasses.is_dataclass(value) else value
+    return out
+
+
+def load_toml(cls: type[T], path: str | Path, **overrides: Any) -> T:
+    """Read config ``cls`` from a TOML file; ``overrides`` win over the file."""
+    try:
+        with open(path, "rb") as handle:
+            values = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise InvalidConfigError(f"{path}: cannot read config file: {exc.strerror}") from None
+    values.update(overrides)
+    return from_mapping(cls, values)

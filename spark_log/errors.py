@@ -1,0 +1,303 @@
+"""Every error spark-log raises, one tree, indexed by a wire code.
+
+Each class has a stable ``ErrorCode`` (the integer that crosses the wire), a
+``retriable`` flag (the same request may succeed later without changing it) and a
+``refresh_metadata`` flag (the client should refresh its cluster metadata before
+retrying).  ``for_code(code)`` maps a wire code back to its class.
+
+    SparkLogError
+    ├── InvalidRequestError            (not retriable: the request itself is wrong)
+    │   ├── InvalidConfigError
+    │   ├── InvalidTopicError
+    │   ├── TopicAlreadyExistsError
+    │   ├── InvalidPartitionsError
+    │   ├── InvalidReplicationFactorError
+    │   ├── RecordTooLargeError
+    │   ├── SchemaMismatchError
+    │   ├── CorruptRecordError         (bad magic, bad CRC, truncated frame)
+    │   ├── OffsetOutOfRangeError
+    │   ├── UnauthorizedError
+    │   └── DuplicateSequenceError / OutOfOrderSequenceError
+    ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
+    ├── NotLeaderError                 (retriable, refresh; carries leader_address)
+    ├── NotControllerError             (retriable, refresh; carries leader_address)
+    ├── NotEnoughReplicasError         (retriable)
+    ├── FencedEpochError               (not retriable for the fenced party)
+    ├── ThrottledError                 (retriable)
+    ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
+    ├── RequestTimeoutError            (retriable)
+    └── StorageError                   (not retriable: the disk said no)
+
+``to_status`` / ``from_rpc_error`` are the one place errors cross gRPC: the code and
+message travel in trailing metadata so that clients re-raise the same typed error.
+"""
+from __future__ import annotations
+
+import enum
+from typing import Any, ClassVar
+
+__all__ = [
+    "ErrorCode",
+    "SparkLogError",
+    "for_code",
+]
+
+
+class ErrorCode(enum.IntEnum):
+    NONE = 0
+    UNKNOWN = 1
+    INVALID_REQUEST = 2
+    INVALID_CONFIG = 3
+    INVALID_TOPIC = 4
+    TOPIC_ALREADY_EXISTS = 5
+    INVALID_PARTITIONS = 6
+    INVALID_REPLICATION_FACTOR = 7
+    UNKNOWN_TOPIC_OR_PARTITION = 8
+    NOT_LEADER = 9
+    NOT_CONTROLLER = 10
+    OFFSET_OUT_OF_RANGE = 11
+    RECORD_TOO_LARGE = 12
+    CORRUPT_RECORD = 13
+    SCHEMA_MISMATCH = 14
+    NOT_ENOUGH_REPLICAS = 15
+    FENCED_EPOCH = 16
+    UNAUTHORIZED = 17
+    THROTTLED = 18
+    BROKER_NOT_AVAILABLE = 19
+    REQUEST_TIMEOUT = 20
+    STORAGE_ERROR = 21
+    DUPLICATE_SEQUENCE = 22
+    OUT_OF_ORDER_SEQUENCE = 23
+    INVALID_SCHEMA = 24
+
+
+_REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
+
+
+class SparkLogError(Exception):
+    """Base of every spark-log error: a message plus a wire ``code``."""
+
+    code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN
+    retriable: ClassVar[bool] = False
+    refresh_metadata: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            if cls.code in _REGISTRY:
+                raise TypeError(f"error code {cls.code!r} registered twice")
+            _REGISTRY[cls.code] = cls
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = dict(details)
+
+    def __str__(self) -> str:
+        return f"{self.code.name}: {self.message}"
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across Spark tasks
+        return (_rebuild, (type(self), self.message, self.details))
+
+
+def _rebuild(cls: type[SparkLogError], message: str, details: dict[str, Any]) -> SparkLogError:
+    return cls(message, **details)
+
+
+_REGISTRY[ErrorCode.UNKNOWN] = SparkLogError
+
+
+class InvalidRequestError(SparkLogError):
+    code = ErrorCode.INVALID_REQUEST
+
+
+class InvalidConfigError(InvalidRequestError):
+    code = ErrorCode.INVALID_CONFIG
+
+
+class InvalidTopicError(InvalidRequestError):
+    code = ErrorCode.INVALID_TOPIC
+
+
+class TopicAlreadyExistsError(InvalidRequestError):
+    code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidPartitionsError(InvalidRequestError):
+    code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(InvalidRequestError):
+    code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class RecordTooLargeError(InvalidRequestError):
+    code = ErrorCode.RECORD_TOO_LARGE
+
+
+class SchemaMismatchError(InvalidRequestError):
+    code = ErrorCode.SCHEMA_MISMATCH
+
+
+class InvalidSchemaError(InvalidRequestError):
+    code = ErrorCode.INVALID_SCHEMA
+
+
+class CorruptRecordError(InvalidRequestError):
+    code = ErrorCode.CORRUPT_RECORD
+
+
+class OffsetOutOfRangeError(InvalidRequestError):
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
+class UnauthorizedError(InvalidRequestError):
+    code = ErrorCode.UNAUTHORIZED
+
+
+class DuplicateSequenceError(InvalidRequestError):
+    code = ErrorCode.DUPLICATE_SEQUENCE
+
+
+class OutOfOrderSequenceError(InvalidRequestError):
+    code = ErrorCode.OUT_OF_ORDER_SEQUENCE
+
+
+class UnknownTopicOrPartitionError(SparkLogError):
+    code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    retriable = True
+    refresh_metadata = True
+
+
+class NotLeaderError(SparkLogError):
+    """The broker does not lead the partition; ``leader_address`` names who does (or None)."""
+
+    code = ErrorCode.NOT_LEADER
+    retriable = True
+    refresh_metadata = True
+
+    @property
+    def leader_address(self) -> str | None:
+        value = self.details.get("leader_address")
+        return str(value) if value else None
+
+
+class NotControllerError(SparkLogError):
+    """The node is not the active controller; ``leader_address`` names who is (or None)."""
+
+    code = ErrorCode.NOT_CONTROLLER
+    retriable = True
+    refresh_metadata = True
+
+    @property
+    def leader_address(self) -> str | None:
+        value = self.details.get("leader_address")
+        return str(value) if value else None
+
+
+class NotEnoughReplicasError(SparkLogError):
+    code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+
+
+class FencedEpochError(SparkLogError):
+    code = ErrorCode.FENCED_EPOCH
+
+
+class ThrottledError(SparkLogError):
+    code = ErrorCode.THROTTLED
+    retriable = True
+
+
+class BrokerNotAvailableError(SparkLogError):
+    code = ErrorCode.BROKER_NOT_AVAILABLE
+    retriable = True
+    refresh_metadata = True
+
+
+class RequestTimeoutError(SparkLogError):
+    code = ErrorCode.REQUEST_TIMEOUT
+    retriable = True
+
+
+class StorageError(SparkLogError):
+    code = ErrorCode.STORAGE_ERROR
+
+
+def for_code(code: int) -> type[SparkLogError]:
+    """The error class for a wire code; unknown codes map to ``SparkLogError``."""
+    try:
+        return _REGISTRY[ErrorCode(code)]
+    except ValueError:
+        return SparkLogError
+    except KeyError:
+        return SparkLogError
+
+
+def from_code(code: int, message: str, **details: Any) -> SparkLogError:
+    """Build the typed error for a wire code and message."""
+    return for_code(code)(message, **details)
+
+
+# --- the one crossing point with gRPC -------------------------------------------------
+
+_CODE_KEY = "spark-log-error-code"
+_DETAIL_PREFIX = "spark-log-"
+
+
+def trailing_metadata(error: SparkLogError) -> tuple[tuple[str, str], ...]:
+    """Trailing metadata that carries ``error`` to a client (see ``from_rpc_error``)."""
+    items = [(_CODE_KEY, str(int(error.code)))]
+    for key, value in sorted(error.details.items()):
+        if value is not None:
+            items.append((_DETAIL_PREFIX + key.replace("_", "-"), str(value)))
+    return tuple(items)
+
+
+def grpc_status_code(error: SparkLogError) -> Any:
+    """The gRPC status code that best describes ``error`` (for logs and plain gRPC tools)."""
+    import grpc
+
+    if isinstance(error, InvalidRequestError):
+        return grpc.StatusCode.INVALID_ARGUMENT
+    if isinstance(error, UnknownTopicOrPartitionError):
+        return grpc.StatusCode.NOT_FOUND
+    if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError)):
+        return grpc.StatusCode.FAILED_PRECONDITION
+    if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, ThrottledError)):
+        return grpc.StatusCode.UNAVAILABLE
+    if isinstance(error, RequestTimeoutError):
+        return grpc.StatusCode.DEADLINE_EXCEEDED
+    return grpc.StatusCode.INTERNAL
+
+
+def abort(context: Any, error: SparkLogError) -> None:
+    """Abort a gRPC server call with ``error`` (raises, as ``context.abort`` does)."""
+    context.set_trailing_metadata(trailing_metadata(error))
+    context.abort(grpc_status_code(error), error.message)
+
+
+def from_rpc_error(exc: Any, *, address: str = "") -> SparkLogError:
+    """Turn a ``grpc.RpcError`` back into the typed error the server raised.
+
+    Errors without spark-log metadata are connection-level: UNAVAILABLE and similar become
+    ``BrokerNotAvailableError``, DEADLINE_EXCEEDED becomes ``RequestTimeoutError``.
+    """
+    import grpc
+
+    metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}
+    message = exc.details() if hasattr(exc, "details") else str(exc)
+    if _CODE_KEY in metadata:
+        details = {
+            key[len(_DETAIL_PREFIX):].replace("-", "_"): value
+            for key, value in metadata.items()
+            if key.startswith(_DETAIL_PREFIX) and key != _CODE_KEY
+        }
+        return from_code(int(metadata[_CODE_KEY]), message or "", **details)
+    status = exc.code() if hasattr(exc, "code") else None
+    where = f" ({address})" if address else ""
+    if status == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return RequestTimeoutError(f"request timed out{where}")
+    if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None):
+        return BrokerNotAvailableError(f"broker not available{where}: {message}")
+    return SparkLogError(f"{status.name if status else 'error'}{where}: {message}")

@@ -1,0 +1,16 @@
+"""Suite-wide fixtures: a clean environment, loopback only."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test sees a bootstrap or data dir from the developer's shell."""
+    for name in ("SPARK_LOG_BOOTSTRAP", "SPARK_LOG_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
