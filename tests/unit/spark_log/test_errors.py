@@ -1,0 +1,98 @@
+"""The errors module: codes are unique, round-trip, and cross gRPC typed."""
+from __future__ import annotations
+
+import pickle
+
+import grpc
+import pytest
+
+from spark_log import errors
+from spark_log.errors import ErrorCode
+
+
+def _all_error_classes() -> list[type[errors.SparkLogError]]:
+    found = []
+    stack = [errors.SparkLogError]
+    while stack:
+        cls = stack.pop()
+        found.append(cls)
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+def test_every_code_except_none_has_exactly_one_class() -> None:
+    classes = _all_error_classes()
+    codes = [cls.code for cls in classes]
+    assert len(codes) == len(set(codes))
+    assert set(codes) == set(ErrorCode) - {ErrorCode.NONE}
+
+
+@pytest.mark.parametrize("cls", _all_error_classes(), ids=lambda c: c.__name__)
+def test_for_code_maps_back(cls: type[errors.SparkLogError]) -> None:
+    assert errors.for_code(int(cls.code)) is cls
+
+
+def test_unknown_codes_map_to_the_base_class() -> None:
+    assert errors.for_code(9999) is errors.SparkLogError
+
+
+def test_retriable_flags_follow_kafka() -> None:
+    assert errors.NotLeaderError.retriable and errors.NotLeaderError.refresh_metadata
+    assert errors.NotEnoughReplicasError.retriable
+    assert not errors.RecordTooLargeError.retriable
+    assert not errors.CorruptRecordError.retriable
+    assert not errors.FencedEpochError.retriable
+
+
+def test_errors_pickle_with_details() -> None:
+    err = errors.NotLeaderError("not the leader", leader_address="127.0.0.1:9000")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is errors.NotLeaderError
+    assert back.leader_address == "127.0.0.1:9000"
+    assert str(back) == "NOT_LEADER: not the leader"
+
+
+class _FakeRpcError(grpc.RpcError):
+    def __init__(self, status: grpc.StatusCode, details: str, metadata: tuple[tuple[str, str], ...] = ()) -> None:
+        self._status, self._details, self._metadata = status, details, metadata
+
+    def code(self) -> grpc.StatusCode:
+        return self._status
+
+    def details(self) -> str:
+        return self._details
+
+    def trailing_metadata(self) -> tuple[tuple[str, str], ...]:
+        return self._metadata
+
+
+def test_typed_errors_cross_grpc_metadata() -> None:
+    err = errors.NotLeaderError("moved", leader_address="127.0.0.1:1234")
+    rpc = _FakeRpcError(errors.grpc_status_code(err), err.message, errors.trailing_metadata(err))
+    back = errors.from_rpc_error(rpc)
+    assert isinstance(back, errors.NotLeaderError)
+    assert back.leader_address == "127.0.0.1:1234"
+    assert back.message == "moved"
+
+
+def test_connection_failures_become_broker_not_available() -> None:
+    back = errors.from_rpc_error(_FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused"), address="h:1")
+    assert isinstance(back, errors.BrokerNotAvailableError) and back.retriable
+    timeout = errors.from_rpc_error(_FakeRpcError(grpc.StatusCode.DEADLINE_EXCEEDED, "late"))
+    assert isinstance(timeout, errors.RequestTimeoutError)
+
+
+def test_abort_sets_metadata_then_aborts() -> None:
+    calls: list[tuple[str, object]] = []
+
+    class Context:
+        def set_trailing_metadata(self, md: object) -> None:
+            calls.append(("md", md))
+
+        def abort(self, code: object, details: str) -> None:
+            calls.append(("abort", code))
+            raise RuntimeError(details)
+
+    with pytest.raises(RuntimeError, match="too big"):
+        errors.abort(Context(), errors.RecordTooLargeError("too big"))
+    assert calls[0][0] == "md" and calls[1] == ("abort", grpc.StatusCode.INVALID_ARGUMENT)
