@@ -3,6 +3,12 @@
 The public surface is small and explicit; everything else lives in private modules.
 """
 from . import errors as errors
+from ._admin import Admin as Admin
+from ._admin import PartitionDescription as PartitionDescription
+from ._admin import TopicDescription as TopicDescription
+from ._consumer import Consumer as Consumer
+from ._consumer import ConsumerRecord as ConsumerRecord
+from ._producer import Producer as Producer
 from .config import BrokerConfig as BrokerConfig
 from .config import RaftConfig as RaftConfig
 from .config import TopicConfig as TopicConfig
@@ -11,9 +17,15 @@ from .errors import SparkLogError as SparkLogError
 __version__ = "0.1.0"
 
 __all__ = [
+    "Admin",
     "BrokerConfig",
+    "Consumer",
+    "ConsumerRecord",
+    "PartitionDescription",
+    "Producer",
     "RaftConfig",
     "SparkLogError",
     "TopicConfig",
+    "TopicDescription",
     "errors",
 ]

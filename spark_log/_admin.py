@@ -1,0 +1,262 @@
+"""``Admin``: topics, configs, schemas and offsets.
+
+Topic, config and schema changes go to any broker, which forwards them to the active
+controller; they are committed to the metadata log when the call returns.
+``create_topic`` additionally waits (up to ``request_timeout_ms``) until the cluster's
+metadata shows a leader for every partition, so a producer can write right away.
+
+Every method raises the typed errors of ``spark_log.errors`` (``TopicAlreadyExistsError``,
+``InvalidConfigError``, ``InvalidPartitionsError``, ``InvalidReplicationFactorError``,
+``InvalidSchemaError``, ``SchemaMismatchError``, ``UnknownTopicOrPartitionError``...);
+retriable ones are retried until ``request_timeout_ms`` first.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import grpc
+import pyarrow as pa
+
+from . import errors
+from ._client import Cluster, error_from_pb, retry
+from ._records import schema_from_bytes, schema_to_bytes
+from .errors import InvalidRequestError, SparkLogError
+from .proto import broker_pb2 as pb
+
+__all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int | None
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    """A topic as the controller committed it.  ``schema`` is the current schema (bytes
+    topics: the fixed bytes schema); ``schemas`` maps every schema id to its schema."""
+
+    name: str
+    topic_id: str
+    kind: str
+    partitions: dict[int, PartitionDescription]
+    config: dict[str, str]
+    schema: pa.Schema | None
+    schema_id: int
+    schemas: dict[int, pa.Schema]
+    key_columns: tuple[str, ...]
+    replication_factor: int
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+
+def _describe(message: pb.TopicDescription) -> TopicDescription:
+    schemas = {s.schema_id: schema_from_bytes(s.arrow_schema) for s in message.schemas}
+    current = message.schemas[-1].schema_id if message.schemas else -1
+    return TopicDescription(
+        name=message.name,
+        topic_id=message.topic_id,
+        kind=message.kind or "bytes",
+        partitions={
+            p.partition: PartitionDescription(p.partition, p.leader_id if p.leader_id >= 0 else None,
+                                              p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+            for p in message.partitions
+        },
+        config=dict(message.configs),
+        schema=schemas.get(current),
+        schema_id=current,
+        schemas=schemas,
+        key_columns=tuple(message.key_columns),
+        replication_factor=message.replication_factor,
+    )
+
+
+def _spec_to_wire(spec: Any) -> int:
+    if spec == "earliest":
+        return -2
+    if spec == "latest":
+        return -1
+    if isinstance(spec, int) and not isinstance(spec, bool) and spec >= 0:
+        return spec
+    raise InvalidRequestError(f"offset spec must be 'earliest', 'latest' or a timestamp in ms >= 0, got {spec!r}")
+
+
+def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int,
+                     isolation: int = pb.READ_UNCOMMITTED, *, deadline_s: float = 30.0) -> dict[tuple[str, int], int]:
+    """Offsets of ``tps`` for a wire spec (-2 earliest, -1 latest, else a timestamp),
+    asking each partition's leader; retries leader moves until ``deadline_s``."""
+    out: dict[tuple[str, int], int] = {}
+    todo = list(tps)
+    deadline = time.monotonic() + deadline_s
+    delay = 0.05
+    while todo:
+        by_leader: dict[str, list[tuple[str, int]]] = {}
+        last: SparkLogError | None = None
+        for tp in todo:
+            try:
+                address, _ = cluster.leader(*tp)
+            except SparkLogError as exc:
+                if not exc.retriable:
+                    raise
+                cluster.forget(tp[0])
+                last = exc
+                continue
+            by_leader.setdefault(address, []).append(tp)
+        for address, group in by_leader.items():
+            request = pb.ListOffsetsRequest(
+                replica_id=-1, isolation_level=isolation,
+                partitions=[pb.ListOffsetsPartition(topic=t, partition=p, timestamp=spec, current_leader_epoch=-1)
+                            for t, p in group])
+            try:
+                response = cluster.broker(address).ListOffsets(request, timeout=cluster.request_timeout_s)
+            except grpc.RpcError as exc:
+                error = errors.from_rpc_error(exc, address=address)
+                if not error.retriable:
+                    raise error from None
+                last = error
+                for t, _ in group:
+                    cluster.forget(t)
+                continue
+            for result in response.partitions:
+                error = error_from_pb(result.error)
+                if error is None:
+                    out[(result.topic, result.partition)] = result.offset
+                elif error.retriable:
+                    cluster.forget(result.topic)
+                    last = error
+                else:
+                    raise error
+        todo = [tp for tp in todo if tp not in out]
+        if todo:
+            if time.monotonic() + delay > deadline:
+                raise last or errors.RequestTimeoutError("list offsets timed out")
+            time.sleep(delay)  # backoff before retrying a leader move, not synchronisation
+            delay = min(delay * 2, 1.0)
+    return out
+
+
+class Admin:
+    """Administers topics (see the module docstring).  Thread-safe."""
+
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_ms: int = 30_000) -> None:
+        self._timeout_s = request_timeout_ms / 1000
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
+
+    def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
+        def once() -> Any:
+            return self._cluster.call_any(
+                lambda address: getattr(self._cluster.admin(address), method)(request, timeout=self._timeout_s))
+        return retry(once, cluster=self._cluster, topics=topics, deadline_s=self._timeout_s)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        schema: pa.Schema | None = None,
+        key_columns: Sequence[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicDescription:
+        """Create a topic: a bytes topic without ``schema``, a typed topic with one.
+
+        ``config`` takes Kafka names or snake_case (``{"retention.ms": 60000}``).  Returns
+        once the topic is committed and (unless ``validate_only``) every partition has a
+        leader in the metadata brokers serve.
+        """
+        if schema is not None and not isinstance(schema, pa.Schema):
+            raise errors.InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        if isinstance(key_columns, str):
+            key_columns = [key_columns]
+        request = pb.CreateTopicRequest(
+            name=name, partitions=int(partitions), replication_factor=int(replication_factor),
+            configs={str(k): _config_text(v) for k, v in (config or {}).items()},
+            arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
+            key_columns=list(key_columns or ()), validate_only=validate_only,
+        )
+        description = _describe(self._call("CreateTopic", request))
+        if not validate_only:
+            self._wait_for_leaders(name, description.num_partitions)
+        return description
+
+    def _wait_for_leaders(self, name: str, count: int) -> None:
+        deadline = time.monotonic() + self._timeout_s
+        while True:
+            try:
+                info = self._cluster.topic(name, refresh=True)
+                if len(info.partitions) == count and all(p.leader_id >= 0 for p in info.partitions.values()):
+                    return
+            except errors.UnknownTopicOrPartitionError:
+                pass
+            if time.monotonic() > deadline:
+                raise errors.RequestTimeoutError(f"topic {name!r} was created but its leaders did not show up in time")
+            time.sleep(0.02)  # polling the cluster's metadata, not synchronising threads
+
+    def list_topics(self) -> list[str]:
+        return sorted(self._call("ListTopics", pb.ListTopicsRequest()).names)
+
+    def describe_topic(self, name: str) -> TopicDescription:
+        return _describe(self._call("DescribeTopic", pb.DescribeTopicRequest(name=name), [name]))
+
+    def delete_topic(self, name: str) -> None:
+        self._call("DeleteTopic", pb.DeleteTopicRequest(name=name))
+        self._cluster.forget(name)
+
+    def alter_configs(self, name: str, set: Mapping[str, Any] | None = None,
+                      delete: Sequence[str] | None = None, *, validate_only: bool = False) -> TopicDescription:
+        """Set and/or reset (``delete``) topic configs; returns the new description."""
+        request = pb.AlterConfigsRequest(topic=name, set={str(k): _config_text(v) for k, v in (set or {}).items()},
+                                         delete=list(delete or ()), validate_only=validate_only)
+        return _describe(self._call("AlterConfigs", request, [name]))
+
+    def register_schema(self, name: str, schema: pa.Schema) -> int:
+        """Evolve a typed topic's schema (only compatible changes); returns the schema id.
+        A topic created without a schema on its first typed write gets this one."""
+        if not isinstance(schema, pa.Schema):
+            raise errors.InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        request = pb.RegisterSchemaRequest(topic=name, arrow_schema=schema_to_bytes(schema))
+        schema_id = int(self._call("RegisterSchema", request, [name]).schema_id)
+        self._cluster.forget(name)
+        return schema_id
+
+    def get_schema(self, name: str) -> pa.Schema:
+        description = self.describe_topic(name)
+        if description.schema is None:
+            raise errors.InvalidSchemaError(f"topic {name!r} has no schema yet")
+        return description.schema
+
+    def list_offsets(self, topic: str, spec: str | int = "latest", *,
+                     isolation_level: str = "read_uncommitted") -> dict[int, int]:
+        """``{partition: offset}`` for ``spec`` "earliest", "latest" (the high watermark) or a
+        timestamp in ms (the first offset whose record timestamp is >= it; the latest
+        offset when there is none)."""
+        wire = _spec_to_wire(spec)
+        info = self._cluster.topic(topic, refresh=True)
+        isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
+        offsets = list_offsets_for(self._cluster, [(topic, p) for p in sorted(info.partitions)], wire, isolation,
+                                   deadline_s=self._timeout_s)
+        return {p: o for (_, p), o in sorted(offsets.items())}
+
+    def close(self) -> None:
+        self._cluster.close()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,267 @@
+"""What every client shares: bootstrap resolution, a channel pool and a metadata cache.
+
+``Cluster`` keeps one gRPC channel per broker address (a channel multiplexes any number of
+concurrent calls, so producers pipeline on it), caches topic metadata, refreshes it on
+demand and after retriable errors, and turns ``grpc.RpcError`` into typed
+``spark_log.errors`` exceptions.  Thread-safe: one ``Cluster`` may serve many threads.
+
+Bootstrap resolution (``resolve_bootstrap``): the argument (``"host:port[,host:port...]"`` or
+a list), else ``$SPARK_LOG_BOOTSTRAP``, else the file ``bootstrap`` in the local dev cluster's
+data directory (``$SPARK_LOG_DATA_DIR`` or ``./.spark-log``), else ``InvalidConfigError``.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence, TypeVar
+
+import grpc
+import pyarrow as pa
+
+from . import errors
+from .errors import (
+    BrokerNotAvailableError,
+    InvalidConfigError,
+    SparkLogError,
+    UnknownTopicOrPartitionError,
+)
+from .proto import broker_pb2 as pb
+from .proto import broker_pb2_grpc as rpc
+
+__all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "CHANNEL_OPTIONS", "error_from_pb"]
+
+T = TypeVar("T")
+
+DEFAULT_DATA_DIR = ".spark-log"
+CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.enable_retries", 0),
+)
+
+
+def resolve_bootstrap(bootstrap: str | Sequence[str] | None) -> list[str]:
+    """Broker addresses to start from (see the module docstring for the order)."""
+    if bootstrap is None:
+        bootstrap = os.environ.get("SPARK_LOG_BOOTSTRAP") or None
+    if bootstrap is None:
+        path = Path(os.environ.get("SPARK_LOG_DATA_DIR") or DEFAULT_DATA_DIR) / "bootstrap"
+        if path.is_file():
+            bootstrap = path.read_text().strip() or None
+    if bootstrap is None:
+        raise InvalidConfigError(
+            "no bootstrap address: pass bootstrap='host:port', set SPARK_LOG_BOOTSTRAP, "
+            "or start a local cluster with 'spark-log dev up'"
+        )
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    addresses = [item.strip() for item in items if item and item.strip()]
+    for address in addresses:
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidConfigError(f"bootstrap address {address!r} is not host:port")
+    if not addresses:
+        raise InvalidConfigError("bootstrap is empty")
+    return addresses
+
+
+def error_from_pb(error: pb.Error) -> SparkLogError | None:
+    """The typed error of a per-partition ``Error`` message, or None when it says none."""
+    if error.code == 0:
+        return None
+    details: dict[str, Any] = {}
+    if error.leader_address:
+        details["leader_address"] = error.leader_address
+    return errors.from_code(error.code, error.message, **details)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicInfo:
+    """A topic as the cluster described it at some point (immutable snapshot)."""
+
+    name: str
+    kind: str  # "bytes" or "typed"
+    partitions: dict[int, pb.PartitionMeta]
+    schemas: dict[int, pa.Schema]
+    schema_id: int  # the current schema's id
+    key_columns: tuple[str, ...]
+    fetched_at: float = field(default=0.0, compare=False)
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.partitions)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.schemas[self.schema_id]
+
+
+def _schema_from_bytes(data: bytes) -> pa.Schema:
+    from ._records import schema_from_bytes
+
+    return schema_from_bytes(data)
+
+
+def topic_info_from_pb(meta: pb.TopicMeta | pb.TopicDescription) -> TopicInfo:
+    schemas = {s.schema_id: _schema_from_bytes(s.arrow_schema) for s in meta.schemas}
+    current = meta.schemas[-1].schema_id if meta.schemas else -1
+    return TopicInfo(
+        name=meta.name,
+        kind=meta.kind or "bytes",
+        partitions={p.partition: p for p in meta.partitions},
+        schemas=schemas,
+        schema_id=current,
+        key_columns=tuple(meta.key_columns),
+        fetched_at=time.monotonic(),
+    )
+
+
+class Cluster:
+    """Channels, stubs and cached metadata for one cluster (see the module docstring)."""
+
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_s: float = 30.0) -> None:
+        self.bootstrap = resolve_bootstrap(bootstrap)
+        self.request_timeout_s = request_timeout_s
+        self._lock = threading.RLock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._brokers: dict[int, str] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._closed = False
+
+    # -- channels ---------------------------------------------------------------------
+
+    def channel(self, address: str) -> grpc.Channel:
+        with self._lock:
+            if self._closed:
+                raise BrokerNotAvailableError("client is closed")
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                self._channels[address] = channel
+            return channel
+
+    def broker(self, address: str) -> rpc.BrokerStub:
+        return rpc.BrokerStub(self.channel(address))
+
+    def admin(self, address: str) -> rpc.AdminStub:
+        return rpc.AdminStub(self.channel(address))
+
+    def addresses(self) -> list[str]:
+        """Known live broker addresses first, then the bootstrap ones."""
+        with self._lock:
+            known = list(self._brokers.values())
+        return known + [a for a in self.bootstrap if a not in known]
+
+    def broker_address(self, broker_id: int) -> str | None:
+        with self._lock:
+            return self._brokers.get(broker_id)
+
+    def call_any(self, call: Callable[[str], T]) -> T:
+        """Run ``call(address)`` against brokers in turn until one is reachable."""
+        last: SparkLogError | None = None
+        for address in self.addresses():
+            try:
+                return call(address)
+            except grpc.RpcError as exc:
+                error = errors.from_rpc_error(exc, address=address)
+                if not isinstance(error, (BrokerNotAvailableError,)):
+                    raise error from None
+                last = error
+        raise last or BrokerNotAvailableError("no broker reachable at " + ",".join(self.bootstrap))
+
+    # -- metadata ---------------------------------------------------------------------
+
+    def refresh(self, topics: Iterable[str] | None = None) -> pb.MetadataResponse:
+        """Ask a broker for metadata (of ``topics``, or all topics) and update the cache."""
+        names = sorted(set(topics)) if topics is not None else []
+        request = pb.MetadataRequest(topics=names, all_topics=topics is None)
+        response: pb.MetadataResponse = self.call_any(
+            lambda address: self.broker(address).Metadata(request, timeout=self.request_timeout_s)
+        )
+        with self._lock:
+            self._brokers = {b.broker_id: b.address for b in response.brokers}
+            for meta in response.topics:
+                if meta.error.code:
+                    self._topics.pop(meta.name, None)
+                else:
+                    self._topics[meta.name] = topic_info_from_pb(meta)
+            if topics is None:
+                present = {m.name for m in response.topics}
+                for name in list(self._topics):
+                    if name not in present:
+                        del self._topics[name]
+        return response
+
+    def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
+        """Cached metadata of ``name``; raises ``UnknownTopicOrPartitionError`` if absent."""
+        if not refresh:
+            with self._lock:
+                info = self._topics.get(name)
+            if info is not None:
+                return info
+        self.refresh([name])
+        with self._lock:
+            info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return info
+
+    def forget(self, name: str) -> None:
+        with self._lock:
+            self._topics.pop(name, None)
+
+    def leader(self, topic: str, partition: int, *, refresh: bool = False) -> tuple[str, int]:
+        """``(address, leader_epoch)`` of the partition's leader."""
+        info = self.topic(topic, refresh=refresh)
+        meta = info.partitions.get(partition)
+        if meta is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition} (it has {info.num_partitions})"
+            )
+        address = self.broker_address(meta.leader_id) if meta.leader_id >= 0 else None
+        if address is None:
+            from .errors import NotLeaderError
+
+            raise NotLeaderError(f"partition {topic}-{partition} has no live leader right now")
+        return address, meta.leader_epoch
+
+    def note_leader(self, topic: str, partition: int, leader_address: str | None) -> None:
+        """A NOT_LEADER answer named the new leader: drop the stale entry so the next call refreshes."""
+        self.forget(topic)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            channel.close()
+
+
+def retry(
+    call: Callable[[], T],
+    *,
+    cluster: Cluster,
+    topics: Sequence[str] = (),
+    deadline_s: float = 30.0,
+    backoff_s: float = 0.05,
+) -> T:
+    """Run ``call`` and retry it on retriable errors until ``deadline_s``, refreshing the
+    metadata of ``topics`` before a retry when the error asks for it."""
+    deadline = time.monotonic() + deadline_s
+    delay = backoff_s
+    while True:
+        try:
+            return call()
+        except grpc.RpcError as exc:
+            error: SparkLogError = errors.from_rpc_error(exc)
+        except SparkLogError as exc:
+            error = exc
+        if not error.retriable or time.monotonic() + delay > deadline:
+            raise error
+        if error.refresh_metadata:
+            for name in topics:
+                cluster.forget(name)
+        time.sleep(delay)  # backoff between attempts, not synchronisation
+        delay = min(delay * 2, 1.0)

@@ -1,0 +1,366 @@
+"""``Consumer``: reads assigned partitions from their leaders, as Arrow or as records.
+
+Fetching.  The consumer keeps at most one Fetch call outstanding per (leader, topic), a
+long poll that the broker answers once data is there (or after ``fetch_max_wait_ms``).  As
+soon as a response is taken, the next fetch to that broker is issued, so the broker reads
+while this process decodes (prefetch).  A response is used only if its fetch offsets still
+equal the positions (a ``seek`` discards it), so positions advance exactly once per record.
+
+Pushdown.  With ``columns`` and/or ``row_filter`` the brokers decode, filter and project
+and send only the selected rows and columns (``row_filter`` is a
+``pyarrow.compute.Expression`` or pyarrow's DNF list, over the topic's columns plus
+``offset``, ``timestamp``, ``partition``).  Without them the stored frames travel undecoded
+and are decoded here (zero-copy when uncompressed).
+
+Output.  ``poll_arrow`` returns record batches with the topic's columns (or the projected
+ones) plus ``timestamp`` (timestamp[ms]), ``topic``, ``partition`` (int32) and ``offset``
+(int64); batches written with an older compatible schema are widened with null columns.
+
+Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
+or "earliest"); the same policy answers an out-of-range position ("none": raise
+``OffsetOutOfRangeError``).  Thread-safety: one thread at a time.
+"""
+from __future__ import annotations
+
+import queue
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+import grpc
+import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from . import errors
+from ._client import Cluster, error_from_pb
+from ._pushdown import projection, serialize_filter, to_expression
+from ._records import add_reserved_columns, widen
+from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
+from .frame import ATTR_CONTROL, decode_batch, iter_frames
+from .proto import broker_pb2 as pb
+
+__all__ = ["Consumer", "ConsumerRecord"]
+
+TopicPartition = tuple[str, int]
+EARLIEST, LATEST = -2, -1
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    """One record from ``Consumer.poll``.  Typed topics give ``value`` as a dict of columns
+    and ``key`` None; ``timestamp`` is ms since the epoch."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: Any
+    headers: list[tuple[str, bytes]]
+
+
+class Consumer:
+    """Reads records from assigned partitions (see the module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        columns: Sequence[str] | None = None,
+        row_filter: Any = None,
+        isolation_level: str = "read_uncommitted",
+        auto_offset_reset: str = "latest",
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 64 << 20,
+        max_partition_fetch_bytes: int = 16 << 20,
+        request_timeout_ms: int = 30_000,
+    ) -> None:
+        if isolation_level not in ("read_uncommitted", "read_committed"):
+            raise InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed'", key="isolation_level")
+        if auto_offset_reset not in ("latest", "earliest", "none"):
+            raise InvalidConfigError("auto_offset_reset must be 'latest', 'earliest' or 'none'", key="auto_offset_reset")
+        self._isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
+        self._reset = auto_offset_reset
+        self._columns = list(columns) if columns is not None else None
+        self._filter = to_expression(row_filter) if row_filter is not None else None
+        self._max_wait_ms = fetch_max_wait_ms
+        self._min_bytes = fetch_min_bytes
+        self._max_bytes = fetch_max_bytes
+        self._partition_max = max_partition_fetch_bytes
+        self._timeout_s = request_timeout_ms / 1000
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
+        self._positions: dict[TopicPartition, int | None] = {}
+        self._outstanding: dict[tuple[str, str], tuple[Any, dict[TopicPartition, int]]] = {}
+        self._done: "queue.SimpleQueue[tuple[str, str]]" = queue.SimpleQueue()
+        self._filters: dict[tuple[str, int], bytes] = {}
+        self._closed = False
+
+    # -- assignment and positions ----------------------------------------------------------
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        """Read exactly these ``(topic, partition)`` pairs (replaces any previous assignment)."""
+        wanted = [(str(t), int(p)) for t, p in partitions]
+        for topic, partition in wanted:
+            info = self._cluster.topic(topic)
+            if partition not in info.partitions:
+                raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+        self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        self._outstanding.clear()
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self._positions)
+
+    def seek(self, topic: str, partition: int, offset: int) -> None:
+        """Read ``(topic, partition)`` from ``offset`` next."""
+        tp = (topic, partition)
+        if tp not in self._positions:
+            raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
+        if offset < 0:
+            raise OffsetOutOfRangeError(f"offset must be >= 0, got {offset}")
+        self._positions[tp] = offset
+
+    def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._seek_to(partitions, EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._seek_to(partitions, LATEST)
+
+    def position(self, topic: str, partition: int) -> int:
+        """The offset of the next record ``poll`` will return for this partition."""
+        tp = (topic, partition)
+        if tp not in self._positions:
+            raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
+        if self._positions[tp] is None:
+            self._resolve_unset()
+        return int(self._positions[tp])  # type: ignore[arg-type]
+
+    def _seek_to(self, partitions: Iterable[TopicPartition] | None, spec: int) -> None:
+        tps = list(self._positions) if partitions is None else [(t, p) for t, p in partitions]
+        offsets = self._list_offsets(tps, spec)
+        for tp in tps:
+            if tp not in self._positions:
+                raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
+            self._positions[tp] = offsets[tp]
+
+    def _resolve_unset(self) -> None:
+        unset = [tp for tp, pos in self._positions.items() if pos is None]
+        if not unset:
+            return
+        if self._reset == "none":
+            raise OffsetOutOfRangeError(f"no position for {unset[0][0]}-{unset[0][1]} and auto_offset_reset='none'")
+        offsets = self._list_offsets(unset, EARLIEST if self._reset == "earliest" else LATEST)
+        for tp in unset:
+            self._positions[tp] = offsets[tp]
+
+    def _list_offsets(self, tps: list[TopicPartition], spec: int) -> dict[TopicPartition, int]:
+        from ._admin import list_offsets_for
+
+        return list_offsets_for(self._cluster, tps, spec, self._isolation)
+
+    # -- polling ---------------------------------------------------------------------------
+
+    def poll_arrow(self, timeout: float = 1.0) -> list[pa.RecordBatch]:
+        """Record batches that arrived within ``timeout`` seconds (possibly none).
+
+        Raises typed errors that retrying cannot fix (e.g. ``OffsetOutOfRangeError`` with
+        ``auto_offset_reset='none'``); leader moves and metadata changes are handled here.
+        """
+        if self._closed:
+            raise errors.InvalidRequestError("consumer is closed")
+        if not self._positions:
+            return []
+        self._resolve_unset()
+        self._issue_fetches(int(max(0.0, timeout) * 1000))
+        out: list[pa.RecordBatch] = []
+        try:
+            key = self._done.get(timeout=max(0.0, timeout) + self._timeout_s)
+        except queue.Empty:
+            return out
+        keys = [key]
+        while True:
+            try:
+                keys.append(self._done.get_nowait())
+            except queue.Empty:
+                break
+        results = []
+        for key in keys:
+            entry = self._outstanding.pop(key, None)
+            if entry is not None:
+                results.append((key, entry))
+        for key, (call, offsets) in results:
+            out.extend(self._take(key, call, offsets))
+        self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
+        return out
+
+    def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
+        """Records that arrived within ``timeout`` seconds, in offset order per partition."""
+        records: list[ConsumerRecord] = []
+        for batch in self.poll_arrow(timeout):
+            records.extend(_to_records(batch))
+        return records
+
+    def close(self) -> None:
+        self._closed = True
+        for call, _ in self._outstanding.values():
+            call.cancel()
+        self._outstanding.clear()
+        self._cluster.close()
+
+    def __enter__(self) -> "Consumer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _issue_fetches(self, max_wait_ms: int) -> None:
+        groups: dict[tuple[str, str], dict[TopicPartition, int]] = {}
+        busy = {tp for _, offsets in self._outstanding.values() for tp in offsets}
+        for tp, position in self._positions.items():
+            if tp in busy or position is None:
+                continue
+            try:
+                address, _ = self._cluster.leader(*tp)
+            except SparkLogError as exc:
+                if not exc.retriable:
+                    raise
+                self._cluster.forget(tp[0])
+                continue
+            groups.setdefault((address, tp[0]), {})[tp] = position
+        for (address, topic), offsets in groups.items():
+            key = (address, topic)
+            request = self._fetch_request(topic, offsets, max_wait_ms)
+            call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+            self._outstanding[key] = (call, offsets)
+            call.add_done_callback(lambda _f, k=key: self._done.put(k))
+
+    def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int) -> pb.FetchRequest:
+        request = pb.FetchRequest(
+            replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes, max_bytes=self._max_bytes,
+            isolation_level=self._isolation,
+            partitions=[pb.FetchPartition(topic=t, partition=p, fetch_offset=o, partition_max_bytes=self._partition_max,
+                                          current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
+                        for (t, p), o in offsets.items()],
+        )
+        if self._columns is not None or self._filter is not None:
+            info = self._cluster.topic(topic)
+            request.project = True
+            request.columns.extend(projection(self._columns, info.schema))
+            if self._filter is not None:
+                cache_key = (topic, info.schema_id)
+                if cache_key not in self._filters:
+                    self._filters[cache_key] = serialize_filter(self._filter, info.schema)
+                request.row_filter = self._filters[cache_key]
+        return request
+
+    def _take(self, key: tuple[str, str], call: Any, offsets: dict[TopicPartition, int]) -> list[pa.RecordBatch]:
+        address, topic = key
+        try:
+            response: pb.FetchResponse = call.result()
+        except grpc.RpcError as exc:
+            error = errors.from_rpc_error(exc, address=address)
+            if error.retriable:
+                self._cluster.forget(topic)
+                return []
+            raise error from None
+        except Exception:  # noqa: BLE001 - cancelled
+            return []
+        out: list[pa.RecordBatch] = []
+        for result in response.partitions:
+            tp = (result.topic, result.partition)
+            if tp not in self._positions or self._positions[tp] != offsets.get(tp):
+                continue  # unassigned or sought since the fetch left
+            error = error_from_pb(result.error)
+            if error is not None:
+                self._partition_error(tp, error)
+                continue
+            out.extend(self._decode(tp, result))
+        return out
+
+    def _partition_error(self, tp: TopicPartition, error: SparkLogError) -> None:
+        if isinstance(error, OffsetOutOfRangeError) and self._reset != "none":
+            self._positions[tp] = None
+            return
+        if error.retriable:
+            self._cluster.forget(tp[0])
+            return
+        raise error
+
+    def _decode(self, tp: TopicPartition, result: pb.FetchPartitionResult) -> list[pa.RecordBatch]:
+        topic, partition = tp
+        position = self._positions[tp]
+        assert position is not None
+        batches: list[pa.RecordBatch] = []
+        if result.arrow_stream:
+            reader = ipc.open_stream(pa.py_buffer(result.arrow_stream))
+            for batch in reader:
+                if batch.num_rows:
+                    batches.append(_finish_projected(batch, topic, partition))
+        elif result.records:
+            info = self._cluster.topic(topic)
+            buffer = pa.py_buffer(result.records)
+            for pos, header in iter_frames(memoryview(buffer), verify=True):
+                if header.attributes & ATTR_CONTROL or header.next_offset <= position:
+                    continue
+                schema = info.schemas.get(header.schema_id)
+                if schema is None:
+                    info = self._cluster.topic(topic, refresh=True)
+                    schema = info.schemas.get(header.schema_id)
+                    if schema is None:
+                        raise errors.SchemaMismatchError(f"{topic}-{partition}: unknown schema id {header.schema_id}")
+                batch = decode_batch(buffer.slice(pos, header.frame_length), schema)
+                batch = widen(batch, info.schema)
+                offsets = pa.array(np.arange(header.base_offset, header.next_offset, dtype=np.int64))
+                timestamps = None
+                if "timestamp" not in batch.schema.names:
+                    timestamps = pa.array(np.full(batch.num_rows, header.first_timestamp, dtype=np.int64)).cast(pa.timestamp("ms"))
+                full = add_reserved_columns(batch, topic=topic, partition=partition, offsets=offsets, timestamps=timestamps)
+                skip = position - header.base_offset
+                batches.append(full.slice(skip) if skip > 0 else full)
+        if result.next_fetch_offset > position:
+            self._positions[tp] = result.next_fetch_offset
+        elif batches:
+            self._positions[tp] = int(batches[-1].column("offset")[-1].as_py()) + 1
+        return batches
+
+
+def _finish_projected(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:
+    """A broker-filtered batch (data columns, offset, timestamp) in the consumer's layout."""
+    names = [n for n in batch.schema.names if n not in ("offset", "timestamp")]
+    data = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
+    timestamps = batch.column("timestamp")
+    if "timestamp" in names:
+        timestamps = None
+    elif data.num_columns == 0:
+        data = pa.RecordBatch.from_arrays([timestamps], names=["timestamp"])
+        timestamps = None
+    return add_reserved_columns(data, topic=topic, partition=partition,
+                                offsets=batch.column("offset"), timestamps=timestamps)
+
+
+def _to_records(batch: pa.RecordBatch) -> list[ConsumerRecord]:
+    reserved = {"topic", "partition", "offset", "timestamp"}
+    names = batch.schema.names
+    data_names = [n for n in names if n not in reserved]
+    is_bytes = "value" in data_names and set(data_names) <= {"key", "value", "headers"}
+    timestamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    topic = batch.column("topic")[0].as_py() if batch.num_rows else ""
+    partition = batch.column("partition")[0].as_py() if batch.num_rows else 0
+    out = []
+    if is_bytes:
+        n = batch.num_rows
+        keys = batch.column("key").to_pylist() if "key" in names else [None] * n
+        values = batch.column("value").to_pylist()
+        headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
+        for i in range(batch.num_rows):
+            hs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
+            out.append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], keys[i], values[i], hs))
+        return out
+    rows = batch.select(data_names).to_pylist() if data_names else [{}] * batch.num_rows
+    for i in range(batch.num_rows):
+        out.append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], None, rows[i], []))
+    return out
+

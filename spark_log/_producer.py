@@ -1,0 +1,496 @@
+"""``Producer``: sends records to topics, pipelined, idempotent, retried.
+
+Life of a record: ``send`` appends it to the open batch of its partition; the batch ships
+when it holds ``batch_size`` bytes or is ``linger_ms`` old (or on ``flush``).  Shipping
+encodes one frame (compressed once, here), stamps the producer id, epoch and base sequence
+into its header and issues a unary Produce call without waiting for it: many calls are in
+flight on one channel per broker (at most ``max_in_flight``; ``send`` blocks beyond that).
+
+Ordering and exactly-once.  Every producer is idempotent.  Without ``producer_id`` a random
+63-bit id is drawn; with it (the Spark writer derives one from the query and Spark
+partition, and uses the micro-batch id as ``producer_epoch``) a replay by a new Producer
+with the same id, epoch and records appends nothing twice: sequences start at 0 per
+partition for each Producer instance, frames are cut deterministically from the same
+input, and the broker acknowledges duplicates with their original offsets.  A Producer with
+an older epoch than one the broker has seen is fenced (``FencedEpochError``).  Brokers
+append a producer's frames in sequence order even when concurrent calls arrive out of
+order, so order per partition holds with any number of calls in flight.
+
+Retries: retriable errors (not leader, unknown partition while a topic is being created,
+broker unavailable, timeouts) are retried with the same frames and sequences, after a
+metadata refresh where the error asks for it, until ``delivery_timeout_ms``; then the
+futures fail with the last error.
+
+Thread-safety: ``send``, ``send_batch`` and ``flush`` may be called from many threads.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import threading
+import time
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import grpc
+import numpy as np
+import pyarrow as pa
+
+from . import errors
+from ._client import Cluster, TopicInfo, error_from_pb
+from ._futures import FutureGroup
+from ._partitioner import StickyPartitioner, key_array, partition_for_key, partitions_for_keys
+from ._records import bytes_batch, conform
+from .clock import Clock, SystemClock
+from .errors import (
+    InvalidConfigError,
+    OutOfOrderSequenceError,
+    SparkLogError,
+    UnknownTopicOrPartitionError,
+)
+from .frame import Codec, encode_batch
+from .proto import broker_pb2 as pb
+
+__all__ = ["Producer"]
+
+log = logging.getLogger(__name__)
+
+_ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
+_FRAME_TARGET_BYTES = 1 << 20  # frames cut from send_batch hold about this much
+_REQUEST_TARGET_BYTES = 8 << 20
+
+
+@dataclass(slots=True)
+class _Open:
+    """Records of one partition waiting to ship (from ``send``)."""
+
+    created: float
+    keys: list[bytes | None] = field(default_factory=list)
+    values: list[Any] = field(default_factory=list)
+    headers: list[Any] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    size: int = 0
+    sticky: bool = False
+    group: FutureGroup = field(default_factory=FutureGroup)
+
+
+@dataclass(slots=True)
+class _Shipment:
+    """One frame on its way to one partition; retried as is (same sequence)."""
+
+    topic: str
+    partition: int
+    frame: bytes
+    count: int
+    deadline: float
+    done: FutureGroup | Future  # type: ignore[type-arg]
+    seq: int = 0  # issue order, for retries
+    attempts: int = 0
+
+    def resolve(self, base_offset: int) -> None:
+        partition = self.partition
+        if isinstance(self.done, FutureGroup):
+            self.done.resolve(lambda i: (partition, base_offset + i if base_offset >= 0 else -1))
+        elif not self.done.done():
+            self.done.set_result((partition, base_offset))
+
+    def fail(self, exc: BaseException) -> None:
+        if isinstance(self.done, FutureGroup):
+            self.done.fail(exc)
+        elif not self.done.done():
+            self.done.set_exception(exc)
+
+
+class Producer:
+    """Sends records to topics (see the module docstring for ordering and exactly-once).
+
+    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: how long a partly filled batch waits.
+    ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
+    """
+
+    def __init__(
+        self,
+        bootstrap: str | Sequence[str] | None = None,
+        *,
+        acks: str | int = "all",
+        linger_ms: int = 5,
+        batch_size: int = 16384,
+        compression: str | None = "lz4",
+        producer_id: int | None = None,
+        producer_epoch: int = 0,
+        max_in_flight: int = 16,
+        request_timeout_ms: int = 30_000,
+        delivery_timeout_ms: int = 120_000,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        if acks not in _ACKS:
+            raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
+        for name, value, low in (("linger_ms", linger_ms, 0), ("batch_size", batch_size, 1),
+                                 ("max_in_flight", max_in_flight, 1), ("request_timeout_ms", request_timeout_ms, 1),
+                                 ("delivery_timeout_ms", delivery_timeout_ms, 1)):
+            if not isinstance(value, int) or value < low:
+                raise InvalidConfigError(f"invalid value for '{name}': {value!r}; must be an integer >= {low}", key=name)
+        if producer_id is not None and not 0 <= producer_id < 2**63:
+            raise InvalidConfigError("invalid value for 'producer_id': must be within 0..2**63-1", key="producer_id")
+        if not 0 <= producer_epoch < 2**15:
+            raise InvalidConfigError("invalid value for 'producer_epoch': must be within 0..32767", key="producer_epoch")
+        self._codec = Codec.parse(compression)
+        self._acks = _ACKS[acks]
+        self._linger_s = linger_ms / 1000
+        self._batch_size = batch_size
+        self._request_timeout_s = request_timeout_ms / 1000
+        self._delivery_timeout_s = delivery_timeout_ms / 1000
+        self._clock = clock or SystemClock()
+        self._rng = rng or random.Random()
+        self.producer_id = producer_id if producer_id is not None else self._rng.getrandbits(63)
+        self.producer_epoch = producer_epoch
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s)
+        self._sticky = StickyPartitioner(self._rng)
+        self._lock = threading.Condition()
+        self._open: dict[tuple[str, int], _Open] = {}
+        self._next_seq: dict[tuple[str, int], int] = {}
+        self._ship_lock = threading.Lock()  # sequence assignment + issue order
+        self._in_flight = threading.BoundedSemaphore(max_in_flight)
+        self._pending = 0  # shipments not yet resolved
+        self._retries: list[tuple[float, int, _Shipment]] = []
+        self._issue_seq = itertools.count()
+        self._closed = False
+        self._sender = threading.Thread(target=self._run_sender, name="spark-log-producer", daemon=True)
+        self._sender.start()
+
+    # -- public API ---------------------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | str | Mapping[str, Any] | None,
+        key: bytes | str | None = None,
+        headers: Mapping[str, bytes | str] | Sequence[tuple[str, bytes | str]] | None = None,
+        partition: int | None = None,
+        timestamp: int | None = None,
+    ) -> "Future[tuple[int, int]]":
+        """Queue one record; the future gives ``(partition, offset)`` once acknowledged.
+
+        Bytes topics take ``value`` (and ``key``) as bytes or str; typed topics take
+        ``value`` as a row mapping column -> value (``key`` unused: the topic's key columns
+        choose the partition).  ``timestamp`` is ms since the epoch (default: now).  Raises
+        at once for an unknown topic or partition; delivery errors go to the future.
+        """
+        info = self._topic(topic)
+        if info.kind == "typed":
+            if not isinstance(value, Mapping):
+                raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
+            if info.key_columns:
+                parts = [value.get(c) for c in info.key_columns]
+                key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
+            size = 16 + sum(len(v) if isinstance(v, (bytes, str)) else 8 for v in value.values())
+        else:
+            if isinstance(value, str):
+                value = value.encode()
+            elif value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+                raise errors.SchemaMismatchError(f"a bytes topic takes bytes or str values, got {type(value).__name__}")
+            if isinstance(key, str):
+                key = key.encode()
+            size = 24 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+        n = info.num_partitions
+        sticky = False
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, n)
+            else:
+                partition = self._sticky.partition(topic, n)
+                sticky = True
+        elif not 0 <= partition < n:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition} (it has {n})")
+        ts = self._clock.wall_ms() if timestamp is None else int(timestamp)
+        with self._lock:
+            if self._closed:
+                raise errors.InvalidRequestError("producer is closed")
+            slot = (topic, partition)
+            batch = self._open.get(slot)
+            if batch is None:
+                batch = self._open[slot] = _Open(created=time.monotonic())
+                self._lock.notify()
+            batch.keys.append(key if not isinstance(key, str) else key.encode())
+            batch.values.append(value)
+            batch.headers.append(headers)
+            batch.timestamps.append(ts)
+            batch.size += size
+            batch.sticky = batch.sticky or sticky
+            future = batch.group.new()
+            full = batch.size >= self._batch_size
+            if full:
+                del self._open[slot]
+        if full:
+            self._ship_open(topic, partition, batch)
+        return future
+
+    def send_batch(self, topic: str, data: pa.Table | pa.RecordBatch, partition: int | None = None) -> "list[Future[tuple[int, int]]]":
+        """Send Arrow rows without a per-row Python loop; one future per frame shipped.
+
+        Rows go to ``partition`` if given, else to the partition in a ``partition`` column
+        if present (bytes topics, as Spark's Kafka sink), else by key hash (bytes topics:
+        ``key``; typed topics: the key columns), rows without a key to the sticky partition.
+        The data must fit the topic's current schema (``SchemaMismatchError`` otherwise).
+        Each future gives ``(partition, offset of the frame's first row)``.  Frames are cut
+        deterministically from the input, so an idempotent replay produces the same frames.
+        """
+        info = self._topic(topic)
+        now = self._clock.wall_ms()
+        routing = data.column("partition") if "partition" in data.schema.names and info.kind == "bytes" else None
+        table = conform(data, info.schema, kind=info.kind, now_ms=now)
+        if table.num_rows == 0:
+            return []
+        n = info.num_partitions
+        if partition is not None:
+            if not 0 <= partition < n:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition} (it has {n})")
+            groups = [(partition, table)]
+        else:
+            groups = self._split(topic, info, table, routing)
+        futures: list[Future[tuple[int, int]]] = []
+        for part, rows in groups:
+            frames = self._cut_frames(rows, info)
+            futures.extend(self._ship_frames(topic, part, frames, sticky=False))
+        return futures
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Ship every open batch and wait until every record sent so far is acknowledged
+        or failed.  Raises ``RequestTimeoutError`` if ``timeout`` (seconds) passes first."""
+        with self._lock:
+            batches, self._open = self._open, {}
+        for (topic, partition), batch in batches.items():
+            self._ship_open(topic, partition, batch)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            while self._pending:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise errors.RequestTimeoutError(f"flush: {self._pending} batches still unacknowledged")
+                self._lock.wait(remaining)
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then release connections.  Idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush(timeout)
+        finally:
+            with self._lock:
+                self._closed = True
+                self._lock.notify_all()
+            self._sender.join(timeout=5)
+            self._cluster.close()
+
+    def __enter__(self) -> "Producer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- partitioning and framing ---------------------------------------------------------
+
+    def _topic(self, topic: str) -> TopicInfo:
+        info = self._cluster.topic(topic)
+        if info.schema_id < 0:
+            info = self._cluster.topic(topic, refresh=True)
+        return info
+
+    def _split(self, topic: str, info: TopicInfo, table: pa.Table, routing: Any) -> list[tuple[int, pa.Table]]:
+        n = info.num_partitions
+        if routing is not None:
+            parts = np.asarray(routing.to_numpy(zero_copy_only=False), dtype=np.float64)
+            missing = np.isnan(parts)
+            parts = np.where(missing, -1, parts).astype(np.int64)
+            bad = parts[(~missing) & ((parts < 0) | (parts >= n))]
+            if bad.size:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {int(bad[0])} (it has {n})")
+            has_key = ~missing
+        else:
+            key_columns = ["key"] if info.kind == "bytes" else list(info.key_columns)
+            if not key_columns:
+                return [(self._sticky.next(topic, n), table)]
+            keys, has_key = key_array(table, key_columns)
+            if not has_key.any():
+                return [(self._sticky.next(topic, n), table)]
+            parts = partitions_for_keys(keys, n).astype(np.int64)
+        if not has_key.all():
+            parts = np.where(has_key, parts, self._sticky.next(topic, n))
+        if n == 1 or (parts == parts[0]).all():
+            return [(int(parts[0]), table)]
+        order = np.argsort(parts, kind="stable")
+        sorted_parts = parts[order]
+        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
+        starts = np.concatenate([[0], bounds])
+        ends = np.concatenate([bounds, [len(order)]])
+        taken = table.take(pa.array(order))
+        return [(int(sorted_parts[s]), taken.slice(int(s), int(e - s))) for s, e in zip(starts, ends)]
+
+    def _cut_frames(self, table: pa.Table, info: TopicInfo) -> list[tuple[pa.RecordBatch, int]]:
+        target = max(self._batch_size, _FRAME_TARGET_BYTES)
+        rows_per_frame = max(1, int(target * table.num_rows / max(1, table.nbytes)))
+        out = []
+        for start in range(0, table.num_rows, rows_per_frame):
+            chunk = table.slice(start, rows_per_frame).combine_chunks()
+            for batch in chunk.to_batches():
+                out.append((batch, info.schema_id))
+        return out
+
+    def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int) -> bytes:
+        return encode_batch(
+            batch, schema_id=schema_id, compression=self._codec, timestamp_ms=self._clock.wall_ms(),
+            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
+        )
+
+    def _ship_open(self, topic: str, partition: int, batch: _Open) -> None:
+        try:
+            info = self._topic(topic)
+            if info.kind == "typed":
+                record_batch = pa.RecordBatch.from_pylist(batch.values, schema=info.schema)
+            else:
+                record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
+            return
+        except SparkLogError as exc:
+            batch.group.fail(exc)
+            return
+        if batch.sticky:
+            self._sticky.next(topic, info.num_partitions, previous=partition)
+        self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group)
+
+    def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
+                     *, sticky: bool, group: FutureGroup | None = None) -> "list[Future[tuple[int, int]]]":
+        futures: list[Future[tuple[int, int]]] = []
+        deadline = time.monotonic() + self._delivery_timeout_s
+        request: list[_Shipment] = []
+        size = 0
+        with self._ship_lock:
+            slot = (topic, partition)
+            for batch, schema_id in frames:
+                seq = self._next_seq.get(slot, 0)
+                self._next_seq[slot] = (seq + batch.num_rows) % (2**31)
+                frame = self._encode(batch, schema_id, seq)
+                done: FutureGroup | Future[Any] = group if group is not None else Future()
+                if isinstance(done, Future):
+                    done.set_running_or_notify_cancel()
+                    futures.append(done)
+                request.append(_Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
+                with self._lock:
+                    self._pending += 1
+                size += len(frame)
+                if size >= _REQUEST_TARGET_BYTES:
+                    self._issue(request)
+                    request, size = [], 0
+            if request:
+                self._issue(request)
+        return futures
+
+    # -- the wire -------------------------------------------------------------------------
+
+    def _issue(self, shipments: list[_Shipment]) -> None:
+        """Send one Produce call for shipments of one partition (caller holds _ship_lock
+        on first issue, so calls leave in sequence order)."""
+        first = shipments[0]
+        try:
+            address, epoch = self._cluster.leader(first.topic, first.partition)
+        except SparkLogError as exc:
+            for shipment in shipments:
+                self._failed(shipment, exc)
+            return
+        request = pb.ProduceRequest(
+            acks=self._acks,
+            timeout_ms=int(self._request_timeout_s * 1000),
+            partitions=[pb.PartitionRecords(topic=s.topic, partition=s.partition, records=s.frame,
+                                            current_leader_epoch=-1) for s in shipments],
+        )
+        self._in_flight.acquire()
+        try:
+            call = self._cluster.broker(address).Produce.future(request, timeout=self._request_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - e.g. a closed channel
+            self._in_flight.release()
+            for shipment in shipments:
+                self._failed(shipment, errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
+            return
+        if self._acks == 0:
+            for shipment in shipments:
+                shipment.resolve(-1)
+            with self._lock:
+                self._pending -= len(shipments)
+                self._lock.notify_all()
+            call.add_done_callback(lambda _: self._in_flight.release())
+            return
+        call.add_done_callback(lambda f: self._on_response(f, shipments, address))
+
+    def _on_response(self, call: Any, shipments: list[_Shipment], address: str) -> None:
+        self._in_flight.release()
+        try:
+            response: pb.ProduceResponse = call.result()
+        except grpc.RpcError as exc:
+            error = errors.from_rpc_error(exc, address=address)
+            for shipment in shipments:
+                self._failed(shipment, error)
+            return
+        except Exception as exc:  # noqa: BLE001 - cancelled on close
+            for shipment in shipments:
+                self._failed(shipment, errors.BrokerNotAvailableError(str(exc)))
+            return
+        for shipment, result in zip(shipments, response.partitions):
+            error = error_from_pb(result.error)
+            if error is None:
+                shipment.resolve(result.base_offset)
+                self._settled(1)
+            else:
+                self._failed(shipment, error)
+
+    def _settled(self, count: int) -> None:
+        with self._lock:
+            self._pending -= count
+            self._lock.notify_all()
+
+    def _failed(self, shipment: _Shipment, error: SparkLogError) -> None:
+        retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
+        if retriable and time.monotonic() < shipment.deadline:
+            if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
+                self._cluster.forget(shipment.topic)
+            shipment.attempts += 1
+            delay = min(0.05 * 2 ** min(shipment.attempts - 1, 5), 1.0)
+            with self._lock:
+                heapq.heappush(self._retries, (time.monotonic() + delay, shipment.seq, shipment))
+                self._lock.notify_all()
+            return
+        shipment.fail(error)
+        self._settled(1)
+
+    # -- the sender thread: linger expiry and retries ----------------------------------------
+
+    def _run_sender(self) -> None:
+        while True:
+            due: list[tuple[str, int, _Open]] = []
+            retry: list[_Shipment] = []
+            with self._lock:
+                if self._closed and not self._open and not self._retries:
+                    return
+                now = time.monotonic()
+                wake = now + 1.0
+                for slot, batch in list(self._open.items()):
+                    if now - batch.created >= self._linger_s:
+                        due.append((slot[0], slot[1], batch))
+                        del self._open[slot]
+                    else:
+                        wake = min(wake, batch.created + self._linger_s)
+                while self._retries and self._retries[0][0] <= now:
+                    retry.append(heapq.heappop(self._retries)[2])
+                if self._retries:
+                    wake = min(wake, self._retries[0][0])
+                if not due and not retry:
+                    self._lock.wait(max(0.0, wake - now))
+                    continue
+            for topic, partition, batch in due:
+                self._ship_open(topic, partition, batch)
+            for shipment in retry:
+                self._issue([shipment])

@@ -1,0 +1,204 @@
+"""Arrow shaping shared by the producer and the consumer (no I/O).
+
+- ``bytes_batch``: Python lists of keys/values/headers/timestamps -> a bytes-topic batch.
+- ``conform``: a user's table or batch -> the topic's current schema, or
+  ``SchemaMismatchError`` naming the difference (bytes topics accept ``value`` alone, str
+  for binary, and fill ``key``/``headers``/``timestamp``).
+- ``frame_records``: decoded frames -> consumer batches with the reserved columns
+  ``topic``, ``partition``, ``offset``, ``timestamp`` appended.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import SchemaMismatchError
+
+__all__ = [
+    "BYTES_SCHEMA",
+    "HEADERS_TYPE",
+    "bytes_batch",
+    "conform",
+    "schema_from_bytes",
+    "schema_to_bytes",
+    "add_reserved_columns",
+]
+
+HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+
+
+def _bytes_schema() -> pa.Schema:
+    try:
+        from .schemas import BYTES_SCHEMA as schema
+
+        return schema
+    except ImportError:  # storage's module not there yet: the same layout
+        return pa.schema([
+            pa.field("key", pa.binary(), nullable=True),
+            pa.field("value", pa.binary()),
+            pa.field("headers", HEADERS_TYPE),
+            pa.field("timestamp", pa.timestamp("ms")),
+        ])
+
+
+BYTES_SCHEMA = _bytes_schema()
+
+
+def schema_to_bytes(schema: pa.Schema) -> bytes:
+    try:
+        from .schemas import schema_to_bytes as to_bytes
+
+        return to_bytes(schema)
+    except ImportError:
+        return schema.serialize().to_pybytes()
+
+
+def schema_from_bytes(data: bytes) -> pa.Schema:
+    try:
+        from .schemas import schema_from_bytes as from_bytes
+
+        return from_bytes(data)
+    except ImportError:
+        return pa.ipc.read_schema(pa.py_buffer(data))
+
+
+def _headers_array(headers: Sequence[Any]) -> pa.Array:
+    if all(h is None for h in headers):
+        return pa.nulls(len(headers), HEADERS_TYPE)
+    rows = []
+    for h in headers:
+        if h is None:
+            rows.append(None)
+            continue
+        items = h.items() if isinstance(h, dict) else h
+        rows.append([{"key": str(k), "value": v.encode() if isinstance(v, str) else v} for k, v in items])
+    return pa.array(rows, HEADERS_TYPE)
+
+
+def bytes_batch(
+    keys: Sequence[bytes | None],
+    values: Sequence[bytes | None],
+    headers: Sequence[Any],
+    timestamps: Sequence[int],
+    schema: pa.Schema = BYTES_SCHEMA,
+) -> pa.RecordBatch:
+    """A bytes-topic batch from per-record Python values (timestamps in ms)."""
+    columns = {
+        "key": pa.array(keys, pa.binary()),
+        "value": pa.array(values, pa.binary()),
+        "headers": _headers_array(headers),
+        "timestamp": pa.array(timestamps, pa.int64()).cast(pa.timestamp("ms")),
+    }
+    return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    if isinstance(data, pa.Table):
+        return data
+    raise SchemaMismatchError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
+
+
+def _binary(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+    if pa.types.is_binary(column.type):
+        return column
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_null(column.type):
+        return column.cast(pa.binary())
+    raise SchemaMismatchError(f"column {name!r} must be binary or string, got {column.type}")
+
+
+def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema, *, kind: str, now_ms: int,
+            extra: Iterable[str] = ("partition", "topic")) -> pa.Table:
+    """``data`` as a table with exactly ``schema`` (see the module docstring).
+
+    Columns named in ``extra`` (routing columns such as ``partition``) are dropped, not
+    refused.  Raises ``SchemaMismatchError`` for anything else that does not fit.
+    """
+    table = _as_table(data)
+    extra = set(extra)
+    names = [n for n in table.column_names if n not in extra]
+    if kind == "bytes":
+        unknown = sorted(set(names) - set(schema.names))
+        if unknown:
+            raise SchemaMismatchError(
+                f"a bytes topic takes columns key, value, headers, timestamp; unexpected {unknown}")
+        if "value" not in names:
+            raise SchemaMismatchError("a bytes topic needs a 'value' column")
+        n = table.num_rows
+        arrays = []
+        for field in schema:
+            if field.name in names:
+                column = table.column(field.name)
+                if field.name in ("key", "value"):
+                    column = _binary(column, field.name)
+                elif field.name == "timestamp":
+                    if pa.types.is_integer(column.type):
+                        column = column.cast(pa.int64()).cast(pa.timestamp("ms"))
+                    elif pa.types.is_timestamp(column.type):
+                        column = column.cast(pa.timestamp("ms"))
+                    else:
+                        raise SchemaMismatchError(f"column 'timestamp' must be a timestamp or int64 ms, got {column.type}")
+                    if column.null_count:
+                        column = pc.fill_null(column, pa.scalar(now_ms, pa.timestamp("ms")))
+                elif field.name == "headers" and not column.type.equals(field.type):
+                    try:
+                        column = column.cast(field.type)
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                        raise SchemaMismatchError(f"column 'headers' must be {field.type}, got {column.type}") from None
+            elif field.name == "timestamp":
+                column = pa.chunked_array([pa.array(np.full(n, now_ms, dtype=np.int64)).cast(pa.timestamp("ms"))])
+            else:
+                column = pa.chunked_array([pa.nulls(n, field.type)])
+            arrays.append(column)
+        return pa.Table.from_arrays(arrays, schema=schema)
+    missing = [f.name for f in schema if f.name not in names]
+    unknown = [n for n in names if n not in schema.names]
+    if missing or unknown:
+        raise SchemaMismatchError(
+            f"columns do not match the topic's schema: missing {missing}, unexpected {unknown} "
+            f"(topic schema: {', '.join(f'{f.name}: {f.type}' for f in schema)})")
+    arrays = []
+    for field in schema:
+        column = table.column(field.name)
+        if not column.type.equals(field.type):
+            raise SchemaMismatchError(f"column {field.name!r} has type {column.type}, the topic's schema says {field.type}")
+        if not field.nullable and column.null_count:
+            raise SchemaMismatchError(f"column {field.name!r} is not nullable but holds {column.null_count} nulls")
+        arrays.append(column)
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def widen(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A batch written with an older compatible schema, read as ``schema`` (new nullable
+    columns filled with nulls)."""
+    if batch.schema.equals(schema, check_metadata=False):
+        return batch
+    arrays = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        arrays.append(batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
+                         offsets: pa.Array, timestamps: pa.Array | None) -> pa.RecordBatch:
+    """``batch`` plus ``topic``, ``partition``, ``offset`` and (unless present) ``timestamp``."""
+    n = batch.num_rows
+    names = list(batch.schema.names)
+    arrays = list(batch.columns)
+    if "timestamp" not in names and timestamps is not None:
+        names.append("timestamp")
+        arrays.append(timestamps)
+    names += ["topic", "partition", "offset"]
+    arrays += [
+        pa.nulls(n, pa.string()).fill_null(topic) if n else pa.array([], pa.string()),
+        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        offsets,
+    ]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
