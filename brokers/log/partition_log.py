@@ -1,0 +1,501 @@
+"""One partition replica's segmented log: ``PartitionLog``.
+
+Directory layout (one directory per partition replica):
+
+    00000000000000000000.log / .index / .timeindex    segments, named by base offset
+    recovery-point-offset-checkpoint                  everything below it was fsynced
+    log-start-offset-checkpoint                       first offset still readable
+    leader-epoch-checkpoint                           EpochCache
+    .lock                                             flock: one PartitionLog per directory
+
+Offsets are dense: frame ``i`` of the log starts where frame ``i - 1`` ended.  The log
+appends whole frames (Arrow IPC record batches behind spark_log.frame's 64-byte header)
+and serves them back as file bytes; it never decodes a record.  Per request the work is
+per frame: verify (CRC-32C), stamp offset and epoch into a 64-byte header copy, one
+``pwritev`` of headers plus the untouched bodies.
+
+Durability: ``flush_messages`` (fsync once that many records are unflushed) and
+``flush_ms`` (fsync on the first append or ``maybe_roll`` call once that long passed since
+the last fsync); 0 leaves it to the OS.  The recovery point (the offset below which all
+data is fsynced and indexes are written) is checkpointed at most every
+``CHECKPOINT_INTERVAL_MS``, on close, and after truncation or recovery; it only bounds how
+much is re-validated on open.  Crash recovery rules: see ``recovery.py``.
+
+Thread-safety: none; the caller holds one lock per partition around every call.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import TopicConfig
+from spark_log.errors import CorruptRecordError, FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
+from spark_log.frame import HEADER_SIZE, verify_frame
+
+from . import append as _append
+from . import checkpoint
+from .epoch_cache import FILE_NAME as EPOCH_FILE
+from .epoch_cache import EpochCache
+from .recovery import RecoveryReport, open_segments
+from .scan import peek
+from .segment import MAX_SEGMENT_BYTES, Segment
+from .segments import Segments
+
+__all__ = ["PartitionLog", "AppendInfo", "ReadResult"]
+
+_log = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+LOCK_FILE = ".lock"
+CHECKPOINT_INTERVAL_MS = 60_000
+_MAX_RELATIVE = 2**32 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What an append wrote: offsets ``first_offset..last_offset`` in ``frames`` frames."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    record_count: int
+    frames: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole frames from the file; ``first_offset`` is the first frame's base offset (it may be
+    below the offset asked for) and ``next_offset`` the offset after the last frame.  Empty
+    data means nothing was readable (``first_offset == next_offset``)."""
+
+    data: bytes | memoryview
+    first_offset: int
+    next_offset: int
+
+
+class PartitionLog:
+    """One partition replica's segmented log in ``directory`` (module docstring: layout,
+    durability).  Opening recovers it.  Thread-safety: none; caller locks."""
+
+    def __init__(self, directory: Path | str, config: TopicConfig, *, clock: Clock = SystemClock()) -> None:
+        self.directory = Path(directory)
+        self._config = config
+        self._clock = clock
+        self._closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._lock_fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StorageError(f"{self.directory} is already open in another PartitionLog") from None
+        try:
+            self._open()
+        except BaseException:
+            self._release()
+            raise
+
+    def _open(self) -> None:
+        recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
+        log_start = self._read_checkpoint(LOG_START_FILE)
+        loaded = EpochCache.load(self.directory / EPOCH_FILE)
+        cache = loaded if loaded is not None else EpochCache(self.directory / EPOCH_FILE)
+        now = self._clock.monotonic_ms()
+        self._segments, self.recovery = open_segments(
+            self.directory,
+            index_interval_bytes=self._config.index_interval_bytes,
+            recovery_point=recovery_point,
+            log_start_offset=log_start,
+            now_ms=now,
+            on_recovered_frame=lambda h: cache.assign(h.epoch, h.base_offset, persist=False),
+        )
+        self._epochs = cache
+        if not len(self._segments):
+            self._segments.add(self._new_segment(log_start))
+        self.log_start_offset = max(log_start, self._segments.first.base_offset)
+        if self.log_start_offset > self.log_end_offset:
+            _log.warning("%s: log start %d is past the recovered end %d", self.directory, self.log_start_offset, self.log_end_offset)
+            self._replace_all_segments(self.log_start_offset)
+        if loaded is None and self.log_end_offset > self.log_start_offset:
+            cache = EpochCache(cache.path)  # rebuild from every frame header
+            for segment in self._segments:
+                for header in segment.headers_from(0):
+                    cache.assign(header.epoch, header.base_offset, persist=False)
+            self._epochs = cache
+        self._epochs.truncate_from_end(self.log_end_offset)
+        self._epochs.truncate_from_start(self.log_start_offset)
+        self._epochs.persist()
+        for segment in self._segments.from_offset(recovery_point):
+            segment.dirty = True  # recovered bytes may still be only in the page cache
+        self._flushed_offset = min(recovery_point, self.log_end_offset)
+        self._checkpointed = -1
+        self._unflushed_records = 0
+        self._last_flush_ms = now
+        self._last_checkpoint_ms = now
+        self.flush(checkpoint=True)
+        checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
+
+    def _read_checkpoint(self, name: str) -> int:
+        try:
+            return checkpoint.read_offset(self.directory / name) or 0
+        except ValueError as exc:
+            _log.warning("%s: ignoring %s", self.directory, exc)
+            return 0
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        return Segment.create(
+            self.directory, base_offset,
+            index_interval_bytes=self._config.index_interval_bytes, now_ms=self._clock.monotonic_ms(),
+        )
+
+    # --- state -----------------------------------------------------------------------
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be assigned (LEO)."""
+        return self._segments.active.next_offset
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._epochs.latest_epoch
+
+    @property
+    def recovery_point(self) -> int:
+        """Every record below this offset is fsynced."""
+        return self._flushed_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return self._segments.total_bytes()
+
+    @property
+    def segment_base_offsets(self) -> list[int]:
+        return [s.base_offset for s in self._segments]
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        """The leader-epoch cache as ``[(epoch, start_offset), ...]``."""
+        return self._epochs.entries()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StorageError(f"{self.directory}: the log is closed")
+
+    # --- appending -------------------------------------------------------------------
+
+    def append_as_leader(self, frames: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendInfo:
+        """Append producer frames: verified (CRC, ``max_message_bytes``), offsets assigned from
+        the LEO, ``leader_epoch`` stamped.  Raises ``CorruptRecordError``,
+        ``RecordTooLargeError``, ``InvalidRequestError`` (empty, bad epoch) or
+        ``FencedEpochError`` (``leader_epoch`` below the latest epoch in the log), and then
+        appends nothing.  ``StorageError`` if the disk fails (nothing appended either)."""
+        self._check_open()
+        if leader_epoch < 0:
+            raise InvalidRequestError(f"leader epoch must be >= 0, got {leader_epoch}")
+        latest = self._epochs.latest_epoch
+        if latest is not None and leader_epoch < latest:
+            raise FencedEpochError(f"leader epoch {leader_epoch} is below the log's latest epoch {latest}")
+        view, checked = _append.validate(frames, max_message_bytes=self._config.max_message_bytes)
+        now_wall = self._clock.wall_ms() if self._config.message_timestamp_type == "LogAppendTime" else None
+        first = self.log_end_offset
+        buffers, infos = _append.stamp_as_leader(view, checked, first_offset=first, epoch=leader_epoch, append_time_ms=now_wall)
+        self._write(buffers, infos, len(view))
+        self._epochs.assign(leader_epoch, first)
+        return self._after_append(infos)
+
+    def append_as_follower(self, frames: bytes | bytearray | memoryview) -> AppendInfo:
+        """Append frames copied from the leader as they are (offsets and epochs kept).
+
+        The first frame's base offset must be the LEO (else ``OffsetOutOfRangeError``), the
+        frames dense, and epochs must not go below the latest epoch (``InvalidRequestError``:
+        truncate first).  All-or-nothing like ``append_as_leader``."""
+        self._check_open()
+        view, checked = _append.validate(frames, max_message_bytes=None)
+        first = checked[0].header.base_offset
+        if first != self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"follower append starts at offset {first}, but the log ends at {self.log_end_offset}",
+                log_end_offset=self.log_end_offset,
+            )
+        infos = _append.check_follower(checked, expected_offset=first, latest_epoch=self._epochs.latest_epoch)
+        self._write([view], infos, len(view))
+        changed = False
+        for item in checked:
+            changed |= self._epochs.assign(item.header.partition_leader_epoch, item.header.base_offset, persist=False)
+        if changed:
+            self._epochs.persist()
+        return self._after_append(infos)
+
+    def _write(self, buffers: list, infos: list[tuple[int, int, int, int]], total: int) -> None:
+        active = self._segments.active
+        now = self._clock.monotonic_ms()
+        last_next = infos[-1][1]
+        if active.size and (
+            active.size + total > min(self._config.segment_bytes, MAX_SEGMENT_BYTES)
+            or last_next - active.base_offset > _MAX_RELATIVE
+            or self._segment_expired(active, now)
+        ):
+            active = self._roll()
+        active.append(buffers, infos, now_ms=now)
+
+    def _after_append(self, infos: list[tuple[int, int, int, int]]) -> AppendInfo:
+        count = infos[-1][1] - infos[0][0]
+        self._unflushed_records += count
+        if self._config.flush_messages and self._unflushed_records >= self._config.flush_messages:
+            self.flush()
+        else:
+            self.maybe_flush()
+        return AppendInfo(
+            first_offset=infos[0][0],
+            last_offset=infos[-1][1] - 1,
+            max_timestamp=max(info[3] for info in infos),
+            record_count=count,
+            frames=len(infos),
+        )
+
+    def _segment_expired(self, segment: Segment, now_ms: int) -> bool:
+        started = segment.first_append_ms
+        return started is not None and now_ms - started >= self._config.segment_ms
+
+    def _roll(self) -> Segment:
+        self._segments.active.write_indexes(fsync=False)
+        segment = self._new_segment(self.log_end_offset)
+        self._segments.add(segment)
+        return segment
+
+    def maybe_roll(self) -> None:
+        """Roll the active segment if it is older than ``segment_ms``; apply ``flush_ms``.
+
+        The owner calls this periodically (say every second)."""
+        self._check_open()
+        active = self._segments.active
+        if active.size and self._segment_expired(active, self._clock.monotonic_ms()):
+            self._roll()
+        self.maybe_flush()
+
+    def maybe_flush(self) -> None:
+        """fsync if ``flush_ms`` is set and that long passed since the last fsync."""
+        if self._config.flush_ms and self._clock.monotonic_ms() - self._last_flush_ms >= self._config.flush_ms:
+            self.flush()
+
+    def flush(self, *, checkpoint: bool = False) -> None:
+        """fsync every segment with unflushed data: afterwards every appended record is durable.
+
+        Writes the recovery-point checkpoint when ``checkpoint`` is true or the last one is
+        older than ``CHECKPOINT_INTERVAL_MS``."""
+        self._check_open()
+        for segment in self._segments.from_offset(self._flushed_offset):
+            segment.flush()
+        self._flushed_offset = self.log_end_offset
+        self._unflushed_records = 0
+        now = self._clock.monotonic_ms()
+        self._last_flush_ms = now
+        if checkpoint or now - self._last_checkpoint_ms >= CHECKPOINT_INTERVAL_MS:
+            self._write_recovery_point(now)
+
+    def _write_recovery_point(self, now_ms: int) -> None:
+        if self._checkpointed == self._flushed_offset:
+            return
+        for segment in self._segments.from_offset(max(self._checkpointed, 0)):
+            segment.write_indexes(fsync=True)
+        checkpoint.write_offset(self.directory / RECOVERY_POINT_FILE, self._flushed_offset)
+        self._checkpointed = self._flushed_offset
+        self._last_checkpoint_ms = now_ms
+
+    # --- reading ---------------------------------------------------------------------
+
+    def read(self, offset: int, *, max_bytes: int, max_offset: int | None = None, verify: bool = False) -> ReadResult:
+        """Whole frames starting with the frame that holds ``offset``, up to ``max_bytes``
+        (at least one frame even if it is larger), from one segment, never a frame whose
+        base offset is >= ``max_offset`` (default: the LEO).  ``offset == LEO`` gives an
+        empty result.  Raises ``OffsetOutOfRangeError`` outside [log start, LEO], and
+        ``CorruptRecordError`` when the stored frames are damaged (headers are always
+        checked; the CRC too with ``verify``)."""
+        self._check_open()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]",
+                log_start_offset=self.log_start_offset,
+                log_end_offset=self.log_end_offset,
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        segment = self._segments.floor(offset)
+        while segment is not None and offset >= segment.next_offset:
+            segment = self._segments.higher(segment)
+        if offset >= limit or segment is None:
+            return ReadResult(b"", offset, offset)
+        first = segment.locate(offset)
+        assert first is not None
+        data = segment.read(first.position, max(max_bytes, first.length))
+        at, expected = 0, first.base_offset
+        while len(data) - at >= HEADER_SIZE:
+            header = peek(data, at, first.position + at)
+            if header.base_offset != expected:
+                raise CorruptRecordError(
+                    f"{segment.log_path.name}: frame at byte {first.position + at} has offset "
+                    f"{header.base_offset}, expected {expected}"
+                )
+            if header.base_offset >= limit or at + header.length > len(data):
+                break
+            if verify:
+                verify_frame(memoryview(data)[at: at + header.length])
+            at += header.length
+            expected = header.next_offset
+        if at == 0:
+            return ReadResult(b"", offset, offset)
+        return ReadResult(data if at == len(data) else memoryview(data)[:at], first.base_offset, expected)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``
+        (raised to the log start), or None when no frame is that recent."""
+        self._check_open()
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_timestamp(timestamp_ms)
+                if found is not None:
+                    return max(found, self.log_start_offset)
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """``(epoch, end offset)`` as Kafka's OffsetsForLeaderEpoch (see ``EpochCache.end_offset_for``)."""
+        self._check_open()
+        return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    # --- truncation and retention ----------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every record >= ``offset``.  Frames are atomic: a frame holding ``offset``
+        goes whole, so the LEO can end below ``offset`` (Kafka does the same).  An
+        ``offset`` at or below the log start empties the log to start at ``offset``.
+        Durable on return (truncated data cannot reappear after a crash)."""
+        self._check_open()
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        for segment in reversed(self._segments.from_offset(offset)):
+            if segment.base_offset >= offset and segment is not self._segments.first:
+                self._segments.remove(segment)
+                segment.delete()
+            else:
+                segment.truncate_to(offset)
+                break
+        if self.log_end_offset < self.log_start_offset:  # the frame holding `offset` began below the log start
+            self._replace_all_segments(self.log_start_offset)
+        self._after_truncation()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment; the empty log starts (and ends) at ``offset``."""
+        self._check_open()
+        if offset < 0:
+            raise InvalidRequestError(f"offset must be >= 0, got {offset}")
+        self._replace_all_segments(offset)
+        self._epochs.clear()
+        checkpoint.write_offset(self.directory / LOG_START_FILE, offset)
+        self._after_truncation()
+
+    def _replace_all_segments(self, offset: int) -> None:
+        for segment in reversed(list(self._segments)):
+            self._segments.remove(segment)
+            segment.delete()
+        self._segments.add(self._new_segment(offset))
+        self.log_start_offset = offset
+
+    def _after_truncation(self) -> None:
+        self._epochs.truncate_from_end(self.log_end_offset)
+        if self._flushed_offset > self.log_end_offset or self._checkpointed > self.log_end_offset:
+            self._flushed_offset = min(self._flushed_offset, self.log_end_offset)
+            self._checkpointed = -1
+            self._write_recovery_point(self._clock.monotonic_ms())
+        self._unflushed_records = 0
+
+    def advance_log_start(self, offset: int) -> None:
+        """Make ``offset`` the first readable offset (delete-records, Raft snapshots); deletes
+        the segments wholly below it.  Raises ``OffsetOutOfRangeError`` past the LEO."""
+        self._check_open()
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot start the log at {offset}: it ends at {self.log_end_offset}",
+                log_end_offset=self.log_end_offset,
+            )
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset = offset
+        checkpoint.write_offset(self.directory / LOG_START_FILE, offset)
+        self._epochs.truncate_from_start(offset)
+        while len(self._segments) > 1:
+            second = self._segments.higher(self._segments.first)
+            if second is None or second.base_offset > offset:
+                break
+            self._delete_oldest()
+
+    def apply_retention(self) -> int:
+        """Delete whole segments past ``retention_ms`` (by their largest timestamp) or
+        beyond ``retention_bytes`` (oldest first); never the active segment.  Returns how
+        many segments were deleted."""
+        self._check_open()
+        deleted = 0
+        if self._config.retention_ms >= 0:
+            now = self._clock.wall_ms()
+            while len(self._segments) > 1 and now - self._segments.first.max_timestamp > self._config.retention_ms:
+                self._delete_oldest()
+                deleted += 1
+        if self._config.retention_bytes >= 0:
+            excess = self._segments.total_bytes() - self._config.retention_bytes
+            while len(self._segments) > 1 and excess >= self._segments.first.size:
+                excess -= self._segments.first.size
+                self._delete_oldest()
+                deleted += 1
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
+            checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
+            self._epochs.truncate_from_start(self.log_start_offset)
+        return deleted
+
+    def _delete_oldest(self) -> None:
+        oldest = self._segments.first
+        self._segments.remove(oldest)
+        oldest.delete()
+
+    # --- lifecycle -------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, checkpoint and release the directory.  Idempotent."""
+        if self._closed:
+            return
+        try:
+            self.flush(checkpoint=True)
+        finally:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            self._release()
+
+    def delete(self) -> None:
+        """Close without flushing and remove the directory with everything in it."""
+        if not self._closed:
+            for segment in self._segments:
+                segment.close()
+            self._closed = True
+            self._release()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _release(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def __enter__(self) -> "PartitionLog":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.directory}, [{self.log_start_offset}, {self.log_end_offset}), {len(self._segments)} segments)"

@@ -1,0 +1,150 @@
+"""Walking the frames of a data file without decoding them.
+
+Two walkers over an open file descriptor, both per-frame (never per-record) work:
+
+- ``peek_headers(fd, start, end)``: header fields only, read in 64 KiB chunks; the CRC is
+  not checked.  Used to find a frame from a sparse index entry and to load a segment
+  that lies below the recovery point (trusted, already flushed data).
+- ``verify_frames(fd, start, end)``: every frame read whole and checked with
+  ``spark_log.frame.verify_frame`` (magic, version, length, CRC-32C).  Used by crash
+  recovery.  It stops at the first frame that is torn, corrupt or out of sequence and
+  reports why, so the caller can truncate there.
+
+``Peek`` holds the header fields the log needs.  The byte layout is frame.py's (64-byte
+little-endian header); ``_PEEK`` reads the prefix and ``_TAIL`` the record count and
+timestamps.  ``tests/unit/brokers/log/test_scan.py`` checks both against frame.py.
+
+Thread-safety: the functions keep no state; concurrent use of one fd is safe with pread.
+"""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from typing import Iterator
+
+from spark_log.errors import CorruptRecordError
+from spark_log.frame import HEADER_SIZE, MAGIC, verify_frame
+
+__all__ = ["Peek", "peek", "peek_headers", "verify_frames", "ScanStop"]
+
+_PEEK = struct.Struct("<qii2sB")  # base_offset, frame_length, epoch, magic, version
+_TAIL = struct.Struct("<iqq")  # at byte 28: record_count, first_timestamp, max_timestamp
+_TAIL_AT = 28
+_VERSION = 1
+_MIN_FRAME = HEADER_SIZE + 8
+_CHUNK = 64 * 1024
+_VERIFY_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Peek:
+    """The header fields of one frame at ``position`` in a data file."""
+
+    position: int
+    base_offset: int
+    length: int
+    epoch: int
+    record_count: int
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.record_count
+
+    @property
+    def end(self) -> int:
+        return self.position + self.length
+
+
+def peek(buf: bytes | bytearray | memoryview, at: int, position: int) -> Peek:
+    """Header fields of the frame whose header starts at ``buf[at:]`` (file ``position``).
+
+    Checks magic, version, a possible length and a positive record count; not the CRC,
+    and not that the whole frame is in ``buf``.  Raises ``CorruptRecordError``.
+    """
+    if len(buf) - at < HEADER_SIZE:
+        raise CorruptRecordError(f"truncated frame header at byte {position}")
+    base, length, epoch, magic, version = _PEEK.unpack_from(buf, at)
+    count, _first_ts, max_ts = _TAIL.unpack_from(buf, at + _TAIL_AT)
+    if magic != MAGIC or version != _VERSION or length < _MIN_FRAME or count < 1:
+        raise CorruptRecordError(
+            f"bad frame header at byte {position}: magic {magic!r} v{version}, length {length}, records {count}"
+        )
+    return Peek(position, base, length, epoch, count, max_ts)
+
+
+def peek_headers(fd: int, start: int, end: int) -> Iterator[Peek]:
+    """Yield the header of every frame in ``[start, end)`` of the file, in order.
+
+    Raises ``CorruptRecordError`` on a bad header or a frame that runs past ``end``.
+    """
+    position = start
+    chunk = b""
+    chunk_at = start
+    while position < end:
+        at = position - chunk_at
+        if at < 0 or len(chunk) - at < HEADER_SIZE:
+            chunk = os.pread(fd, min(_CHUNK, end - position), position)
+            chunk_at, at = position, 0
+        header = peek(chunk, at, position)
+        if header.end > end:
+            raise CorruptRecordError(
+                f"frame at byte {position} (offset {header.base_offset}) runs past the end of the data ({end})"
+            )
+        yield header
+        position = header.end
+
+
+@dataclass(frozen=True, slots=True)
+class ScanStop:
+    """Where and why ``verify_frames`` stopped before ``end`` (None when it did not)."""
+
+    position: int
+    reason: str
+
+
+def verify_frames(
+    fd: int, start: int, end: int, *, expected_offset: int, stop: list[ScanStop]
+) -> Iterator[Peek]:
+    """Yield every whole, valid, in-sequence frame of ``[start, end)``.
+
+    A frame is valid when ``verify_frame`` accepts it (CRC included), it ends at or before
+    ``end``, its base offset is the previous frame's next offset (``expected_offset`` for
+    the first) and its leader epoch does not go down.  At the first frame that is not,
+    the walk ends and a ``ScanStop`` is appended to ``stop``; everything yielded before
+    it is a clean prefix.
+    """
+    position = start
+    expected = expected_offset
+    last_epoch = -(2**31)
+    chunk: bytes = b""
+    chunk_at = start
+    while position < end:
+        at = position - chunk_at
+        if len(chunk) - at < HEADER_SIZE:
+            chunk = os.pread(fd, min(_VERIFY_CHUNK, end - position), position)
+            chunk_at, at = position, 0
+        try:
+            header = peek(chunk, at, position)
+            if header.end > end:
+                raise CorruptRecordError(f"torn frame at byte {position}: {end - position} of {header.length} bytes")
+            if len(chunk) - at < header.length:
+                chunk = os.pread(fd, max(header.length, min(_VERIFY_CHUNK, end - position)), position)
+                chunk_at, at = position, 0
+                if len(chunk) < header.length:
+                    raise CorruptRecordError(f"torn frame at byte {position}: file ends inside it")
+            verify_frame(memoryview(chunk)[at: at + header.length])
+        except CorruptRecordError as exc:
+            stop.append(ScanStop(position, exc.message))
+            return
+        if header.base_offset != expected:
+            stop.append(ScanStop(position, f"frame at byte {position} has offset {header.base_offset}, expected {expected}"))
+            return
+        if header.epoch < last_epoch:
+            stop.append(ScanStop(position, f"frame at byte {position} has epoch {header.epoch} below {last_epoch}"))
+            return
+        last_epoch = header.epoch
+        expected = header.next_offset
+        yield header
+        position = header.end

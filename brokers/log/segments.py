@@ -1,0 +1,68 @@
+"""The ordered set of a partition's segments, keyed by base offset.
+
+Invariants the log keeps: base offsets strictly increase; each segment's
+``next_offset`` is the next segment's ``base_offset`` (offsets are dense); the last
+segment is the active one (the only one appended to) and there is always one.
+
+Thread-safety: none; caller holds the partition lock.
+"""
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Iterator
+
+from .segment import Segment
+
+__all__ = ["Segments"]
+
+
+class Segments:
+    """Segments in base-offset order with floor lookup (Kafka's ``LogSegments``)."""
+
+    def __init__(self) -> None:
+        self._bases: list[int] = []
+        self._segments: list[Segment] = []
+
+    def __len__(self) -> int:
+        return len(self._segments)
+
+    def __iter__(self) -> Iterator[Segment]:
+        return iter(list(self._segments))
+
+    @property
+    def active(self) -> Segment:
+        return self._segments[-1]
+
+    @property
+    def first(self) -> Segment:
+        return self._segments[0]
+
+    def add(self, segment: Segment) -> None:
+        """Append ``segment``; its base offset must be above every other."""
+        if self._bases and segment.base_offset <= self._bases[-1]:
+            raise ValueError(f"segment {segment.base_offset} does not follow {self._bases[-1]}")
+        self._bases.append(segment.base_offset)
+        self._segments.append(segment)
+
+    def floor(self, offset: int) -> Segment | None:
+        """The segment with the largest base offset <= ``offset``."""
+        i = bisect_right(self._bases, offset)
+        return None if i == 0 else self._segments[i - 1]
+
+    def higher(self, segment: Segment) -> Segment | None:
+        """The segment after ``segment``."""
+        i = bisect_right(self._bases, segment.base_offset)
+        return self._segments[i] if i < len(self._segments) else None
+
+    def from_offset(self, offset: int) -> list[Segment]:
+        """Segments holding ``offset`` or anything after it, in order."""
+        i = max(0, bisect_right(self._bases, offset) - 1)
+        return self._segments[i:]
+
+    def remove(self, segment: Segment) -> None:
+        i = self._segments.index(segment)
+        del self._segments[i]
+        del self._bases[i]
+
+    def total_bytes(self) -> int:
+        return sum(s.size for s in self._segments)
