@@ -1,0 +1,192 @@
+"""The narrow log the Raft core needs, and an in-memory implementation that can crash.
+
+``RaftLog`` is the whole contract between the core and storage (Kafka's
+``ReplicatedLog``/``RaftLog``, etcd's ``Storage``).  Appends are *buffered*: they are
+visible to ``read`` at once but survive a crash only after ``flush``.  Truncations and
+snapshots are durable when the call returns.  Offsets below ``start_offset`` live only
+in the latest snapshot.
+
+Implementations: ``MemoryRaftLog`` (tests, simulation; ``crash()`` drops what was not
+flushed) and ``brokers.raft.file_log.FileRaftLog`` (the metadata log on disk).
+Thread-safety: none; the owner serialises calls.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Protocol, Sequence
+
+from .messages import Entry, Snapshot, SnapshotId
+
+__all__ = ["RaftLog", "MemoryRaftLog", "end_offset_for_epoch"]
+
+
+class RaftLog(Protocol):
+    @property
+    def start_offset(self) -> int:
+        """First offset still held as an entry (the latest snapshot's end offset, or 0)."""
+
+    @property
+    def end_offset(self) -> int:
+        """Offset the next append gets (exclusive end of the log, flushed or not)."""
+
+    @property
+    def flushed_end_offset(self) -> int:
+        """Every entry below this offset survives a crash."""
+
+    @property
+    def last_epoch(self) -> int:
+        """Epoch of the last entry, else of the latest snapshot, else 0."""
+
+    def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
+        """Append entries stamped with ``epoch`` at ``end_offset``; returns the last offset."""
+
+    def append_as_follower(self, entries: Sequence[Entry]) -> None:
+        """Append entries that already carry offsets; the first must be ``end_offset``."""
+
+    def read(self, offset: int, max_entries: int) -> list[Entry]:
+        """Up to ``max_entries`` entries from ``offset`` (``start_offset <= offset <= end_offset``)."""
+
+    def epoch_at(self, offset: int) -> int:
+        """Epoch of the entry at ``offset``; ``offset == start_offset - 1`` gives the snapshot's."""
+
+    def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
+        """KIP-595 OffsetsForLeaderEpoch: the largest epoch ``<= epoch`` present and its end offset."""
+
+    def truncate_to(self, offset: int) -> None:
+        """Durably drop every entry ``>= offset`` (``offset >= start_offset``)."""
+
+    def create_snapshot(self, snapshot: Snapshot) -> None:
+        """Durably store ``snapshot`` and drop entries below its end offset."""
+
+    def install_snapshot(self, snapshot: Snapshot) -> None:
+        """Durably replace the whole log by ``snapshot`` (a follower too far behind)."""
+
+    def latest_snapshot(self) -> Snapshot | None: ...
+
+    def flush(self) -> None:
+        """Make every appended entry durable."""
+
+
+def end_offset_for_epoch(epoch_starts: Sequence[tuple[int, int]], end_offset: int,
+                         start_offset: int, snapshot_epoch: int, epoch: int) -> SnapshotId:
+    """Shared OffsetsForLeaderEpoch over a list of ``(epoch, start offset)`` boundaries.
+
+    ``epoch_starts`` is sorted and holds the first offset of each epoch that still has
+    entries.  The snapshot's epoch ends at ``start_offset``.  An epoch older than all of
+    them answers ``(0, start_offset)``.
+    """
+    index = bisect.bisect_right([e for e, _ in epoch_starts], epoch) - 1
+    if index < 0:
+        if snapshot_epoch and snapshot_epoch <= epoch:
+            return SnapshotId(start_offset, snapshot_epoch)
+        return SnapshotId(start_offset, 0)
+    found = epoch_starts[index][0]
+    end = epoch_starts[index + 1][1] if index + 1 < len(epoch_starts) else end_offset
+    return SnapshotId(end, found)
+
+
+class MemoryRaftLog:
+    """``RaftLog`` in memory.  ``crash()`` keeps only flushed entries, as a power cut would.
+
+    Thread-safety: none.
+    """
+
+    def __init__(self) -> None:
+        self._entries: list[Entry] = []
+        self._start = 0
+        self._flushed = 0
+        self._snapshot: Snapshot | None = None
+
+    # --- RaftLog -------------------------------------------------------------------
+    @property
+    def start_offset(self) -> int:
+        return self._start
+
+    @property
+    def end_offset(self) -> int:
+        return self._start + len(self._entries)
+
+    @property
+    def flushed_end_offset(self) -> int:
+        return self._flushed
+
+    @property
+    def last_epoch(self) -> int:
+        if self._entries:
+            return self._entries[-1].epoch
+        return self._snapshot.snapshot_id.epoch if self._snapshot else 0
+
+    def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
+        if not payloads:
+            raise ValueError("nothing to append")
+        if epoch < self.last_epoch:
+            raise ValueError(f"epoch {epoch} is older than the log's last epoch {self.last_epoch}")
+        for payload in payloads:
+            self._entries.append(Entry(self.end_offset, epoch, bytes(payload), control))
+        return self.end_offset - 1
+
+    def append_as_follower(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if entry.offset != self.end_offset:
+                raise ValueError(f"entry offset {entry.offset} != log end offset {self.end_offset}")
+            if entry.epoch < self.last_epoch:
+                raise ValueError(f"entry epoch {entry.epoch} < last epoch {self.last_epoch}")
+            self._entries.append(entry)
+
+    def read(self, offset: int, max_entries: int) -> list[Entry]:
+        if not self._start <= offset <= self.end_offset:
+            raise ValueError(f"offset {offset} outside [{self._start}, {self.end_offset}]")
+        first = offset - self._start
+        return self._entries[first:first + max_entries]
+
+    def epoch_at(self, offset: int) -> int:
+        if offset == self._start - 1 and self._snapshot is not None:
+            return self._snapshot.snapshot_id.epoch
+        if offset == -1:
+            return 0
+        return self._entries[offset - self._start].epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
+        starts: list[tuple[int, int]] = []
+        for entry in self._entries:
+            if not starts or starts[-1][0] != entry.epoch:
+                starts.append((entry.epoch, entry.offset))
+        snap_epoch = self._snapshot.snapshot_id.epoch if self._snapshot else 0
+        return end_offset_for_epoch(starts, self.end_offset, self._start, snap_epoch, epoch)
+
+    def truncate_to(self, offset: int) -> None:
+        if offset < self._start:
+            raise ValueError(f"cannot truncate to {offset} below the log start {self._start}")
+        del self._entries[offset - self._start:]
+        self._flushed = min(self._flushed, offset)
+
+    def create_snapshot(self, snapshot: Snapshot) -> None:
+        end = snapshot.snapshot_id.end_offset
+        if not self._start <= end <= self.end_offset:
+            raise ValueError(f"snapshot end {end} outside [{self._start}, {self.end_offset}]")
+        del self._entries[: end - self._start]
+        self._start = end
+        self._flushed = max(self._flushed, end)
+        self._snapshot = snapshot
+
+    def install_snapshot(self, snapshot: Snapshot) -> None:
+        self._entries.clear()
+        self._start = self._flushed = snapshot.snapshot_id.end_offset
+        self._snapshot = snapshot
+
+    def latest_snapshot(self) -> Snapshot | None:
+        return self._snapshot
+
+    def flush(self) -> None:
+        self._flushed = self.end_offset
+
+    # --- simulation hooks ----------------------------------------------------------
+    def crash(self, *, keep_unflushed: int = 0) -> None:
+        """Lose every entry that was not flushed, except the first ``keep_unflushed``
+        of them (the OS may have written some of the tail before power went)."""
+        keep = min(self.end_offset, self._flushed + max(0, keep_unflushed))
+        del self._entries[keep - self._start:]
+        self._flushed = self.end_offset
+
+    def entries(self) -> list[Entry]:
+        return list(self._entries)

@@ -1,0 +1,120 @@
+"""gRPC transport for ``RaftNode``: one unary ``RaftService.Call`` per Raft message.
+
+A request message (vote, fetch, fetch-snapshot) gets its answer in the call's reply, so
+observers, whose addresses nobody knows, are answered on their own calls, and a fetch
+to a caught-up leader is a long poll (the leader holds it up to one heartbeat).
+Messages with no caller waiting (BeginQuorumEpoch, answers whose caller gave up) are
+sent as new calls to the destination voter's address.
+
+``transport_filter(from_id, to_id) -> bool`` decides whether a message may travel; it is
+checked when sending, when a call arrives and when replying, so a filter in one process
+is enough to cut a link both ways (fault injection: network partitions in tests).
+Thread-safety: ``Peers.send`` is safe from any thread; reply callbacks run on gRPC
+threads and must only enqueue.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Callable, Mapping
+
+import grpc
+
+from spark_log.proto import raft_pb2 as pb
+from spark_log.proto import raft_pb2_grpc as pb_grpc
+
+from .messages import Message
+from .wire import from_proto, to_proto
+
+__all__ = ["GRPC_OPTIONS", "Peers", "RaftServicer"]
+
+log = logging.getLogger(__name__)
+
+GRPC_OPTIONS = [
+    ("grpc.max_send_message_length", 256 * 1024 * 1024),
+    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+]
+
+Filter = Callable[[int, int], bool]
+
+
+class Peers:
+    """Channels to the voters, opened lazily."""
+
+    def __init__(self, node_id: int, addresses: Mapping[int, str], transport_filter: Filter | None) -> None:
+        self.node_id = node_id
+        self.addresses = dict(addresses)
+        self.allowed: Filter = transport_filter or (lambda _a, _b: True)
+        self._lock = threading.Lock()
+        self._stubs: dict[int, Any] = {}
+        self._channels: list[grpc.Channel] = []
+        self._closed = False
+
+    def _stub(self, node: int) -> Any:
+        with self._lock:
+            if self._closed:
+                return None
+            stub = self._stubs.get(node)
+            if stub is None:
+                channel = grpc.insecure_channel(self.addresses[node], options=GRPC_OPTIONS)
+                self._channels.append(channel)
+                stub = self._stubs[node] = pb_grpc.RaftServiceStub(channel)
+            return stub
+
+    def send(self, message: Message, timeout_s: float, on_reply: Callable[[Message], None]) -> None:
+        """Send ``message`` without blocking; ``on_reply`` gets the answer, if any."""
+        if message.dst not in self.addresses or not self.allowed(self.node_id, message.dst):
+            return
+        stub = self._stub(message.dst)
+        if stub is None:
+            return
+        try:
+            future = stub.Call.future(to_proto(message), timeout=timeout_s)
+        except (ValueError, RuntimeError):  # channel closed while stopping
+            return
+
+        def done(f: Any) -> None:
+            try:
+                reply = f.result()
+            except grpc.RpcError as exc:
+                log.debug("raft %d -> %d: %s", self.node_id, message.dst, exc.code())
+                return
+            except Exception:  # noqa: BLE001 - cancelled at shutdown
+                return
+            for raw in reply.messages:
+                answer = from_proto(raw)
+                if self.allowed(answer.src, self.node_id):
+                    on_reply(answer)
+
+        future.add_done_callback(done)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            channels, self._channels, self._stubs = self._channels, [], {}
+        for channel in channels:
+            channel.close()
+
+
+class RaftServicer(pb_grpc.RaftServiceServicer):
+    """Hands each incoming message to ``handle(message) -> answer | None``."""
+
+    def __init__(self, node_id: int, handle: Callable[[Message], Message | None], transport_filter: Filter | None) -> None:
+        self.node_id = node_id
+        self.handle = handle
+        self.allowed: Filter = transport_filter or (lambda _a, _b: True)
+
+    def Call(self, request: pb.RaftMessage, context: grpc.ServicerContext) -> pb.RaftReply:  # noqa: N802
+        try:
+            message = from_proto(request)
+        except Exception as exc:  # noqa: BLE001 - malformed input from the wire
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"bad Raft message: {exc}")
+        if message.dst != self.node_id:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"message for node {message.dst} sent to {self.node_id}")
+        if not self.allowed(message.src, self.node_id):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "link cut by transport filter")
+        answer = self.handle(message)
+        reply = pb.RaftReply()
+        if answer is not None and self.allowed(self.node_id, message.src):
+            reply.messages.append(to_proto(answer))
+        return reply
