@@ -1,0 +1,307 @@
+"""The readers of the ``spark-log`` source: streaming (micro-batch) and batch.
+
+Where things run
+----------------
+- ``SparkLogStreamReader``'s offset methods (``initialOffset``, ``latestOffset``,
+  ``reportLatestOffset``, ``prepareForTriggerAvailableNow``, ``partitions``,
+  ``commit``) run in one long-lived Python process on the driver; it keeps an
+  ``Admin`` client, opened lazily and closed by ``stop``.
+- ``read(partition)`` runs on executors.  It is static and stateless: it uses only the
+  picklable plan and the ``RangePartition`` it is given, opens its own ``Consumer``,
+  and yields ``pyarrow.RecordBatch``\\ es shaped exactly as the source's schema, with
+  no per-row Python.
+- Readers and partitions pickle; clients never travel (``__getstate__`` drops them).
+
+Offsets and replay
+------------------
+Offsets are ``{topic: {partition: next_offset}}`` (``connectors.offsets``).
+``partitions(start, end)`` is a pure function of its arguments and the plan, and a
+range ``[start, end)`` always yields the records with those offsets, so a micro-batch
+that Spark replays from its offset log reads exactly the same records.
+``latestOffset(start, limit)`` honours ``ReadMaxRows`` (``maxOffsetsPerTrigger``) and
+``ReadMaxBytes`` (``maxBytesPerTrigger``, soft: it uses each partition's average stored
+record size); ``ReadAllAvailable`` ignores both, as the contract requires.  New
+partitions and, with ``subscribePattern``, new topics are picked up at the next trigger
+and read from offset 0.
+
+Data loss
+---------
+With ``failOnDataLoss=true`` (default) a query fails with ``OffsetOutOfRangeError`` when
+records it must read were deleted (retention) or a partition it read vanished or
+shrank; with ``false`` it skips what is gone and goes on.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Filter, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxBytes,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMismatchError
+
+from . import client
+from . import offsets as off
+from .filters import PushedFilters, push_filters
+from .options import ReaderOptions
+
+__all__ = ["ReadPlan", "RangePartition", "SparkLogStreamReader", "SparkLogBatchReader"]
+
+
+@dataclass(frozen=True)
+class RangePartition(InputPartition):
+    """One Spark task: records ``[start, end)`` of ``topic``-``partition``. Picklable."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """Everything a read needs, fixed at query start on the driver. Picklable.
+
+    ``kind`` is "bytes" or "typed"; ``topic_schema`` the typed topics' Arrow schema;
+    ``schema`` the Spark schema the query sees (after ``columns``); ``fetch_columns``
+    the stored columns the brokers must send (projection pushdown).
+    """
+
+    options: ReaderOptions
+    kind: str
+    schema: StructType
+    fetch_columns: tuple[str, ...]
+    topic_schema: pa.Schema | None = None
+    timestamp_types: dict[str, int] = field(default_factory=dict)
+
+    def matches(self, topic: str) -> bool:
+        o = self.options
+        if o.subscribe is not None:
+            return topic in o.subscribe
+        if o.subscribe_pattern is not None:
+            return re.fullmatch(o.subscribe_pattern, topic) is not None
+        return o.assign is not None and any(tp.topic == topic for tp in o.assign)
+
+
+def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | None = None) -> Iterator[pa.RecordBatch]:
+    """Batches of ``part`` shaped to ``plan.schema`` (the body of both readers' ``read``)."""
+    from .schema_mapping import spark_arrow_schema, to_spark_batch
+
+    target = spark_arrow_schema(plan.schema)
+    timestamp_type = plan.timestamp_types.get(part.topic, 0)
+    for batch in client.read_range(
+        plan.options,
+        off.OffsetRange(part.topic, part.partition, part.start, part.end),
+        columns=list(plan.fetch_columns),
+        row_filter=pushed.row_filter if pushed is not None else None,
+    ):
+        if batch.num_rows:
+            yield to_spark_batch(batch, target, timestamp_type=timestamp_type)
+
+
+class _DriverSide:
+    """The driver's lazily opened ``Admin`` and topic discovery, shared by both readers."""
+
+    def __init__(self, plan: ReadPlan) -> None:
+        self.plan = plan
+        self._admin: Any = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_admin"] = None
+        return state
+
+    @property
+    def admin(self) -> Any:
+        if self._admin is None:
+            self._admin = client.open_admin(self.plan.options.bootstrap)
+        return self._admin
+
+    def close(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            admin.close()
+
+    def topics(self) -> list[str]:
+        o = self.plan.options
+        if o.subscribe is not None:
+            return sorted(o.subscribe)
+        if o.assign is not None:
+            return sorted({tp.topic for tp in o.assign})
+        found = sorted(t for t in client.list_topics(self.admin) if self.plan.matches(t))
+        for topic in found:
+            if topic not in self.plan.timestamp_types:
+                self._check_kind(topic)
+        return found
+
+    def _check_kind(self, topic: str) -> None:
+        info = client.describe(self.admin, topic)
+        if info.kind != self.plan.kind or (info.kind == "typed" and info.schema != self.plan.topic_schema):
+            raise SchemaMismatchError(
+                f"topic '{topic}' matches 'subscribePattern' but its schema differs from the query's "
+                f"({info.kind} topic); a query reads topics of one schema"
+            )
+        self.plan.timestamp_types[topic] = info.timestamp_type
+
+    def latest(self) -> off.Offsets:
+        return self._offsets("latest")
+
+    def earliest(self) -> off.Offsets:
+        return self._offsets("earliest")
+
+    def _offsets(self, spec: str | int) -> off.Offsets:
+        o = self.plan.options
+        out: off.Offsets = {}
+        for topic in self.topics():
+            for partition, offset in client.list_offsets(self.admin, topic, spec, o.isolation_level).items():
+                tp = off.TopicPartition(topic, partition)
+                if o.assign is None or tp in o.assign:
+                    out[tp] = offset
+        if o.assign is not None:
+            missing = sorted(set(o.assign) - set(out))
+            if missing:
+                raise InvalidConfigError(f"option 'assign' names partitions that do not exist: {missing}", key="assign")
+        return out
+
+    def starting(self, default: str) -> off.Offsets:
+        o = self.plan.options
+        latest = self.latest()
+        if o.starting_timestamp is not None:
+            found = self._offsets(o.starting_timestamp)
+            return {tp: found.get(tp, latest[tp]) for tp in latest}
+        spec = o.starting_offsets if o.starting_offsets is not None else default
+        return off.resolve(spec, self.earliest(), latest, option="startingOffsets")
+
+
+class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batch reader of topics (see the module docstring for the contract)."""
+
+    def __init__(self, plan: ReadPlan) -> None:
+        plan.options.check_streaming()
+        self._plan = plan
+        self._driver = _DriverSide(plan)
+        self._target: off.Offsets | None = None
+        self._last_latest: off.Offsets | None = None
+
+    def initialOffset(self) -> dict:
+        return off.to_json(self._driver.starting("latest"))
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        o = self._plan.options
+        if o.max_offsets_per_trigger is not None:
+            return ReadMaxRows(o.max_offsets_per_trigger)
+        if o.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(o.max_bytes_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._driver.latest()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = off.from_json(start)
+        latest = self._target if self._target is not None else self._driver.latest()
+        self._last_latest = latest
+        latest = self._check_loss(begin, latest)
+        o = self._plan.options
+        end = dict(latest)
+        if not isinstance(limit, ReadAllAvailable):
+            max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else o.max_offsets_per_trigger
+            max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else o.max_bytes_per_trigger
+            if max_rows is not None:
+                end = off.limit_rows(begin, end, max_rows)
+            if max_bytes is not None:
+                sizes = client.bytes_per_record(self._driver.admin, o, begin, end)
+                end = off.limit_bytes(begin, end, max_bytes, sizes)
+        # Partitions that stay put keep their place in the offset (never dropped).
+        merged = {**{tp: v for tp, v in begin.items() if tp in latest or not o.fail_on_data_loss}, **end}
+        return off.to_json({tp: v for tp, v in merged.items() if tp in latest})
+
+    def _check_loss(self, begin: off.Offsets, latest: off.Offsets) -> off.Offsets:
+        gone = sorted(tp for tp in begin if tp not in latest)
+        back = sorted(tp for tp in begin if tp in latest and latest[tp] < begin[tp])
+        if self._plan.options.fail_on_data_loss and (gone or back):
+            what = [f"{t}-{p} no longer exists" for t, p in gone] + [
+                f"{t}-{p} ends at {latest[off.TopicPartition(t, p)]} < {begin[off.TopicPartition(t, p)]} already read"
+                for t, p in back
+            ]
+            raise OffsetOutOfRangeError(
+                "data loss: " + "; ".join(what) + ". Set failOnDataLoss=false to go on without it."
+            )
+        return latest
+
+    def reportLatestOffset(self) -> dict | None:
+        latest = self._last_latest if self._last_latest is not None else self._driver.latest()
+        return off.to_json(latest)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        o = self._plan.options
+        ranges = off.plan_ranges(
+            off.from_json(start),
+            off.from_json(end),
+            min_partitions=o.min_partitions,
+            max_records_per_partition=o.max_records_per_partition,
+        )
+        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition)
+        return read_range(self._plan, partition)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to do: progress lives in Spark's checkpoint, not in the brokers."""
+
+    def stop(self) -> None:
+        self._driver.close()
+
+
+class SparkLogBatchReader(DataSourceReader):
+    """Batch reader: ``startingOffsets``/``startingTimestamp`` to ``endingOffsets``.
+
+    ``pushFilters`` narrows the ranges for predicates on ``topic``, ``partition`` and
+    ``offset`` (exact: Spark does not re-check them), raises the start for
+    ``timestamp >``/``>=`` (Spark re-checks), and sends simple predicates on typed
+    topics' columns to the brokers as a row filter (Spark re-checks them too).
+    """
+
+    def __init__(self, plan: ReadPlan) -> None:
+        plan.options.check_batch()
+        self._plan = plan
+        self._pushed = PushedFilters()
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        self._pushed, remaining = push_filters(filters, self._plan)
+        yield from remaining
+
+    def partitions(self) -> Sequence[InputPartition]:
+        driver = _DriverSide(self._plan)
+        try:
+            o = self._plan.options
+            begin = driver.starting("earliest")
+            latest = driver.latest()
+            end = latest if o.ending_offsets in (None, "latest") else off.resolve(
+                o.ending_offsets, driver.earliest(), latest, option="endingOffsets"
+            )
+            if self._pushed.min_timestamp is not None:
+                by_time = driver._offsets(self._pushed.min_timestamp)
+                begin = {tp: max(v, by_time.get(tp, end.get(tp, v))) for tp, v in begin.items()}
+            begin, end = self._pushed.narrow(begin, end)
+        finally:
+            driver.close()
+        ranges = off.plan_ranges(
+            begin, end, min_partitions=o.min_partitions, max_records_per_partition=o.max_records_per_partition
+        )
+        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RangePartition):  # Spark's placeholder for "no partitions"
+            return iter(())
+        return read_range(self._plan, partition, self._pushed)

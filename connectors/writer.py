@@ -1,0 +1,268 @@
+"""The writers of the ``spark-log`` sink: streaming and batch, both on Arrow batches.
+
+Delivery guarantee (streaming): exactly-once appends per micro-batch
+--------------------------------------------------------------------
+Every input row of a micro-batch is appended to its topic partition **exactly once**,
+even when Spark re-runs a task (task retry, speculation, executor loss) or replays the
+whole micro-batch after the query's process died and restarted from its checkpoint.
+How:
+
+- Each write task produces with an idempotent producer whose ``producer_id`` is a stable
+  hash of (streaming query id, Spark partition id, ``batch_id >> 15``) and whose
+  ``producer_epoch`` is ``batch_id & 0x7FFF`` (the frame header holds a 16-bit epoch).
+  The query id is the persistent id kept in the checkpoint, and the batch id comes from
+  the task's local property ``streaming.sql.batchId``, so a re-run of the same task of
+  the same micro-batch produces as the same producer, epoch and sequences.
+- Frames are deterministic: the rows of one Arrow batch bound for one partition form
+  one frame (cut into row-count slices of about ``batchSize`` bytes when larger), with
+  no time-based lingering and sequences from 0 in input order.  The brokers acknowledge a frame whose sequences they already
+  hold as a duplicate without appending it, so a re-run appends only what the first run
+  did not.
+- A zombie task of an older micro-batch (a lower epoch of the same producer id) is
+  fenced by the brokers.
+
+What it assumes and what it does not give:
+
+- The input of a micro-batch must be deterministic (the same rows, in the same order,
+  in the same Spark partitions, on a replay).  That holds for replayable sources
+  (spark-log, Kafka, files, rate) and deterministic plans; it does not hold for plans
+  with non-deterministic expressions (``rand()``, ``uuid()``, ``current_timestamp()`` as
+  data) or non-deterministic repartitioning.
+- It is exactly-once *append*, not atomic visibility: readers may see part of a
+  micro-batch (some partitions, or the frames of a task that is re-run) before the rest
+  lands.  Atomic visibility of a whole micro-batch across partitions needs transactions
+  (a later issue).
+- The record timestamp of rows without a ``timestamp`` column is the write time of
+  the first attempt that landed.
+
+Batch writes (``df.write``) use the same scheme with a random job id instead of the
+query id and epoch 0: a retried task appends nothing twice; re-running the job appends
+again.
+
+Routing
+-------
+A ``partition`` column (int, non-null) picks the partition; else the key (bytes topics:
+``key``; typed topics: ``keyColumns`` or the topic's key columns) is hashed with Kafka's
+murmur2 partitioner; rows without a key go to partition ``(spark_partition +
+arrow_batch_index) % partitions``, so that replays route them identically.  Without
+the ``topic`` option a string column ``topic`` names each row's topic (bytes topics).
+"""
+from __future__ import annotations
+
+import hashlib
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from spark_log.errors import InvalidConfigError, SchemaMismatchError
+
+from . import client
+from .options import WriterOptions
+from .schema_mapping import typed_payload
+
+__all__ = ["WriteTarget", "WriteCommit", "SparkLogStreamWriter", "SparkLogBatchWriter", "producer_identity"]
+
+_EPOCH_BITS = 15
+
+
+def producer_identity(query_id: str, spark_partition: int, batch_id: int) -> tuple[int, int]:
+    """``(producer_id, producer_epoch)`` of one write task: stable across re-runs.
+
+    ``producer_id`` is a positive 63-bit hash of the query id, the Spark partition id
+    and ``batch_id >> 15``; ``producer_epoch`` is ``batch_id & 0x7FFF``.
+    """
+    era = batch_id >> _EPOCH_BITS
+    digest = hashlib.blake2b(f"{query_id}/{spark_partition}/{era}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") & 0x7FFF_FFFF_FFFF_FFFF, batch_id & ((1 << _EPOCH_BITS) - 1)
+
+
+@dataclass(frozen=True)
+class WriteTarget:
+    """What the driver resolved at start (picklable): the topic(s) and how to route.
+
+    ``topic`` is None when rows name their topic; ``partitions`` maps each known topic
+    to its partition count.
+    """
+
+    options: WriterOptions
+    kind: str
+    topic: str | None
+    partitions: dict[str, int]
+    key_columns: tuple[str, ...]
+    schema: pa.Schema | None = None  # typed topics: the topic's schema, batches are cast to it
+
+
+@dataclass
+class WriteCommit(WriterCommitMessage):
+    """What one task wrote (for logs and tests): rows, frames and the producer used."""
+
+    spark_partition: int
+    rows: int
+    frames: int
+    producer_id: int
+    producer_epoch: int
+
+
+def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> WriteTarget:
+    """Check the sink against the brokers on the driver, at query start.
+
+    Raises ``UnknownTopicOrPartitionError`` for a missing topic, ``InvalidConfigError``
+    when neither ``topic`` nor a ``topic`` column is given, and ``SchemaMismatchError``
+    when the DataFrame cannot be written to the topic (registering the DataFrame's
+    schema first when a typed topic has none).
+    """
+    names = spark_arrow_schema.names
+    admin = client.open_admin(options.bootstrap)
+    try:
+        if options.topic is None:
+            if "topic" not in names:
+                raise InvalidConfigError("option 'topic' is required unless the DataFrame has a 'topic' column", key="topic")
+            return WriteTarget(options, "bytes", None, {}, ("key",))
+        info = client.describe(admin, options.topic)
+        if info.kind == "bytes" and "value" in names:
+            if options.key_columns not in (None, ("key",)):
+                raise InvalidConfigError("option 'keyColumns' applies to typed topics; bytes topics hash the 'key' column", key="keyColumns")
+            return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
+        data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
+        # A topic without a schema (created as bytes, or typed with none yet) takes the
+        # DataFrame's on its first typed write; the brokers refuse it if that cannot be.
+        schema = info.schema if info.schema is not None and len(info.schema) else client.register_schema(admin, options.topic, data.schema)
+        client.check_writable(data.schema, schema, options.topic)
+        keys = options.key_columns if options.key_columns is not None else tuple(info.key_columns)
+        missing = [k for k in keys if k not in data.schema.names]
+        if missing:
+            raise InvalidConfigError(f"option 'keyColumns' names columns the DataFrame lacks: {missing}", key="keyColumns")
+        return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, schema)
+    finally:
+        admin.close()
+
+
+def _partition_of_rows(batch: pa.RecordBatch, target: WriteTarget, n: int, fallback: int) -> np.ndarray:
+    """Target partition of every row (vectorised)."""
+    from spark_log._partitioner import key_array, partitions_for_keys
+
+    out = np.full(batch.num_rows, fallback % n, dtype=np.int32)
+    keys = [k for k in target.key_columns if k in batch.schema.names]
+    if keys:
+        key_bytes, present = key_array(batch, keys)
+        hashed = partitions_for_keys(key_bytes, n)
+        out = np.where(present, hashed, out).astype(np.int32)
+    if "partition" in batch.schema.names:
+        column = batch.column("partition")
+        given = column.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = given >= n
+        if bad.any():
+            raise InvalidConfigError(f"column 'partition' holds {int(given[bad][0])}, but the topic has {n} partitions", key="partition")
+        out = np.where(given >= 0, given, out).astype(np.int32)
+    return out
+
+
+class _TaskWriter:
+    """Routes and produces one task's Arrow batches (runs on an executor)."""
+
+    def __init__(self, target: WriteTarget, spark_partition: int, producer_id: int, producer_epoch: int) -> None:
+        self.target = target
+        self.spark_partition = spark_partition
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.rows = 0
+        self.frames = 0
+
+    def run(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        o = self.target.options
+        partitions = dict(self.target.partitions)
+        with client.open_producer(o, producer_id=self.producer_id, producer_epoch=self.producer_epoch) as producer:
+            for index, batch in enumerate(iterator):
+                if batch.num_rows == 0:
+                    continue
+                self.rows += batch.num_rows
+                for topic, rows in self._by_topic(batch):
+                    if topic not in partitions:
+                        partitions[topic] = producer.partitions_for(topic)
+                    self._send(producer, topic, rows, partitions[topic], index)
+            producer.finish(timeout_ms=o.timeout_ms)
+        return WriteCommit(self.spark_partition, self.rows, self.frames, self.producer_id, self.producer_epoch)
+
+    def _by_topic(self, batch: pa.RecordBatch) -> Iterator[tuple[str, pa.RecordBatch]]:
+        if self.target.topic is not None:
+            yield self.target.topic, batch
+            return
+        column = batch.column("topic")
+        if column.null_count:
+            raise InvalidConfigError("column 'topic' is null in some rows and option 'topic' is not set", key="topic")
+        for topic in sorted(pc.unique(column).to_pylist()):
+            yield topic, batch.filter(pc.equal(column, topic))
+
+    def _send(self, producer: Any, topic: str, batch: pa.RecordBatch, n: int, index: int) -> None:
+        rows_partition = _partition_of_rows(batch, self.target, n, self.spark_partition + index)
+        payload = self._payload(batch)
+        order = np.argsort(rows_partition, kind="stable")
+        bounds = np.flatnonzero(np.diff(rows_partition[order])) + 1
+        for chunk in np.split(order, bounds):
+            if len(chunk):
+                rows = payload if len(chunk) == payload.num_rows else payload.take(pa.array(chunk))
+                producer.send_frame(topic, rows, partition=int(rows_partition[chunk[0]]))
+                self.frames += 1
+
+    def _payload(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        if self.target.kind == "typed":
+            data = typed_payload(batch)
+            schema = self.target.schema
+            if schema is not None and not data.schema.equals(schema, check_metadata=False):
+                data = pa.RecordBatch.from_arrays(
+                    [data.column(f.name).cast(f.type) for f in schema], schema=schema
+                )
+            return data
+        keep = [name for name in ("key", "value", "headers", "timestamp") if name in batch.schema.names]
+        data = batch.select(keep)
+        if "timestamp" in keep and pa.types.is_timestamp(data.column("timestamp").type):
+            index = keep.index("timestamp")
+            millis = data.column(index).cast(pa.timestamp("ms", tz=data.column(index).type.tz), safe=False)
+            data = data.set_column(index, "timestamp", millis)
+        return data
+
+
+class SparkLogStreamWriter(DataSourceStreamArrowWriter):
+    """Exactly-once streaming sink (see the module docstring for the guarantee)."""
+
+    def __init__(self, target: WriteTarget) -> None:
+        self._target = target
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None, "write() runs in a Spark task"
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        if batch_id is None or query_id is None:
+            raise InvalidConfigError("the spark-log stream writer found no streaming batch id in its task")
+        pid, epoch = producer_identity(query_id, ctx.partitionId(), int(batch_id))
+        return _TaskWriter(self._target, ctx.partitionId(), pid, epoch).run(iterator)
+
+    def commit(self, messages: list[WriteCommit | None], batchId: int) -> None:
+        """Nothing to finish: every task's frames are acknowledged before it returns."""
+
+    def abort(self, messages: list[WriteCommit | None], batchId: int) -> None:
+        """Nothing to undo: frames that landed are recognised as duplicates on replay."""
+
+
+class SparkLogBatchWriter(DataSourceArrowWriter):
+    """Batch sink: a retried task appends nothing twice (one random job id per write)."""
+
+    def __init__(self, target: WriteTarget) -> None:
+        self._target = target
+        self._job_id = uuid.uuid4().hex  # fixed on the driver, shipped to every task
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        partition = ctx.partitionId() if ctx is not None else 0
+        pid, epoch = producer_identity(self._job_id, partition, 0)
+        return _TaskWriter(self._target, partition, pid, epoch).run(iterator)
