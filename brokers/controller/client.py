@@ -1,0 +1,289 @@
+"""ControllerClient: finds the active controller among the voters and talks to it.
+
+    client = ControllerClient(["127.0.0.1:9092", "127.0.0.1:9093", "127.0.0.1:9094"])
+    epoch = client.register_broker(broker_id=1, incarnation=uuid4().hex, address="127.0.0.1:9092")
+    client.heartbeat(broker_id=1, broker_epoch=epoch)
+    topic = client.create_topic("clicks", partitions=6, replication_factor=3)
+
+Routing: requests go to the last known active controller, else to the voters in turn.
+``NOT_CONTROLLER`` with a ``leader_address`` hint moves to that address at once;
+without a hint (no leader yet, or the new leader is catching up) the client backs off
+(``retry_backoff_ms``, doubling up to 1 s) and tries the next voter.  Connection-level
+failures (``BrokerNotAvailableError``) move to the next voter as well.
+``RequestTimeoutError`` is retried only for idempotent requests (heartbeats,
+registrations, describes), since a timed-out create may still have happened.  After
+``timeout_s`` seconds in total, the last error is raised.  Refusals (invalid topic,
+fenced epoch, ...) are raised at once as their typed ``SparkLogError``.
+
+Thread-safety: one client may be shared by threads (channels are thread-safe; the
+leader hint is a plain attribute).  ``close()`` closes the channels.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import grpc
+import pyarrow as pa
+
+from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
+from brokers.metadata.schema_codec import schema_from_bytes, schema_to_bytes
+from brokers.metadata.snapshot import decode_image
+from spark_log import errors
+from spark_log.config import TopicConfig
+from spark_log.proto import controller_pb2 as pb
+from spark_log.proto import controller_pb2_grpc as pb_grpc
+
+from .controller import HeartbeatResult
+from .wire import partition_from_pb
+
+__all__ = ["ClusterDescription", "ControllerClient"]
+
+_CHANNEL_OPTIONS = [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 500),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    """One voter's view: who it thinks the controller is, and the registered brokers."""
+
+    node_id: int
+    is_active: bool
+    controller_id: int | None
+    controller_address: str | None
+    controller_epoch: int
+    metadata_offset: int
+    brokers: Mapping[int, BrokerInfo]
+
+
+def _topic_from_pb(desc: pb.TopicDescription) -> TopicImage:
+    """A ``TopicImage`` from a description (its ``schemas`` hold only the latest)."""
+    schemas = ()
+    if desc.schema:
+        schemas = (SchemaVersion(schema_id=desc.schema_id, schema=schema_from_bytes(desc.schema)),)
+    return TopicImage(
+        name=desc.name,
+        topic_id=desc.topic_id,
+        kind=desc.kind,
+        key_columns=tuple(desc.key_columns),
+        config=TopicConfig().with_overrides(dict(desc.configs)),
+        partitions=frozen_map(dict(partition_from_pb(p) for p in desc.partitions)),
+        schemas=schemas,
+    )
+
+
+class ControllerClient:
+    """A client of the controller quorum (see the module docstring)."""
+
+    def __init__(
+        self,
+        voters: Sequence[str] | Mapping[int, str],
+        *,
+        timeout_s: float = 15.0,
+        rpc_timeout_s: float = 5.0,
+        retry_backoff_ms: int = 25,
+    ) -> None:
+        addresses = list(voters.values()) if isinstance(voters, Mapping) else list(voters)
+        if not addresses:
+            raise errors.InvalidConfigError("a controller client needs at least one voter address")
+        self.voters = addresses
+        self.timeout_s = timeout_s
+        self.rpc_timeout_s = rpc_timeout_s
+        self.retry_backoff_ms = retry_backoff_ms
+        self._lock = threading.Lock()
+        self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
+        self._rotation = itertools.cycle(range(len(addresses)))
+        self.leader_hint: str | None = None
+
+    def __enter__(self) -> "ControllerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for channel in self._channels.values():
+                channel.close()
+            self._channels.clear()
+            self._stubs.clear()
+
+    def _stub(self, address: str) -> pb_grpc.ControllerServiceStub:
+        with self._lock:
+            stub = self._stubs.get(address)
+            if stub is None:
+                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                self._channels[address] = channel
+                stub = self._stubs[address] = pb_grpc.ControllerServiceStub(channel)
+            return stub
+
+    def _next_voter(self) -> str:
+        with self._lock:
+            return self.voters[next(self._rotation)]
+
+    def _once(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
+        try:
+            return getattr(self._stub(address), method)(request, timeout=timeout_s)
+        except grpc.RpcError as exc:
+            raise errors.from_rpc_error(exc, address=address) from None
+
+    def _call(self, method: str, request: Any, *, idempotent: bool, sticky: bool = True) -> Any:
+        deadline = time.monotonic() + self.timeout_s
+        backoff_s = self.retry_backoff_ms / 1000
+        address = self.leader_hint or self._next_voter()
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                response = self._once(address, method, request, max(0.05, min(self.rpc_timeout_s, remaining)))
+                if sticky:
+                    self.leader_hint = address
+                return response
+            except errors.NotControllerError as exc:
+                hint = exc.leader_address
+                retry_now = hint is not None and hint != address
+                next_address = hint if retry_now and hint is not None else self._next_voter()
+                error: errors.SparkLogError = exc
+            except (errors.BrokerNotAvailableError, errors.RequestTimeoutError) as exc:
+                if isinstance(exc, errors.RequestTimeoutError) and not idempotent:
+                    raise
+                retry_now, next_address, error = False, self._next_voter(), exc
+            self.leader_hint = None
+            if time.monotonic() >= deadline:
+                raise error
+            if not retry_now:
+                time.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
+                backoff_s = min(1.0, backoff_s * 2)
+            address = next_address
+
+    # --- brokers -----------------------------------------------------------------------
+
+    def register_broker(self, *, broker_id: int, incarnation: str, address: str, rack: str = "") -> int:
+        """Register (a retry with the same incarnation is harmless); returns the broker epoch."""
+        request = pb.RegisterBrokerRequest(broker_id=broker_id, incarnation=incarnation, address=address, rack=rack)
+        return int(self._call("RegisterBroker", request, idempotent=True).broker_epoch)
+
+    def heartbeat(self, *, broker_id: int, broker_epoch: int) -> HeartbeatResult:
+        """``FencedEpochError`` means: register again."""
+        request = pb.BrokerHeartbeatRequest(broker_id=broker_id, broker_epoch=broker_epoch)
+        response = self._call("BrokerHeartbeat", request, idempotent=True)
+        return HeartbeatResult(
+            fenced=response.fenced, broker_epoch=response.broker_epoch, metadata_offset=response.metadata_offset
+        )
+
+    # --- topics ------------------------------------------------------------------------
+
+    def create_topic(
+        self,
+        name: str,
+        *,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, Any] | None = None,
+        schema: pa.Schema | None = None,
+        key_columns: Sequence[str] = (),
+    ) -> TopicImage:
+        """Create a topic; returns its image (``schemas`` holds only the first schema)."""
+        request = pb.CreateTopicRequest(
+            name=name,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            configs={str(k): _config_text(v) for k, v in (config or {}).items()},
+            schema=schema_to_bytes(schema) if schema is not None else b"",
+            key_columns=list(key_columns),
+        )
+        return _topic_from_pb(self._call("CreateTopic", request, idempotent=False).topic)
+
+    def delete_topic(self, name: str) -> None:
+        self._call("DeleteTopic", pb.DeleteTopicRequest(name=name), idempotent=False)
+
+    def alter_configs(
+        self, topic: str, *, set: Mapping[str, Any] | None = None, delete: Sequence[str] = ()  # noqa: A002
+    ) -> dict[str, str]:
+        """Returns every config of the topic after the change (dotted names)."""
+        request = pb.AlterConfigsRequest(
+            topic=topic, set={str(k): _config_text(v) for k, v in (set or {}).items()}, delete=list(delete)
+        )
+        return dict(self._call("AlterConfigs", request, idempotent=True).configs)
+
+    def register_schema(self, topic: str, schema: pa.Schema) -> int:
+        """Add a compatible schema version; returns its schema id."""
+        request = pb.RegisterSchemaRequest(topic=topic, schema=schema_to_bytes(schema))
+        return int(self._call("RegisterSchema", request, idempotent=True).schema_id)
+
+    def alter_partition(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> PartitionInfo:
+        """Ask to change a partition's ISR as its leader; returns the new partition state.
+        ``FencedEpochError``: the caller's view is stale (refresh metadata, do not retry)."""
+        request = pb.AlterPartitionRequest(
+            broker_id=broker_id,
+            broker_epoch=broker_epoch,
+            topic=topic,
+            partition=partition,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            new_isr=list(new_isr),
+        )
+        return partition_from_pb(self._call("AlterPartition", request, idempotent=False).partition)[1]
+
+    # --- describing ----------------------------------------------------------------------
+
+    def describe_cluster(self, address: str | None = None) -> ClusterDescription:
+        """One voter's view (``address``, or any reachable voter)."""
+        request = pb.DescribeClusterRequest()
+        if address is not None:
+            response = self._once(address, "DescribeCluster", request, self.rpc_timeout_s)
+        else:
+            response = self._call("DescribeCluster", request, idempotent=True, sticky=False)
+        return ClusterDescription(
+            node_id=response.node_id,
+            is_active=response.is_active,
+            controller_id=None if response.controller_id < 0 else response.controller_id,
+            controller_address=response.controller_address or None,
+            controller_epoch=response.controller_epoch,
+            metadata_offset=response.metadata_offset,
+            brokers=frozen_map(
+                {
+                    b.broker_id: BrokerInfo(
+                        broker_id=b.broker_id,
+                        incarnation=b.incarnation,
+                        broker_epoch=b.broker_epoch,
+                        address=b.address,
+                        rack=b.rack,
+                        fenced=b.fenced,
+                    )
+                    for b in response.brokers
+                }
+            ),
+        )
+
+    def describe_image(self, address: str | None = None) -> MetadataImage:
+        """The metadata image of one voter (``address``, or any reachable voter)."""
+        request = pb.DescribeImageRequest()
+        if address is not None:
+            response = self._once(address, "DescribeImage", request, self.rpc_timeout_s)
+        else:
+            response = self._call("DescribeImage", request, idempotent=True, sticky=False)
+        return decode_image(response.snapshot)
+
+
+def _config_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

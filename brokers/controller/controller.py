@@ -1,0 +1,345 @@
+"""QuorumController: the active controller's request handling over the metadata log.
+
+Runs on every controller voter as the Raft ``StateMachine``; only the voter that is
+the Raft leader *and* has caught up serves requests.  Requests (each handled by a pure
+module that validates against the current image and returns records):
+
+    register_broker   registration.py   incarnation id, broker epoch, replaces old ones
+    heartbeat         registration.py   renews the lease (leases.py), unfences
+    check_leases      registration.py   fences brokers whose lease ran out (periodic)
+    create_topic      topics.py         name/partitions/RF/config/schema, placement.py
+    delete_topic      topics.py
+    alter_partition   alter_partition.py  ISR changes from leaders, stale epochs fenced
+    alter_configs     configs.py
+    register_schema   schema_versions.py  compatible evolution only
+
+Protocol for every request, under one lock (so validation and proposal of one request
+never interleave with another's):
+
+1. not the Raft leader -> ``NotControllerError`` with ``leader_address`` (may be None);
+2. first request (or lease check) in a new leader epoch: propose a ``NoOpRecord`` and
+   wait until it is applied, so the image includes every entry committed by earlier
+   leaders (Raft's "commit an entry from the current term"), and grant every
+   registered broker a fresh lease;
+3. validate against ``self.image``; refusals raise the module's typed error and
+   propose nothing;
+4. propose the records with ``RaftNode.propose`` (returns once committed and applied
+   here), then answer from the new image.
+
+A failed proposal (leadership lost, timeout) re-arms step 2.  Records for fencing are
+computed from the image at the time, so two requests never race on one image.
+
+Thread-safety: request methods may be called from any thread (gRPC workers); the
+``StateMachine`` methods come from the Raft thread and never take the request lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
+
+import pyarrow as pa
+
+from brokers.metadata.image import MetadataImage, PartitionInfo, TopicImage
+from brokers.metadata.publisher import MetadataListener
+from brokers.metadata.records import MetadataRecord, NoOpRecord, encode
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import BrokerConfig, TopicConfig
+from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
+
+from .alter_partition import alter_partition_records
+from .configs import alter_config_records
+from .leases import BrokerLeases
+from .registration import fence_records, heartbeat_records, register
+from .schema_versions import register_schema_records
+from .topics import create_topic_records, delete_topic_records
+
+__all__ = ["QuorumController", "RaftHandle", "HeartbeatResult"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class RaftHandle(Protocol):
+    """What the controller needs of ``brokers.raft.driver.RaftNode``."""
+
+    is_leader: bool
+    epoch: int
+
+    def propose(self, payloads: list[bytes], *, timeout_s: float = 10.0) -> int: ...
+
+    def leader_address(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    fenced: bool
+    broker_epoch: int
+    metadata_offset: int
+
+
+class QuorumController:
+    """The metadata state machine of a voter plus the active controller's handlers."""
+
+    def __init__(
+        self,
+        *,
+        node_id: int,
+        session_timeout_ms: int = 6000,
+        topic_defaults: TopicConfig = TopicConfig(),
+        clock: Clock | None = None,
+        id_factory: Callable[[], str] | None = None,
+        propose_timeout_s: float = 10.0,
+        check_interval_ms: int | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.metadata = MetadataListener()
+        self.topic_defaults = topic_defaults
+        self._clock: Clock = clock or SystemClock()
+        self._id_factory = id_factory or (lambda: uuid.uuid4().hex)
+        self._propose_timeout_s = propose_timeout_s
+        self._check_interval_s = (check_interval_ms or max(20, session_timeout_ms // 10)) / 1000
+        self._leases = BrokerLeases(clock=self._clock, session_timeout_ms=session_timeout_ms)
+        self._raft: RaftHandle | None = None
+        self._lock = threading.RLock()
+        self._active_epoch: int | None = None
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @classmethod
+    def from_config(cls, config: BrokerConfig, *, clock: Clock | None = None) -> "QuorumController":
+        return cls(
+            node_id=config.broker_id,
+            session_timeout_ms=config.session_timeout_ms,
+            topic_defaults=config.topic_defaults,
+            clock=clock,
+        )
+
+    def attach(self, raft: RaftHandle) -> None:
+        """Give the controller its Raft node (built after, since it needs this object)."""
+        self._raft = raft
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.metadata.image
+
+    def leader_address(self) -> str | None:
+        """Address of the Raft leader as this voter knows it (None: unknown)."""
+        raft = self._raft
+        return raft.leader_address() if raft is not None else None
+
+    @property
+    def is_active(self) -> bool:
+        """Leader and caught up in the current epoch (serving requests)."""
+        raft = self._raft
+        return raft is not None and raft.is_leader and self._active_epoch == raft.epoch
+
+    # --- StateMachine (Raft thread) ------------------------------------------------------
+
+    def apply(self, offset: int, epoch: int, payload: bytes) -> None:
+        self.metadata.apply(offset, epoch, payload)
+
+    def snapshot(self) -> bytes:
+        return self.metadata.snapshot()
+
+    def restore(self, offset: int, data: bytes) -> None:
+        self.metadata.restore(offset, data)
+
+    def on_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        self.metadata.on_leader_change(leader_id, epoch)
+        self._wake.set()  # the lease loop activates a new leader promptly
+
+    # --- background lease checks -------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the lease-check loop (fences brokers that miss their lease)."""
+        self._stopped.clear()
+        self._thread = threading.Thread(target=self._loop, name=f"controller-{self.node_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait(self._check_interval_s)
+            self._wake.clear()
+            if self._stopped.is_set():
+                return
+            raft = self._raft
+            if raft is None or not raft.is_leader:
+                continue
+            try:
+                self.check_leases()
+            except SparkLogError as exc:
+                log.debug("lease check on node %d: %s", self.node_id, exc)
+            except Exception:  # noqa: BLE001 - keep checking leases
+                log.exception("lease check failed on node %d", self.node_id)
+
+    # --- the request protocol ------------------------------------------------------------
+
+    def _serve(self, handler: Callable[[MetadataImage], T]) -> T:
+        with self._lock:
+            raft = self._require_leader()
+            if self._active_epoch != raft.epoch:
+                epoch = raft.epoch
+                self._propose([NoOpRecord(controller_id=self.node_id)])
+                self._leases.reset(self.image.brokers)
+                self._active_epoch = epoch
+                log.info("node %d is the active controller in epoch %d", self.node_id, epoch)
+            return handler(self.image)
+
+    def _require_leader(self) -> RaftHandle:
+        raft = self._raft
+        if raft is None or not raft.is_leader:
+            address = raft.leader_address() if raft is not None else None
+            self._active_epoch = None
+            raise NotControllerError(
+                f"node {self.node_id} is not the active controller"
+                + (f"; the controller is at {address}" if address else "; no controller is elected yet"),
+                leader_address=address,
+            )
+        return raft
+
+    def _propose(self, records: Sequence[MetadataRecord]) -> None:
+        if not records:
+            return
+        raft = self._require_leader()
+        try:
+            raft.propose([encode(r) for r in records], timeout_s=self._propose_timeout_s)
+        except SparkLogError:
+            self._active_epoch = None
+            raise
+        except TimeoutError:
+            self._active_epoch = None
+            raise RequestTimeoutError(
+                f"metadata change was not committed within {self._propose_timeout_s}s; it may still apply"
+            ) from None
+
+    # --- requests ------------------------------------------------------------------------
+
+    def register_broker(self, *, broker_id: int, incarnation: str, address: str, rack: str = "") -> int:
+        """Register (or re-register) a broker; returns its broker epoch."""
+
+        def handle(image: MetadataImage) -> int:
+            records, epoch = register(image, broker_id=broker_id, incarnation=incarnation, address=address, rack=rack)
+            self._propose(records)
+            self._leases.renew(broker_id)
+            return epoch
+
+        return self._serve(handle)
+
+    def heartbeat(self, *, broker_id: int, broker_epoch: int) -> HeartbeatResult:
+        """Renew the broker's lease, unfencing it if needed; ``FencedEpochError`` when the
+        broker must register again."""
+
+        def handle(image: MetadataImage) -> HeartbeatResult:
+            records = heartbeat_records(image, broker_id, broker_epoch)
+            self._leases.renew(broker_id)
+            self._propose(records)
+            info = self.image.brokers[broker_id]
+            return HeartbeatResult(fenced=info.fenced, broker_epoch=info.broker_epoch, metadata_offset=self.image.offset)
+
+        return self._serve(handle)
+
+    def check_leases(self) -> list[int]:
+        """Fence every unfenced broker whose lease ran out; returns their ids."""
+
+        def handle(image: MetadataImage) -> list[int]:
+            expired = self._leases.expired(b.broker_id for b in image.live_brokers())
+            for broker_id in expired:
+                log.info("fencing broker %d: no heartbeat within its session timeout", broker_id)
+                self._propose(fence_records(self.image, broker_id))
+            return expired
+
+        return self._serve(handle)
+
+    def create_topic(
+        self,
+        *,
+        name: str,
+        partitions: int = 1,
+        replication_factor: int = 1,
+        config: Mapping[str, Any] | None = None,
+        schema: pa.Schema | None = None,
+        key_columns: Sequence[str] = (),
+    ) -> TopicImage:
+        """Create a topic (see ``topics.py`` for the refusals); returns its image."""
+
+        def handle(image: MetadataImage) -> TopicImage:
+            records = create_topic_records(
+                image,
+                name=name,
+                topic_id=self._id_factory(),
+                partitions=partitions,
+                replication_factor=replication_factor,
+                config=config,
+                schema=schema,
+                key_columns=key_columns,
+                defaults=self.topic_defaults,
+            )
+            self._propose(records)
+            return self.image.topics[name]
+
+        return self._serve(handle)
+
+    def delete_topic(self, *, name: str) -> None:
+        self._serve(lambda image: self._propose(delete_topic_records(image, name)))
+
+    def alter_partition(
+        self,
+        *,
+        broker_id: int,
+        broker_epoch: int,
+        topic: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: Sequence[int],
+    ) -> PartitionInfo:
+        """Change a partition's ISR on behalf of its leader; returns the new state."""
+
+        def handle(image: MetadataImage) -> PartitionInfo:
+            records = alter_partition_records(
+                image,
+                broker_id=broker_id,
+                broker_epoch=broker_epoch,
+                topic=topic,
+                partition=partition,
+                leader_epoch=leader_epoch,
+                partition_epoch=partition_epoch,
+                new_isr=new_isr,
+            )
+            self._propose(records)
+            info = self.image.partition(topic, partition)
+            assert info is not None
+            return info
+
+        return self._serve(handle)
+
+    def alter_configs(
+        self, *, topic: str, set: Mapping[str, Any] | None = None, delete: Sequence[str] = ()  # noqa: A002
+    ) -> TopicConfig:
+        def handle(image: MetadataImage) -> TopicConfig:
+            records, config = alter_config_records(image, topic, set=set, delete=delete, defaults=self.topic_defaults)
+            self._propose(records)
+            return config
+
+        return self._serve(handle)
+
+    def register_schema(self, *, topic: str, schema: pa.Schema) -> int:
+        """Add a compatible schema version to a typed topic; returns its schema id."""
+
+        def handle(image: MetadataImage) -> int:
+            records, schema_id = register_schema_records(image, topic, schema)
+            self._propose(records)
+            return schema_id
+
+        return self._serve(handle)
