@@ -1,0 +1,72 @@
+"""scan: header layout agrees with spark_log.frame; walkers stop at damage."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from brokers.log import scan
+from spark_log import frame as frame_module
+from spark_log.errors import CorruptRecordError
+from spark_log.frame import parse_header, set_offset_and_epoch
+
+from .support import make_frame
+
+
+def test_peek_layout_matches_frame_header() -> None:
+    raw = bytearray(make_frame(5, ts=123))
+    set_offset_and_epoch(raw, 77, 9)
+    peeked = scan.peek(raw, 0, 0)
+    full = parse_header(raw)
+    assert (peeked.base_offset, peeked.length, peeked.epoch, peeked.record_count, peeked.max_timestamp) == (
+        full.base_offset, full.frame_length, full.partition_leader_epoch, full.record_count, full.max_timestamp
+    )
+    assert frame_module._HEADER.format.startswith(scan._PEEK.format)  # same prefix layout
+
+
+def write_frames(path: Path, count: int) -> tuple[int, list[bytes]]:
+    frames = []
+    for i in range(count):
+        raw = bytearray(make_frame(2, tag=i))
+        set_offset_and_epoch(raw, 2 * i, 1)
+        frames.append(bytes(raw))
+    path.write_bytes(b"".join(frames))
+    return os.open(path, os.O_RDONLY), frames
+
+
+def test_peek_headers_walks_every_frame(tmp_path: Path) -> None:
+    fd, frames = write_frames(tmp_path / "a.log", 50)
+    try:
+        headers = list(scan.peek_headers(fd, 0, sum(map(len, frames))))
+        assert [h.base_offset for h in headers] == list(range(0, 100, 2))
+        with pytest.raises(CorruptRecordError, match="past the end"):
+            list(scan.peek_headers(fd, 0, sum(map(len, frames)) - 1))
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize(
+    "damage, reason",
+    [
+        (lambda raw, n: raw[: n * 3 + 10], "truncated frame header"),
+        (lambda raw, n: raw[: n * 3 + 100], "torn frame"),
+        (lambda raw, n: raw[: n * 3 + 100] + bytes([raw[n * 3 + 100] ^ 1]) + raw[n * 3 + 101:], "CRC"),
+        (lambda raw, n: raw[: n * 3] + (99).to_bytes(8, "little") + raw[n * 3 + 8:], "expected 6"),
+        (lambda raw, n: raw[: n * 3 + 12] + (0).to_bytes(4, "little") + raw[n * 3 + 16:], "epoch"),
+    ],
+)
+def test_verify_frames_stops_at_the_first_bad_frame(tmp_path: Path, damage, reason: str) -> None:
+    fd, frames = write_frames(tmp_path / "a.log", 6)
+    os.close(fd)
+    n = len(frames[0])
+    raw = damage(b"".join(frames), n)
+    (tmp_path / "a.log").write_bytes(raw)
+    fd = os.open(tmp_path / "a.log", os.O_RDONLY)
+    try:
+        stop: list[scan.ScanStop] = []
+        good = list(scan.verify_frames(fd, 0, len(raw), expected_offset=0, stop=stop))
+        assert [h.base_offset for h in good] == [0, 2, 4]
+        assert stop and stop[0].position == 3 * n and reason in stop[0].reason
+    finally:
+        os.close(fd)
