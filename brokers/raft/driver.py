@@ -35,7 +35,7 @@ from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogEr
 from spark_log.proto import raft_pb2_grpc as pb_grpc
 
 from .core import RaftCore
-from .file_log import FileRaftLog
+from .metadata_log import MetadataLog
 from .messages import (
     FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState, Message,
     VoteRequest, VoteResponse,
@@ -112,7 +112,7 @@ class RaftNode:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._quorum_state = QuorumStateFile(self.data_dir / "quorum-state")
         self._persisted: HardState = self._quorum_state.read()
-        self._log = FileRaftLog(self.data_dir)
+        self._log = MetadataLog(self.data_dir)
         self._core = RaftCore(node_id=node_id, voters=voters, log=self._log, config=config,
                               rng=rng or random.Random(), hard_state=self._persisted)
         self._peers = Peers(node_id, voters, transport_filter)

@@ -7,7 +7,8 @@ snapshots are durable when the call returns.  Offsets below ``start_offset`` liv
 in the latest snapshot.
 
 Implementations: ``MemoryRaftLog`` (tests, simulation; ``crash()`` drops what was not
-flushed) and ``brokers.raft.file_log.FileRaftLog`` (the metadata log on disk).
+flushed) and ``brokers.raft.metadata_log.MetadataLog`` (the metadata log on the segmented
+``PartitionLog``).
 Thread-safety: none; the owner serialises calls.
 """
 from __future__ import annotations
