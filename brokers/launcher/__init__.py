@@ -1,0 +1,1 @@
+"""Launchers that start spark-log nodes: ``local`` (the embedded dev cluster)."""

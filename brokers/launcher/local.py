@@ -1,0 +1,258 @@
+"""The embedded local cluster: N node processes (brokers + controller voters) on 127.0.0.1.
+
+Layout under ``data_dir`` (default ``.spark-log``)::
+
+    cluster.json          node ids, ports and pids of the cluster
+    bootstrap             "127.0.0.1:p1,127.0.0.1:p2,..." (clients find it without flags)
+    node-<id>/broker.toml the node's BrokerConfig
+    node-<id>/node.log    its stdout/stderr
+    node-<id>/...         its data (metadata log, partitions)
+
+``up`` starts the nodes in the background (their own sessions, so they outlive the
+caller) and returns once every broker is registered and unfenced and a metadata request
+answers; the ports chosen at first start are kept, so data and the quorum survive
+``down``/``up``.  ``down`` sends SIGTERM (clean stop) and waits; after ``timeout_s`` it
+kills.  ``status`` reports each node's pid liveness and the cluster's brokers.
+
+Run as ``python -m brokers.launcher.local up|down|status [--brokers N] [--data-dir D]``
+(this is what ``spark-log dev`` runs).  Errors print one line and exit 1.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spark_log._client import Cluster
+from spark_log.errors import SparkLogError
+
+__all__ = ["LocalCluster", "main"]
+
+HOST = "127.0.0.1"
+STATE_FILE = "cluster.json"
+BOOTSTRAP_FILE = "bootstrap"
+
+
+def _free_ports(count: int) -> list[int]:
+    socks = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((HOST, 0))
+            socks.append(sock)
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as dead
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        return done == 0
+    except ChildProcessError:
+        return True
+
+
+@dataclass
+class NodeState:
+    node_id: int
+    port: int
+    pid: int = 0
+
+
+class LocalCluster:
+    """N local nodes under ``data_dir`` (see the module docstring)."""
+
+    def __init__(self, data_dir: str | Path = ".spark-log", *, brokers: int = 3, python: str | None = None,
+                 extra_config: dict[str, object] | None = None) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.python = python or sys.executable
+        self.extra_config = dict(extra_config or {})
+        self.nodes = self._load() or [NodeState(i, p) for i, p in enumerate(_free_ports(brokers), start=1)]
+        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{HOST}:{n.port}" for n in self.nodes)
+
+    def _load(self) -> list[NodeState] | None:
+        path = self.data_dir / STATE_FILE
+        if not path.is_file():
+            return None
+        state = json.loads(path.read_text())
+        return [NodeState(int(n["node_id"]), int(n["port"]), int(n.get("pid", 0))) for n in state["nodes"]]
+
+    def _save(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        state = {"nodes": [{"node_id": n.node_id, "port": n.port, "pid": n.pid} for n in self.nodes]}
+        tmp = self.data_dir / (STATE_FILE + ".tmp")
+        tmp.write_text(json.dumps(state, indent=1))
+        os.replace(tmp, self.data_dir / STATE_FILE)
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.data_dir / f"node-{node_id}"
+
+    def _write_config(self, node: NodeState) -> Path:
+        voters = ", ".join(f'"{n.node_id}@{HOST}:{n.port}"' for n in self.nodes)
+        directory = self.node_dir(node.node_id)
+        directory.mkdir(parents=True, exist_ok=True)
+        lines = [
+            f"broker_id = {node.node_id}",
+            f'host = "{HOST}"',
+            f"port = {node.port}",
+            f'data_dir = "{directory}"',
+            f"controller_quorum_voters = [{voters}]",
+            'process_roles = ["broker", "controller"]',
+        ]
+        for key, value in self.extra_config.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        path = directory / "broker.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start_node(self, node: NodeState) -> None:
+        config = self._write_config(node)
+        log = open(self.node_dir(node.node_id) / "node.log", "ab")
+        env = dict(os.environ, SPARK_LOCAL_IP=HOST)
+        env.pop("SPARK_LOG_BOOTSTRAP", None)
+        root = str(Path(__file__).resolve().parents[2])
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        proc = subprocess.Popen([self.python, "-m", "brokers.node", "--config", str(config)], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+        log.close()
+        node.pid = proc.pid
+        self.procs[node.node_id] = proc
+
+    def up(self, *, timeout_s: float = 60.0) -> str:
+        """Start every node that is not running, wait until healthy, write ``bootstrap``."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        for node in self.nodes:
+            if not (node.pid and _alive(node.pid)):
+                self.start_node(node)
+        self._save()
+        self.wait_healthy(timeout_s=timeout_s)
+        (self.data_dir / BOOTSTRAP_FILE).write_text(self.bootstrap + "\n")
+        return self.bootstrap
+
+    def wait_healthy(self, *, timeout_s: float = 60.0) -> None:
+        """Until every broker is registered and unfenced; raises ``TimeoutError`` naming why."""
+        deadline = time.monotonic() + timeout_s
+        reason = "no answer yet"
+        while time.monotonic() < deadline:
+            for node in self.nodes:
+                proc = self.procs.get(node.node_id)
+                if proc is not None and proc.poll() is not None:
+                    raise RuntimeError(f"node {node.node_id} exited with code {proc.returncode}; see "
+                                       f"{self.node_dir(node.node_id) / 'node.log'}")
+            try:
+                cluster = Cluster(self.bootstrap, request_timeout_s=2.0)
+                try:
+                    response = cluster.refresh([])
+                finally:
+                    cluster.close()
+                live = sorted(b.broker_id for b in response.brokers if not b.fenced)
+                if live == sorted(n.node_id for n in self.nodes) and response.controller_id >= 0:
+                    return
+                reason = f"live brokers {live}, controller {response.controller_id}"
+            except SparkLogError as exc:
+                reason = str(exc)
+            time.sleep(0.1)  # polling other processes' readiness
+        raise TimeoutError(f"local cluster not healthy after {timeout_s:.0f}s: {reason}")
+
+    def status(self) -> list[tuple[int, int, int, bool]]:
+        """``(node_id, port, pid, alive)`` per node."""
+        return [(n.node_id, n.port, n.pid, bool(n.pid) and _alive(n.pid)) for n in self.nodes]
+
+    def stop_node(self, node: NodeState, *, timeout_s: float = 20.0, kill: bool = False) -> None:
+        if not node.pid or not _alive(node.pid):
+            node.pid = 0
+            return
+        try:
+            os.kill(node.pid, signal.SIGKILL if kill else signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        while _alive(node.pid) and time.monotonic() < deadline:
+            proc = self.procs.get(node.node_id)
+            if proc is not None:
+                try:
+                    proc.wait(timeout=0.1)
+                except subprocess.TimeoutExpired:
+                    pass
+            else:
+                time.sleep(0.05)  # waiting for another session's process to exit
+        if _alive(node.pid):
+            os.kill(node.pid, signal.SIGKILL)
+            proc = self.procs.get(node.node_id)
+            if proc is not None:
+                proc.wait(timeout=10)
+        self.procs.pop(node.node_id, None)
+        node.pid = 0
+
+    def down(self, *, timeout_s: float = 20.0) -> None:
+        """Stop every node cleanly (SIGTERM; SIGKILL after ``timeout_s``).  Data stays."""
+        for node in self.nodes:
+            if node.pid and _alive(node.pid):
+                try:
+                    os.kill(node.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        for node in self.nodes:
+            self.stop_node(node, timeout_s=timeout_s)
+        self._save()
+        try:
+            (self.data_dir / BOOTSTRAP_FILE).unlink()
+        except FileNotFoundError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="spark-log dev", description="The embedded local cluster.")
+    parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--data-dir", default=os.environ.get("SPARK_LOG_DATA_DIR") or ".spark-log")
+    parser.add_argument("--timeout", type=float, default=60.0)
+    args = parser.parse_args(argv)
+    if args.brokers < 1:
+        print("spark-log: --brokers must be >= 1", file=sys.stderr)
+        return 1
+    try:
+        cluster = LocalCluster(args.data_dir, brokers=args.brokers)
+        if args.command == "up":
+            print(f"starting {len(cluster.nodes)} nodes in {cluster.data_dir} ...", file=sys.stderr)
+            print(cluster.up(timeout_s=args.timeout))
+        elif args.command == "down":
+            cluster.down(timeout_s=args.timeout)
+            print(f"stopped; data kept in {cluster.data_dir}", file=sys.stderr)
+        else:
+            rows = cluster.status()
+            running = sum(1 for r in rows if r[3])
+            for node_id, port, pid, alive in rows:
+                print(f"node {node_id}  {HOST}:{port}  pid {pid or '-'}  {'running' if alive else 'stopped'}")
+            if running:
+                print(f"bootstrap {cluster.bootstrap}")
+            return 0 if running == len(rows) else 1
+    except (SparkLogError, OSError, RuntimeError, TimeoutError, ValueError) as exc:
+        print(f"spark-log: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

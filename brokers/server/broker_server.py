@@ -1,0 +1,70 @@
+"""``BrokerServer``: the broker part of a node, and ``register(node)`` for ``brokers.node``.
+
+Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
+publisher), the ``Broker`` and ``Admin`` gRPC services on the node's server, and the
+handlers behind them.  Registration and heartbeats with the controller are the node's
+(``BrokerHeartbeater``); admin requests use the node's ``ControllerClient``.
+
+Lifecycle: ``add_to_server`` before the server starts, ``start`` (manager thread and
+metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`` cleanly).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+import grpc
+
+from brokers.controller.client import ControllerClient
+from brokers.metadata.publisher import MetadataListener
+from spark_log.clock import Clock, SystemClock
+from spark_log.proto import broker_pb2_grpc as rpc
+
+from .admin import AdminHandler
+from .metadata import MetadataBuilder
+from .partition_manager import PartitionManager
+from .service import AdminServicer, BrokerServicer
+
+if TYPE_CHECKING:
+    from brokers.node import Node
+
+__all__ = ["BrokerServer", "register"]
+
+
+class BrokerServer:
+    def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
+                 clock: Clock | None = None) -> None:
+        self.metadata = metadata
+        self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock())
+        self.builder = MetadataBuilder()
+        self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
+                                              controller_id=lambda: metadata.leader_id)
+        self.admin_servicer = AdminServicer(AdminHandler(
+            controller=controller, image=lambda: metadata.image,
+            wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
+            builder=self.builder))
+
+    def add_to_server(self, server: grpc.Server) -> None:
+        rpc.add_BrokerServicer_to_server(self.broker_servicer, server)
+        rpc.add_AdminServicer_to_server(self.admin_servicer, server)
+
+    def start(self) -> None:
+        self.manager.start()
+        self.metadata.add_publisher(self.manager.publish)
+
+    def stop(self) -> None:
+        self.metadata.remove_publisher(self.manager.publish)
+        self.manager.stop()
+
+
+def register(node: "Node") -> Callable[[], None]:
+    """The node's service registrar: adds the broker services and returns ``stop``."""
+    assert node.server is not None and node.controller_client is not None
+    server = BrokerServer(broker_id=node.config.broker_id, data_dir=node.data_dir, metadata=node.metadata,
+                          controller=node.controller_client, clock=node.clock)
+    server.add_to_server(node.server)
+    server.start()
+    node.broker_server = server  # type: ignore[attr-defined]  # for tests and tools
+    return server.stop
+
+

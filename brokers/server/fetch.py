@@ -1,0 +1,109 @@
+"""The fetch path: a long poll over the requested partitions.
+
+``handle(request)`` reads every requested partition from its fetch offset and answers when
+at least ``min_bytes`` of stored data were read (for pushdown: scanned), when a partition
+errs, or when ``max_wait_ms`` has passed.  In between it waits on the partition manager's
+data condition (every append anywhere on this broker notifies it), never sleeps.
+
+Budget: ``max_bytes`` (default 64 MiB) over the whole answer and ``partition_max_bytes``
+per partition; the first partition with data gets at least one whole frame even when that
+frame is larger (so a consumer always makes progress).
+
+Consumers (``replica_id`` < 0) read below the high watermark.  Without pushdown the answer
+holds the stored frames as they are (the first may start before ``fetch_offset``).  Every
+partition answer carries ``next_fetch_offset``: where the next fetch should start.
+"""
+from __future__ import annotations
+
+import time
+
+from brokers.metadata.image import TopicImage
+from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
+from spark_log.proto import broker_pb2 as pb
+
+from .errors import to_pb
+from .partition_manager import PartitionManager
+from .pushdown import Pushdown
+
+__all__ = ["FetchHandler"]
+
+_DEFAULT_MAX_BYTES = 64 << 20
+_MAX_WAIT_MS = 60_000
+
+
+class FetchHandler:
+    """Answers Fetch requests (see the module docstring)."""
+
+    def __init__(self, manager: PartitionManager) -> None:
+        self.manager = manager
+
+    def handle(self, request: pb.FetchRequest, *, is_active: callable = lambda: True) -> pb.FetchResponse:  # type: ignore[valid-type]
+        if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
+            raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
+        if request.max_bytes < 0 or request.min_bytes < 0:
+            raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
+        if request.replica_id >= 0:
+            raise InvalidRequestError("follower fetches are not supported yet (replication)")
+        if request.isolation_level == pb.READ_COMMITTED:
+            pass  # no transactions yet: the last stable offset is the high watermark
+        pushdowns: dict[str, Pushdown] = {}
+        if request.project or request.row_filter:
+            for name in {p.topic for p in request.partitions}:
+                topic = self.manager.image.topics.get(name)
+                if topic is not None:
+                    pushdowns[name] = self._pushdown(request, topic)
+        deadline = time.monotonic() + request.max_wait_ms / 1000
+        while True:
+            seen = self.manager.data_version
+            response, scanned, failed = self._read_all(request, pushdowns)
+            remaining = deadline - time.monotonic()
+            if scanned >= max(1, request.min_bytes) or failed or remaining <= 0 or not is_active():
+                return response
+            self.manager.wait_for_data(seen, remaining)
+
+    @staticmethod
+    def _pushdown(request: pb.FetchRequest, topic: TopicImage) -> Pushdown:
+        return Pushdown(project=request.project, columns=list(request.columns), row_filter=request.row_filter,
+                        topic=topic)
+
+    def _read_all(self, request: pb.FetchRequest, pushdowns: dict[str, Pushdown]) -> tuple[pb.FetchResponse, int, bool]:
+        response = pb.FetchResponse()
+        budget = request.max_bytes or _DEFAULT_MAX_BYTES
+        scanned = 0
+        failed = False
+        for wanted in request.partitions:
+            result = response.partitions.add(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
+                                             last_stable_offset=-1, log_start_offset=-1, log_end_offset=-1,
+                                             next_fetch_offset=wanted.fetch_offset, preferred_read_replica=-1)
+            try:
+                scanned += self._read_one(wanted, result, budget - scanned, first=scanned == 0,
+                                          pushdown=pushdowns.get(wanted.topic),
+                                          needs_pushdown=bool(request.project or request.row_filter))
+            except SparkLogError as exc:
+                result.error.CopyFrom(to_pb(exc))
+                failed = True
+        return response, scanned, failed
+
+    def _read_one(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, budget: int, *, first: bool,
+                  pushdown: Pushdown | None, needs_pushdown: bool) -> int:
+        partition = self.manager.get(wanted.topic, wanted.partition)
+        if needs_pushdown and pushdown is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
+        limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)
+        if limit <= 0 and not first:
+            start, hw, end = partition.offsets()
+            result.high_watermark, result.last_stable_offset = hw, hw
+            result.log_start_offset, result.log_end_offset = start, end
+            return 0
+        read, start, hw, end = partition.read(wanted.fetch_offset, max_bytes=max(1, limit))
+        result.high_watermark, result.last_stable_offset = hw, hw
+        result.log_start_offset, result.log_end_offset = start, end
+        if not read.data:
+            return 0
+        if pushdown is None:
+            result.records = read.data if isinstance(read.data, bytes) else bytes(read.data)
+        else:
+            stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
+            result.arrow_stream = stream
+        result.next_fetch_offset = read.next_offset
+        return len(read.data)

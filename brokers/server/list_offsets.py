@@ -1,0 +1,75 @@
+"""ListOffsets: earliest, latest (the high watermark) or the first offset at a timestamp.
+
+By timestamp the answer is exact per record for topics whose records carry their own
+timestamps (bytes topics: the ``timestamp`` column): the log finds the first frame whose
+max timestamp is >= the target, and this module scans that frame's column for the first
+record that is.  Typed topics have one timestamp per frame, so the frame's base offset is
+the answer.  When no record is that recent the answer is the high watermark (the offset
+the next record will get), with ``timestamp`` -1.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from spark_log.errors import InvalidRequestError, SparkLogError
+from spark_log.frame import decode_batch, iter_frames
+from spark_log.proto import broker_pb2 as pb
+
+from .errors import to_pb
+from .partition import Partition
+from .partition_manager import PartitionManager
+
+__all__ = ["ListOffsetsHandler", "EARLIEST", "LATEST"]
+
+EARLIEST = -2
+LATEST = -1
+
+
+class ListOffsetsHandler:
+    def __init__(self, manager: PartitionManager) -> None:
+        self.manager = manager
+
+    def handle(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
+        response = pb.ListOffsetsResponse()
+        for wanted in request.partitions:
+            result = response.partitions.add(topic=wanted.topic, partition=wanted.partition, offset=-1, timestamp=-1,
+                                             leader_epoch=-1)
+            try:
+                partition = self.manager.get(wanted.topic, wanted.partition)
+                result.leader_epoch = partition.leader_epoch
+                result.offset, result.timestamp = self._offset(partition, wanted.timestamp)
+            except SparkLogError as exc:
+                result.error.CopyFrom(to_pb(exc))
+        return response
+
+    def _offset(self, partition: Partition, spec: int) -> tuple[int, int]:
+        start, hw, _ = partition.offsets()
+        if spec == EARLIEST:
+            return start, -1
+        if spec == LATEST:
+            return hw, -1
+        if spec < 0:
+            raise InvalidRequestError(f"timestamp must be -2 (earliest), -1 (latest) or >= 0, got {spec}")
+        found = partition.offset_for_timestamp(spec)
+        if found is None or found >= hw:
+            return hw, -1
+        return self._refine(partition, max(found, start), spec, hw)
+
+    def _refine(self, partition: Partition, frame_offset: int, target: int, hw: int) -> tuple[int, int]:
+        read, _, _, _ = partition.read(frame_offset, max_bytes=1)
+        if not read.data:
+            return hw, -1
+        topic = self.manager.image.topics.get(partition.topic)
+        for position, header in iter_frames(read.data, verify=False):
+            schema = topic.schema_by_id(header.schema_id) if topic is not None else None
+            if schema is None or "timestamp" not in schema.names:
+                return header.base_offset, header.first_timestamp
+            batch = decode_batch(memoryview(read.data)[position: position + header.frame_length], schema)
+            stamps = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+            stamps = np.where(np.isnan(stamps.astype(np.float64)), -1, stamps).astype(np.int64)
+            hits = np.flatnonzero(stamps >= target)
+            if hits.size:
+                index = int(hits[0])
+                return header.base_offset + index, int(stamps[index])
+        return frame_offset, -1

@@ -1,0 +1,224 @@
+"""``Partition``: one partition replica hosted by this broker.
+
+It owns the replica's ``PartitionLog``, its lock, its idempotent-producer state and its
+leadership as the metadata image last said (leader id and epoch).  Every log call happens
+under ``self.cond`` (a ``threading.Condition`` whose ``notify_all`` also wakes produce
+calls waiting for a sequence gap to close).
+
+High watermark: until replication lands (issue 5), the leader's high watermark is its log
+end offset (RF=1 semantics; followers of RF>1 topics hold empty logs).  ``high_watermark``
+and ``wait_for_high_watermark`` are the seams replication overrides.
+
+Append protocol (``append``): whole frames from one ``PartitionRecords`` entry, already
+validated by the produce path (CRC, size, schema id).  Idempotence is decided for the entry
+as a unit: its frames must share one producer id and epoch and have contiguous sequences;
+either all are new (appended atomically) or all are duplicates (acknowledged with their
+original offsets).  A sequence gap waits on ``cond`` up to ``gap_timeout_s`` for the
+missing frames (pipelined calls may arrive out of order).
+
+Thread-safety: every public method takes ``cond``; the object is shared by request threads.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from brokers.log.partition_log import PartitionLog, ReadResult
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import TopicConfig
+from spark_log.errors import InvalidRequestError, OutOfOrderSequenceError
+from spark_log.frame import FrameHeader, iter_frames
+
+from .producer_state import ProducerStateTable, Verdict
+
+__all__ = ["Partition", "AppendOutcome", "METADATA_FILE", "read_topic_id"]
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "partition.metadata"
+_REBUILD_READ_BYTES = 8 << 20
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id a partition directory belongs to, or None if it is not one of ours."""
+    try:
+        return str(json.loads((directory / METADATA_FILE).read_text())["topic_id"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class AppendOutcome:
+    base_offset: int
+    last_offset: int
+    duplicate: bool
+    log_start_offset: int
+    high_watermark: int
+
+
+class Partition:
+    """One hosted replica (see the module docstring)."""
+
+    def __init__(self, *, topic: str, partition: int, topic_id: str, directory: Path, config: TopicConfig,
+                 clock: Clock | None = None, on_append: Callable[[], None] = lambda: None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.directory = directory
+        self.config = config
+        self.cond = threading.Condition()
+        self._clock = clock or SystemClock()
+        self._on_append = on_append
+        self.leader_id: int | None = None
+        self.leader_epoch = 0
+        self.is_leader = False
+        directory.mkdir(parents=True, exist_ok=True)
+        existing = read_topic_id(directory)
+        if existing is None:
+            (directory / METADATA_FILE).write_text(json.dumps({"topic": topic, "partition": partition, "topic_id": topic_id}))
+        self.log = PartitionLog(directory, config, clock=self._clock)
+        self.producers = ProducerStateTable()
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        offset = self.log.log_start_offset
+        end = self.log.log_end_offset
+        while offset < end:
+            result = self.log.read(offset, max_bytes=_REBUILD_READ_BYTES)
+            if not len(result.data):
+                break
+            for _, header in iter_frames(result.data, verify=False):
+                self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                                      header.record_count, header.base_offset, header.max_timestamp)
+            offset = result.next_offset
+
+    # -- leadership (from the metadata image) -------------------------------------------------
+
+    def become(self, *, leader_id: int | None, leader_epoch: int, is_leader: bool, config: TopicConfig) -> None:
+        with self.cond:
+            self.leader_id, self.leader_epoch, self.is_leader = leader_id, leader_epoch, is_leader
+            if config != self.config:  # PartitionLog takes its config at open: reopen (a clean close is cheap)
+                self.log.close()
+                self.config = config
+                self.log = PartitionLog(self.directory, config, clock=self._clock)
+            self.cond.notify_all()
+
+    # -- offsets --------------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    def offsets(self) -> tuple[int, int, int]:
+        """``(log start, high watermark, log end)`` read together."""
+        with self.cond:
+            return self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
+
+    # -- append ---------------------------------------------------------------------------
+
+    def append(self, frames: memoryview, headers: list[FrameHeader], *, gap_timeout_s: float) -> AppendOutcome:
+        """Append one entry's frames as leader (see the module docstring); raises typed errors
+        (``NotLeaderError`` via the caller's checks, ``FencedEpochError``,
+        ``OutOfOrderSequenceError``, ``DuplicateSequenceError``, ``CorruptRecordError``,
+        ``RecordTooLargeError``, ``StorageError``) and then appends nothing."""
+        first = headers[0]
+        pid, epoch = first.producer_id, first.producer_epoch
+        count = 0
+        for header in headers:
+            if header.producer_id != pid or header.producer_epoch != epoch:
+                raise InvalidRequestError("frames of one partition entry must share producer id and epoch")
+            if pid >= 0 and header.base_sequence != first.base_sequence + count:
+                raise OutOfOrderSequenceError("frames of one partition entry must have contiguous sequences")
+            count += header.record_count
+        deadline = time.monotonic() + gap_timeout_s
+        with self.cond:
+            while True:
+                self._check_leader()
+                check = self.producers.check(pid, epoch, first.base_sequence, count)
+                if check.verdict is not Verdict.GAP:
+                    break
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    known = self.producers.last_sequence(pid)
+                    raise OutOfOrderSequenceError(
+                        f"producer {pid} epoch {epoch}: sequence {first.base_sequence} arrived but "
+                        + (f"the last appended is {known[1]} in epoch {known[0]}" if known else "nothing was appended yet")
+                    )
+                self.cond.wait(remaining)
+            if check.verdict is Verdict.DUPLICATE:
+                return AppendOutcome(check.first_offset, check.last_offset, True, self.log.log_start_offset,
+                                     self.high_watermark)
+            info = self.log.append_as_leader(frames, leader_epoch=self.leader_epoch)
+            if pid >= 0:
+                offset = info.first_offset
+                for header in headers:
+                    self.producers.record(pid, epoch, header.base_sequence, header.record_count, offset,
+                                          header.max_timestamp)
+                    offset += header.record_count
+            self.cond.notify_all()
+            outcome = AppendOutcome(info.first_offset, info.last_offset, False, self.log.log_start_offset,
+                                    self.high_watermark)
+        self._on_append()
+        return outcome
+
+    def _check_leader(self) -> None:
+        if not self.is_leader:
+            from spark_log.errors import NotLeaderError
+
+            raise NotLeaderError(f"this broker no longer leads {self.topic}-{self.partition}")
+
+    def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
+        """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once."""
+        deadline = time.monotonic() + timeout_s
+        with self.cond:
+            while self.high_watermark <= offset:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.cond.wait(remaining)
+            return True
+
+    # -- read -----------------------------------------------------------------------------
+
+    def read(self, offset: int, *, max_bytes: int, for_consumer: bool = True) -> tuple[ReadResult, int, int, int]:
+        """Frames from ``offset`` (consumers: below the high watermark) and
+        ``(result, log start, high watermark, log end)``; ``OffsetOutOfRangeError`` outside the log."""
+        with self.cond:
+            hw = self.high_watermark
+            result = self.log.read(offset, max_bytes=max_bytes, max_offset=hw if for_consumer else None)
+            if isinstance(result.data, memoryview):
+                result = ReadResult(bytes(result.data), result.first_offset, result.next_offset)
+            return result, self.log.log_start_offset, hw, self.log.log_end_offset
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        with self.cond:
+            return self.log.offset_for_timestamp(timestamp_ms)
+
+    def maintenance(self) -> None:
+        """Roll, retention and producer-id expiry; called periodically by the manager."""
+        with self.cond:
+            self.log.maybe_roll()
+            self.log.apply_retention()
+            self.producers.expire(self._clock.wall_ms(), 7 * 24 * 3600 * 1000)
+
+    def close(self) -> None:
+        with self.cond:
+            self.is_leader = False
+            self.log.close()
+            self.cond.notify_all()
+
+    def delete(self) -> None:
+        with self.cond:
+            self.is_leader = False
+            self.log.delete()
+            self.cond.notify_all()
+        try:
+            (self.directory / METADATA_FILE).unlink(missing_ok=True)
+            self.directory.rmdir()
+        except OSError:
+            pass

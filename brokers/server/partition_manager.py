@@ -1,0 +1,228 @@
+"""``PartitionManager``: the replicas the metadata image assigns to this broker.
+
+It is a metadata publisher.  ``publish(delta, image)`` (called on the Raft apply thread,
+so it only records the image and wakes the manager's thread) leads to ``reconcile(image)``
+on the manager thread, which:
+
+- opens (creating if needed) ``<data_dir>/<topic>-<partition>`` for every partition with a
+  replica here, and hands it its leadership (leader id, leader epoch) and config;
+- closes and deletes the replicas of topics that disappeared since the last reconciled
+  image, of partitions moved away from this broker, and of directories whose
+  ``partition.metadata`` names another topic id (a deleted topic re-created with the same
+  name).  Directories are deleted only in those cases: a broker that restarts behind the
+  metadata log never deletes data because of a stale image.
+
+Request threads call ``get(topic, partition)``, which opens a replica on demand when the
+current image assigns it here but the manager thread has not got to it yet.
+
+Long polls: ``data_version`` grows on every append; ``wait_for_data(seen, timeout)`` waits
+on one broker-wide condition for it to change (or ``wake_all`` at shutdown).
+
+Thread-safety: all methods may be called from any thread.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from brokers.metadata.image import EMPTY, MetadataImage
+from spark_log.clock import Clock, SystemClock
+from spark_log.errors import NotLeaderError, SparkLogError, UnknownTopicOrPartitionError
+
+from .partition import Partition, read_topic_id
+
+__all__ = ["PartitionManager"]
+
+log = logging.getLogger(__name__)
+
+_MAINTENANCE_INTERVAL_S = 5.0
+
+
+class PartitionManager:
+    """Hosted replicas of broker ``broker_id`` under ``data_dir`` (see the module docstring)."""
+
+    def __init__(self, *, broker_id: int, data_dir: Path, clock: Clock | None = None) -> None:
+        self.broker_id = broker_id
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._clock = clock or SystemClock()
+        self._lock = threading.RLock()
+        self._partitions: dict[tuple[str, int], Partition] = {}
+        self._image: MetadataImage = EMPTY
+        self._reconciled: MetadataImage = EMPTY
+        self._wakeup = threading.Condition()
+        self._pending = False
+        self._stopped = False
+        self._data = threading.Condition()
+        self.data_version = 0
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name=f"partitions-{self.broker_id}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._wakeup:
+            self._stopped = True
+            self._wakeup.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+        self.wake_all()
+        with self._lock:
+            partitions, self._partitions = list(self._partitions.values()), {}
+        for partition in partitions:
+            try:
+                partition.close()
+            except SparkLogError as exc:
+                log.error("closing %s-%d: %s", partition.topic, partition.partition, exc)
+
+    @property
+    def image(self) -> MetadataImage:
+        return self._image
+
+    # -- metadata ---------------------------------------------------------------------------
+
+    def publish(self, delta: Any, image: MetadataImage) -> None:
+        """Metadata publisher: remember the image; the manager thread applies it."""
+        with self._wakeup:
+            self._image = image
+            self._pending = True
+            self._wakeup.notify_all()
+
+    def _run(self) -> None:
+        next_maintenance = time.monotonic() + _MAINTENANCE_INTERVAL_S
+        while True:
+            with self._wakeup:
+                while not self._pending and not self._stopped:
+                    if not self._wakeup.wait(max(0.0, next_maintenance - time.monotonic())):
+                        break
+                if self._stopped:
+                    return
+                image, self._pending = self._image, False
+            try:
+                self.reconcile(image)
+            except Exception:  # noqa: BLE001 - keep serving; the next image retries
+                log.exception("reconciling replicas with metadata offset %d failed", image.offset)
+            if time.monotonic() >= next_maintenance:
+                self._maintenance()
+                next_maintenance = time.monotonic() + _MAINTENANCE_INTERVAL_S
+
+    def reconcile(self, image: MetadataImage) -> None:
+        """Make the hosted replicas match ``image`` (see the module docstring)."""
+        with self._lock:
+            previous = self._reconciled
+            for name, old in previous.topics.items():
+                new = image.topics.get(name)
+                if new is None or new.topic_id != old.topic_id:
+                    for index in list(old.partitions):
+                        self._drop((name, index), delete=True)
+            for name, index, info in image.iter_partitions():
+                key = (name, index)
+                if self.broker_id in info.replicas:
+                    self._ensure(image, name, index)
+                elif key in self._partitions:
+                    self._drop(key, delete=True)
+            self._reconciled = image
+
+    def _ensure(self, image: MetadataImage, topic: str, index: int) -> Partition:
+        topic_image = image.topics[topic]
+        info = topic_image.partitions[index]
+        key = (topic, index)
+        partition = self._partitions.get(key)
+        if partition is not None and partition.topic_id != topic_image.topic_id:
+            self._drop(key, delete=True)
+            partition = None
+        if partition is None:
+            directory = self.data_dir / f"{topic}-{index}"
+            owner = read_topic_id(directory)
+            if owner is not None and owner != topic_image.topic_id:
+                log.info("deleting %s: it belongs to an older topic with the same name", directory)
+                _remove_tree(directory)
+            partition = Partition(topic=topic, partition=index, topic_id=topic_image.topic_id, directory=directory,
+                                  config=topic_image.config, clock=self._clock, on_append=self._notify_data)
+            self._partitions[key] = partition
+        partition.become(leader_id=info.leader, leader_epoch=info.leader_epoch,
+                         is_leader=info.leader == self.broker_id, config=topic_image.config)
+        return partition
+
+    def _drop(self, key: tuple[str, int], *, delete: bool) -> None:
+        partition = self._partitions.pop(key, None)
+        if partition is None:
+            return
+        try:
+            partition.delete() if delete else partition.close()
+        except SparkLogError as exc:
+            log.error("removing %s-%d: %s", key[0], key[1], exc)
+        self._notify_data()
+
+    def _maintenance(self) -> None:
+        with self._lock:
+            partitions = list(self._partitions.values())
+        for partition in partitions:
+            try:
+                partition.maintenance()
+            except SparkLogError as exc:
+                log.warning("maintenance of %s-%d: %s", partition.topic, partition.partition, exc)
+
+    # -- request threads --------------------------------------------------------------------
+
+    def get(self, topic: str, index: int, *, leader: bool = True) -> Partition:
+        """The hosted replica; with ``leader``, only if this broker leads it.
+
+        Raises ``UnknownTopicOrPartitionError`` (no such topic/partition) or
+        ``NotLeaderError`` carrying the leader's address."""
+        image = self._image
+        topic_image = image.topics.get(topic)
+        if topic_image is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+        info = topic_image.partitions.get(index)
+        if info is None:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {index} (it has {len(topic_image.partitions)})")
+        if leader and info.leader != self.broker_id:
+            address = image.broker_address(info.leader)
+            raise NotLeaderError(
+                f"broker {self.broker_id} does not lead {topic}-{index}; "
+                + (f"broker {info.leader} at {address} does" if address else "it has no leader right now"),
+                leader_address=address, leader_id=info.leader if info.leader is not None else -1,
+            )
+        if self.broker_id not in info.replicas:
+            raise NotLeaderError(f"broker {self.broker_id} holds no replica of {topic}-{index}",
+                                 leader_address=image.broker_address(info.leader))
+        with self._lock:
+            partition = self._partitions.get((topic, index))
+            if partition is None or partition.topic_id != topic_image.topic_id or (leader and not partition.is_leader):
+                partition = self._ensure(image, topic, index)
+        return partition
+
+    def hosted(self) -> list[Partition]:
+        with self._lock:
+            return list(self._partitions.values())
+
+    # -- long polls -------------------------------------------------------------------------
+
+    def _notify_data(self) -> None:
+        with self._data:
+            self.data_version += 1
+            self._data.notify_all()
+
+    def wait_for_data(self, seen: int, timeout_s: float) -> int:
+        """Wait until ``data_version`` differs from ``seen`` or ``timeout_s`` passes."""
+        with self._data:
+            if self.data_version == seen and not self._stopped:
+                self._data.wait(timeout_s)
+            return self.data_version
+
+    def wake_all(self) -> None:
+        self._notify_data()
+
+
+def _remove_tree(directory: Path) -> None:
+    import shutil
+
+    shutil.rmtree(directory, ignore_errors=True)

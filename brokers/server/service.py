@@ -1,0 +1,93 @@
+"""The gRPC servicers: thin adapters from RPCs to the handlers.
+
+Whole-request errors (a ``SparkLogError`` raised by a handler) abort the call with
+``errors.abort`` so the client re-raises the same typed error; per-partition errors are
+already inside the responses.  Anything unexpected is logged and aborted as
+``StorageError`` with its message, never a bare traceback to the client.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, TypeVar
+
+import grpc
+
+from spark_log import errors
+from spark_log.errors import SparkLogError, StorageError
+from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import broker_pb2_grpc as rpc
+
+from .admin import AdminHandler
+from .fetch import FetchHandler
+from .list_offsets import ListOffsetsHandler
+from .metadata import MetadataBuilder
+from .partition_manager import PartitionManager
+from .produce import ProduceHandler
+
+__all__ = ["BrokerServicer", "AdminServicer"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except SparkLogError as exc:
+        errors.abort(context, exc)
+        raise  # abort raises; for type checkers
+    except Exception as exc:  # noqa: BLE001 - map to a typed error
+        log.exception("%s failed", name)
+        errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
+        raise
+
+
+class BrokerServicer(rpc.BrokerServicer):
+    def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder,
+                 controller_id: Callable[[], int | None]) -> None:
+        self.manager = manager
+        self.builder = builder
+        self.controller_id = controller_id
+        self.produce = ProduceHandler(manager)
+        self.fetch = FetchHandler(manager)
+        self.list_offsets = ListOffsetsHandler(manager)
+
+    def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:  # noqa: N802
+        return _guard(context, "Metadata",
+                      lambda: self.builder.metadata(request, self.manager.image, self.controller_id()))
+
+    def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse:  # noqa: N802
+        return _guard(context, "Produce", lambda: self.produce.handle(request))
+
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:  # noqa: N802
+        return _guard(context, "Fetch", lambda: self.fetch.handle(request, is_active=context.is_active))
+
+    def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:  # noqa: N802
+        return _guard(context, "ListOffsets", lambda: self.list_offsets.handle(request))
+
+
+class AdminServicer(rpc.AdminServicer):
+    def __init__(self, handler: AdminHandler) -> None:
+        self.handler = handler
+
+    def _run(self, name: str, context: grpc.ServicerContext, call: Callable[[], Any]) -> Any:
+        return _guard(context, name, call)
+
+    def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.ServicerContext) -> pb.TopicDescription:  # noqa: N802
+        return self._run("CreateTopic", context, lambda: self.handler.create_topic(request))
+
+    def DeleteTopic(self, request: pb.DeleteTopicRequest, context: grpc.ServicerContext) -> pb.DeleteTopicResponse:  # noqa: N802
+        return self._run("DeleteTopic", context, lambda: self.handler.delete_topic(request))
+
+    def DescribeTopic(self, request: pb.DescribeTopicRequest, context: grpc.ServicerContext) -> pb.TopicDescription:  # noqa: N802
+        return self._run("DescribeTopic", context, lambda: self.handler.describe_topic(request))
+
+    def ListTopics(self, request: pb.ListTopicsRequest, context: grpc.ServicerContext) -> pb.ListTopicsResponse:  # noqa: N802
+        return self._run("ListTopics", context, lambda: self.handler.list_topics(request))
+
+    def AlterConfigs(self, request: pb.AlterConfigsRequest, context: grpc.ServicerContext) -> pb.TopicDescription:  # noqa: N802
+        return self._run("AlterConfigs", context, lambda: self.handler.alter_configs(request))
+
+    def RegisterSchema(self, request: pb.RegisterSchemaRequest, context: grpc.ServicerContext) -> pb.RegisterSchemaResponse:  # noqa: N802
+        return self._run("RegisterSchema", context, lambda: self.handler.register_schema(request))
