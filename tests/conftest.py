@@ -5,6 +5,8 @@ import os
 
 import pytest
 
+pytest_plugins = ["tests.sim.plugin"]
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
