@@ -78,7 +78,7 @@ class RaftCore:
         self.repl = replication.Replication(self)
         self.reset_election_timer()
         if isinstance(self.state, Follower):
-            self.repl.on_become_follower()
+            self.repl.on_become_follower(contact=False)
 
     # --- read-only view ------------------------------------------------------------
     @property
@@ -230,6 +230,8 @@ class RaftCore:
         """Learn about ``epoch`` (and its leader) from any message (paper 5.1: a larger
         term makes a node step down; KIP-595: a known leader makes it a follower)."""
         state = self.state
+        if leader_id == self.node_id and not isinstance(state, Leader):
+            leader_id = None  # a stale hint about our own past leadership (we restarted Resigned)
         if epoch > state.epoch:
             self.become(Follower(epoch, leader_id) if leader_id is not None else Unattached(epoch))
         elif epoch == state.epoch and leader_id is not None and state.leader_id != leader_id:

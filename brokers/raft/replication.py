@@ -61,10 +61,12 @@ class Replication:
     def on_stop_leading(self) -> None:
         self.progress, self.parked, self.last_fetch, self.hw_sent = {}, {}, {}, {}
 
-    def on_become_follower(self) -> None:
+    def on_become_follower(self, *, contact: bool = True) -> None:
+        """``contact``: the leader was just heard from (False when restarting from the
+        persisted quorum state, which proves nothing about the leader being alive)."""
         self.fetch_sent_at = None
         self.snapshot_pending = False
-        self.last_contact = self.core.now
+        self.last_contact = self.core.now if contact else -(10**9)
         self._send_fetch()
 
     # --- leader --------------------------------------------------------------------

@@ -137,6 +137,8 @@ class Invariants:
                 log = core.log
                 if hw - 1 >= log.start_offset - 1 and hw <= log.end_offset:
                     self.max_hw, self.max_hw_epoch = hw, log.epoch_at(hw - 1)
+            if core.leader_id == node.node_id and not core.is_leader:
+                self.fail(f"node {node.node_id} follows itself in epoch {epoch}")
             if core.is_leader:
                 leader = self.leader_of_epoch.setdefault(epoch, node.node_id)
                 if leader != node.node_id:
