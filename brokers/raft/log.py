@@ -76,7 +76,7 @@ def end_offset_for_epoch(epoch_starts: Sequence[tuple[int, int]], end_offset: in
     entries.  The snapshot's epoch ends at ``start_offset``.  An epoch older than all of
     them answers ``(0, start_offset)``.
     """
-    index = bisect.bisect_right([e for e, _ in epoch_starts], epoch) - 1
+    index = bisect.bisect_right(epoch_starts, (epoch, float("inf"))) - 1
     if index < 0:
         if snapshot_epoch and snapshot_epoch <= epoch:
             return SnapshotId(start_offset, snapshot_epoch)

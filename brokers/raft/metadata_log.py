@@ -58,6 +58,17 @@ class MetadataLog:
         if self._entries and self._entries[0].offset != snap_end:
             raise StorageError(f"{self.directory}: first entry {self._entries[0].offset} != start {snap_end}")
         self._flushed = self.end_offset
+        self._starts: list[tuple[int, int]] = []  # (epoch, first offset) of each epoch held
+        self._rebuild_starts()
+
+    def _rebuild_starts(self) -> None:
+        self._starts = []
+        self._extend_starts(self._entries)
+
+    def _extend_starts(self, entries: Sequence[Entry]) -> None:
+        for entry in entries:
+            if not self._starts or self._starts[-1][0] != entry.epoch:
+                self._starts.append((entry.epoch, entry.offset))
 
     def _read_all(self) -> list[Entry]:
         out: list[Entry] = []
@@ -112,6 +123,7 @@ class MetadataLog:
     def _write(self, entries: list[Entry]) -> None:
         self._log.append_as_follower(encode_entries(entries))
         self._entries.extend(entries)
+        self._extend_starts(entries)
 
     def read(self, offset: int, max_entries: int) -> list[Entry]:
         if not self._start <= offset <= self.end_offset:
@@ -127,12 +139,8 @@ class MetadataLog:
         return self._entries[offset - self._start].epoch
 
     def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
-        starts: list[tuple[int, int]] = []
-        for entry in self._entries:
-            if not starts or starts[-1][0] != entry.epoch:
-                starts.append((entry.epoch, entry.offset))
         snap_epoch = self._snapshot.snapshot_id.epoch if self._snapshot else 0
-        return end_offset_for_epoch(starts, self.end_offset, self._start, snap_epoch, epoch)
+        return end_offset_for_epoch(self._starts, self.end_offset, self._start, snap_epoch, epoch)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self._start:
@@ -146,6 +154,7 @@ class MetadataLog:
             self._log.append_as_follower(encode_entries(self.read(lost, offset - lost)))
         self._log.flush()
         self._flushed = self.end_offset
+        self._rebuild_starts()
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
         end = snapshot.snapshot_id.end_offset
@@ -158,6 +167,7 @@ class MetadataLog:
         del self._entries[: end - self._start]
         self._start = end
         self._flushed = self.end_offset
+        self._rebuild_starts()
 
     def install_snapshot(self, snapshot: Snapshot) -> None:
         self._snapshots.write(snapshot)
@@ -166,6 +176,7 @@ class MetadataLog:
         self._log.truncate_fully_and_start_at(end)
         self._entries = []
         self._start = self._flushed = end
+        self._starts = []
 
     def latest_snapshot(self) -> Snapshot | None:
         return self._snapshot
