@@ -185,7 +185,7 @@ class Admin:
         )
         description = _describe(self._call("CreateTopic", request))
         if not validate_only:
-            self._wait_for_leaders(name, description.num_partitions)
+            self._wait_for_leaders(name, description.num_partitions or int(partitions))
         return description
 
     def _wait_for_leaders(self, name: str, count: int) -> None:
@@ -193,7 +193,7 @@ class Admin:
         while True:
             try:
                 info = self._cluster.topic(name, refresh=True)
-                if len(info.partitions) == count and all(p.leader_id >= 0 for p in info.partitions.values()):
+                if len(info.partitions) >= count and all(p.leader_id >= 0 for p in info.partitions.values()):
                     return
             except errors.UnknownTopicOrPartitionError:
                 pass

@@ -128,6 +128,7 @@ class Cluster:
         self._channels: dict[str, grpc.Channel] = {}
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicInfo] = {}
+        self._metadata_offset = -1  # highest metadata offset seen in an answer
         self._closed = False
 
     # -- channels ---------------------------------------------------------------------
@@ -177,9 +178,25 @@ class Cluster:
         """Ask a broker for metadata (of ``topics``, or all topics) and update the cache."""
         names = sorted(set(topics)) if topics is not None else []
         request = pb.MetadataRequest(topics=names, all_topics=topics is None)
-        response: pb.MetadataResponse = self.call_any(
-            lambda address: self.broker(address).Metadata(request, timeout=self.request_timeout_s)
-        )
+        best: pb.MetadataResponse | None = None
+        last: SparkLogError | None = None
+        for address in self.addresses():  # a broker behind the metadata log is skipped if another is ahead
+            try:
+                answer = self.broker(address).Metadata(request, timeout=self.request_timeout_s)
+            except grpc.RpcError as exc:
+                error = errors.from_rpc_error(exc, address=address)
+                if not isinstance(error, BrokerNotAvailableError):
+                    raise error from None
+                last = error
+                continue
+            if best is None or answer.metadata_offset > best.metadata_offset:
+                best = answer
+            if answer.metadata_offset >= self._metadata_offset:
+                break
+        if best is None:
+            raise last or BrokerNotAvailableError("no broker reachable at " + ",".join(self.bootstrap))
+        response = best
+        self._metadata_offset = max(self._metadata_offset, response.metadata_offset)
         with self._lock:
             self._brokers = {b.broker_id: b.address for b in response.brokers}
             for meta in response.topics:

@@ -74,6 +74,7 @@ class _Open:
     timestamps: list[int] = field(default_factory=list)
     size: int = 0
     sticky: bool = False
+    seq: int = -1  # first sequence, reserved when the batch is closed (under the producer lock)
     group: FutureGroup = field(default_factory=FutureGroup)
 
 
@@ -102,6 +103,22 @@ class _Shipment:
             self.done.fail(exc)
         elif not self.done.done():
             self.done.set_exception(exc)
+
+
+def _check_headers(headers: Any) -> list[tuple[str, bytes]]:
+    """Headers as ``[(str, bytes)]``; ``SchemaMismatchError`` for anything else."""
+    try:
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        out = []
+        for name, value in items:
+            if isinstance(value, str):
+                value = value.encode()
+            if not isinstance(name, str) or not isinstance(value, (bytes, bytearray)):
+                raise TypeError
+            out.append((name, bytes(value)))
+        return out
+    except (TypeError, ValueError):
+        raise errors.SchemaMismatchError("headers must be a mapping or pairs of str -> bytes/str") from None
 
 
 class Producer:
@@ -153,9 +170,9 @@ class Producer:
         self._lock = threading.Condition()
         self._open: dict[tuple[str, int], _Open] = {}
         self._next_seq: dict[tuple[str, int], int] = {}
-        self._ship_lock = threading.Lock()  # sequence assignment + issue order
         self._in_flight = threading.BoundedSemaphore(max_in_flight)
         self._pending = 0  # shipments not yet resolved
+        self._closing = 0  # batches closed but not yet shipped
         self._retries: list[tuple[float, int, _Shipment]] = []
         self._issue_seq = itertools.count()
         self._closed = False
@@ -187,7 +204,11 @@ class Producer:
             if info.key_columns:
                 parts = [value.get(c) for c in info.key_columns]
                 key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
-            size = 16 + sum(len(v) if isinstance(v, (bytes, str)) else 8 for v in value.values())
+            try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
+                value = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+                raise errors.SchemaMismatchError(f"row does not fit topic {topic!r}: {exc}") from None
+            size = 16 + value.nbytes
         else:
             if isinstance(value, str):
                 value = value.encode()
@@ -195,6 +216,8 @@ class Producer:
                 raise errors.SchemaMismatchError(f"a bytes topic takes bytes or str values, got {type(value).__name__}")
             if isinstance(key, str):
                 key = key.encode()
+            if headers is not None:
+                headers = _check_headers(headers)
             size = 24 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         n = info.num_partitions
         sticky = False
@@ -225,6 +248,7 @@ class Producer:
             full = batch.size >= self._batch_size
             if full:
                 del self._open[slot]
+                batch.seq = self._reserve(slot, len(batch.values), closing=True)
         if full:
             self._ship_open(topic, partition, batch)
         return future
@@ -263,11 +287,13 @@ class Producer:
         or failed.  Raises ``RequestTimeoutError`` if ``timeout`` (seconds) passes first."""
         with self._lock:
             batches, self._open = self._open, {}
+            for slot, batch in batches.items():
+                batch.seq = self._reserve(slot, len(batch.values), closing=True)
         for (topic, partition), batch in batches.items():
             self._ship_open(topic, partition, batch)
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while self._pending:
+            while self._pending or self._closing:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     raise errors.RequestTimeoutError(f"flush: {self._pending} batches still unacknowledged")
@@ -299,6 +325,17 @@ class Producer:
         if info.schema_id < 0:
             info = self._cluster.topic(topic, refresh=True)
         return info
+
+    def _reserve(self, slot: tuple[str, int], count: int, *, closing: bool = False) -> int:
+        """Reserve ``count`` sequences of a partition (caller holds ``self._lock``).  Batches
+        get their sequences in the order they are closed; the broker appends them in that
+        order whatever order their calls arrive in.  ``closing``: an open batch left
+        ``_open`` and is on its way to ``_pending`` (``flush`` waits for both)."""
+        if closing:
+            self._closing += 1
+        seq = self._next_seq.get(slot, 0)
+        self._next_seq[slot] = seq + count
+        return seq
 
     def _split(self, topic: str, info: TopicInfo, table: pa.Table, routing: Any) -> list[tuple[int, pa.Table]]:
         n = info.num_partitions
@@ -348,9 +385,17 @@ class Producer:
 
     def _ship_open(self, topic: str, partition: int, batch: _Open) -> None:
         try:
+            self._ship_open_now(topic, partition, batch)
+        finally:
+            with self._lock:
+                self._closing -= 1
+                self._lock.notify_all()
+
+    def _ship_open_now(self, topic: str, partition: int, batch: _Open) -> None:
+        try:
             info = self._topic(topic)
             if info.kind == "typed":
-                record_batch = pa.RecordBatch.from_pylist(batch.values, schema=info.schema)
+                record_batch = pa.Table.from_batches(batch.values).combine_chunks().to_batches()[0]
             else:
                 record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
@@ -361,40 +406,43 @@ class Producer:
             return
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
-        self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group)
+        self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
+                          first_seq=batch.seq)
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
-                     *, sticky: bool, group: FutureGroup | None = None) -> "list[Future[tuple[int, int]]]":
+                     *, sticky: bool, group: FutureGroup | None = None,
+                     first_seq: int | None = None) -> "list[Future[tuple[int, int]]]":
         futures: list[Future[tuple[int, int]]] = []
         deadline = time.monotonic() + self._delivery_timeout_s
         request: list[_Shipment] = []
         size = 0
-        with self._ship_lock:
-            slot = (topic, partition)
-            for batch, schema_id in frames:
-                seq = self._next_seq.get(slot, 0)
-                self._next_seq[slot] = (seq + batch.num_rows) % (2**31)
-                frame = self._encode(batch, schema_id, seq)
-                done: FutureGroup | Future[Any] = group if group is not None else Future()
-                if isinstance(done, Future):
-                    done.set_running_or_notify_cancel()
-                    futures.append(done)
-                request.append(_Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
-                with self._lock:
-                    self._pending += 1
-                size += len(frame)
-                if size >= _REQUEST_TARGET_BYTES:
-                    self._issue(request)
-                    request, size = [], 0
-            if request:
+        if first_seq is None:
+            with self._lock:
+                first_seq = self._reserve((topic, partition), sum(b.num_rows for b, _ in frames))
+        seq = first_seq
+        # frames of one call go out in sequence order; other calls may interleave (the broker reorders)
+        for batch, schema_id in frames:
+            frame = self._encode(batch, schema_id, seq)
+            seq += batch.num_rows
+            done: FutureGroup | Future[Any] = group if group is not None else Future()
+            if isinstance(done, Future):
+                done.set_running_or_notify_cancel()
+                futures.append(done)
+            request.append(_Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
+            with self._lock:
+                self._pending += 1
+            size += len(frame)
+            if size >= _REQUEST_TARGET_BYTES:
                 self._issue(request)
+                request, size = [], 0
+        if request:
+            self._issue(request)
         return futures
 
     # -- the wire -------------------------------------------------------------------------
 
     def _issue(self, shipments: list[_Shipment]) -> None:
-        """Send one Produce call for shipments of one partition (caller holds _ship_lock
-        on first issue, so calls leave in sequence order)."""
+        """Send one Produce call for shipments of one partition."""
         first = shipments[0]
         try:
             address, epoch = self._cluster.leader(first.topic, first.partition)
@@ -481,6 +529,7 @@ class Producer:
                     if now - batch.created >= self._linger_s:
                         due.append((slot[0], slot[1], batch))
                         del self._open[slot]
+                        batch.seq = self._reserve(slot, len(batch.values), closing=True)
                     else:
                         wake = min(wake, batch.created + self._linger_s)
                 while self._retries and self._retries[0][0] <= now:

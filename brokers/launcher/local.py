@@ -30,8 +30,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import grpc
+
+from spark_log import errors
 from spark_log._client import Cluster
 from spark_log.errors import SparkLogError
+from spark_log.proto import broker_pb2 as pb
 
 __all__ = ["LocalCluster", "main"]
 
@@ -78,10 +82,12 @@ class LocalCluster:
     """N local nodes under ``data_dir`` (see the module docstring)."""
 
     def __init__(self, data_dir: str | Path = ".spark-log", *, brokers: int = 3, python: str | None = None,
-                 extra_config: dict[str, object] | None = None) -> None:
+                 extra_config: dict[str, object] | None = None, raft_config: dict[str, object] | None = None) -> None:
+        """``extra_config``: more top-level BrokerConfig keys; ``raft_config``: its [raft] table."""
         self.data_dir = Path(data_dir).resolve()
         self.python = python or sys.executable
         self.extra_config = dict(extra_config or {})
+        self.raft_config = dict(raft_config or {})
         self.nodes = self._load() or [NodeState(i, p) for i, p in enumerate(_free_ports(brokers), start=1)]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
 
@@ -120,6 +126,9 @@ class LocalCluster:
         ]
         for key, value in self.extra_config.items():
             lines.append(f"{key} = {json.dumps(value)}")
+        if self.raft_config:
+            lines.append("[raft]")
+            lines.extend(f"{key} = {json.dumps(value)}" for key, value in self.raft_config.items())
         path = directory / "broker.toml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -160,20 +169,30 @@ class LocalCluster:
                 if proc is not None and proc.poll() is not None:
                     raise RuntimeError(f"node {node.node_id} exited with code {proc.returncode}; see "
                                        f"{self.node_dir(node.node_id) / 'node.log'}")
-            try:
-                cluster = Cluster(self.bootstrap, request_timeout_s=2.0)
-                try:
-                    response = cluster.refresh([])
-                finally:
-                    cluster.close()
-                live = sorted(b.broker_id for b in response.brokers if not b.fenced)
-                if live == sorted(n.node_id for n in self.nodes) and response.controller_id >= 0:
-                    return
-                reason = f"live brokers {live}, controller {response.controller_id}"
-            except SparkLogError as exc:
-                reason = str(exc)
+            reason = self._unhealthy_reason()
+            if reason is None:
+                return
             time.sleep(0.1)  # polling other processes' readiness
         raise TimeoutError(f"local cluster not healthy after {timeout_s:.0f}s: {reason}")
+
+    def _unhealthy_reason(self) -> str | None:
+        """None when every node's own metadata shows every broker unfenced and a controller
+        (each node is asked, so none is left behind on an old image)."""
+        wanted = sorted(n.node_id for n in self.nodes)
+        for node in self.nodes:
+            address = f"{HOST}:{node.port}"
+            cluster = Cluster(address, request_timeout_s=2.0)
+            try:
+                response = cluster.broker(address).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
+            except grpc.RpcError as exc:
+                return f"node {node.node_id}: {errors.from_rpc_error(exc, address=address)}"
+            finally:
+                cluster.close()
+            live = sorted(b.broker_id for b in response.brokers if not b.fenced)
+            if live != wanted or response.controller_id < 0:
+                return (f"node {node.node_id} sees live brokers {live}, controller {response.controller_id}, "
+                        f"metadata offset {response.metadata_offset}")
+        return None
 
     def status(self) -> list[tuple[int, int, int, bool]]:
         """``(node_id, port, pid, alive)`` per node."""

@@ -72,8 +72,9 @@ class AdminHandler:
         created = self.controller.create_topic(
             request.name, partitions=request.partitions, replication_factor=request.replication_factor,
             config=dict(request.configs), schema=schema, key_columns=list(request.key_columns))
+        wanted = len(created.partitions) or request.partitions
         image = self._await(lambda img: (t := img.topics.get(request.name)) is not None
-                            and t.topic_id == created.topic_id)
+                            and t.topic_id == created.topic_id and len(t.partitions) >= wanted)
         return self._described(request.name, image)
 
     def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:

@@ -1,0 +1,228 @@
+"""The ``spark-log`` command line.
+
+    spark-log broker --config FILE            run one node in the foreground (SIGTERM stops it)
+    spark-log dev up [--brokers 3] [--data-dir .spark-log]   start the local cluster
+    spark-log dev status | dev down           inspect / stop it (data survives down/up)
+    spark-log topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
+    spark-log topics list | describe NAME | delete NAME
+    spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
+    spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
+                            [--timeout-ms T]
+
+Clients find the cluster through ``--bootstrap``, else ``SPARK_LOG_BOOTSTRAP``, else the
+local cluster's ``bootstrap`` file.  Typed topics take and print rows as JSON objects.
+Errors print one line (``spark-log: ...``) and exit with code 1; no tracebacks.
+
+The node and the launcher live in ``brokers``, which ``spark_log`` must not import, so
+``broker`` and ``dev`` run them as ``python -m`` modules of the same interpreter.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Any, Sequence
+
+from .errors import InvalidConfigError, SparkLogError
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spark-log", description="A Spark-native streaming log.")
+    parser.add_argument("--bootstrap", help="host:port[,host:port...] of brokers")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    broker = commands.add_parser("broker", help="run one broker node in the foreground")
+    broker.add_argument("--config", required=True, help="BrokerConfig TOML file")
+
+    dev = commands.add_parser("dev", help="the embedded local cluster")
+    dev.add_argument("action", choices=["up", "status", "down"])
+    dev.add_argument("--brokers", type=int, default=3)
+    dev.add_argument("--data-dir", default=None, help="default: $SPARK_LOG_DATA_DIR or .spark-log")
+
+    topics = commands.add_parser("topics", help="create, list, describe, delete topics")
+    actions = topics.add_subparsers(dest="action", required=True)
+    create = actions.add_parser("create")
+    create.add_argument("name")
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    actions.add_parser("list")
+    describe = actions.add_parser("describe")
+    describe.add_argument("name")
+    delete = actions.add_parser("delete")
+    delete.add_argument("name")
+
+    produce = commands.add_parser("produce", help="send stdin lines as records")
+    produce.add_argument("topic")
+    produce.add_argument("--key-separator", default=None, help="split each line into key and value at the first SEP")
+
+    consume = commands.add_parser("consume", help="print records")
+    consume.add_argument("topic")
+    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--partition", type=int, default=None)
+    consume.add_argument("--offset", type=int, default=None)
+    consume.add_argument("--max-records", type=int, default=None)
+    consume.add_argument("--timeout-ms", type=int, default=None, help="stop after this long without records")
+    consume.add_argument("--print-key", action="store_true")
+    return parser
+
+
+def _run_module(module: str, args: list[str], *, replace: bool) -> int:
+    argv = [sys.executable, "-m", module, *args]
+    if replace:
+        os.execv(sys.executable, argv)
+    return subprocess.call(argv)
+
+
+def _topics(args: argparse.Namespace) -> int:
+    from ._admin import Admin
+
+    with Admin(args.bootstrap) as admin:
+        if args.action == "create":
+            config: dict[str, str] = {}
+            for item in args.config:
+                key, sep, value = item.partition("=")
+                if not sep or not key:
+                    raise InvalidConfigError(f"--config takes KEY=VALUE, got {item!r}")
+                config[key.strip()] = value.strip()
+            created = admin.create_topic(args.name, partitions=args.partitions,
+                                         replication_factor=args.replication_factor, config=config)
+            print(f"created topic {created.name} ({created.num_partitions} partitions, "
+                  f"replication factor {created.replication_factor})")
+        elif args.action == "list":
+            for name in admin.list_topics():
+                print(name)
+        elif args.action == "describe":
+            d = admin.describe_topic(args.name)
+            print(f"topic {d.name}  id {d.topic_id}  kind {d.kind}  partitions {d.num_partitions}  "
+                  f"replication factor {d.replication_factor}")
+            if d.kind == "typed" and d.schema is not None:
+                print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema)
+                      + (f"  (keys: {', '.join(d.key_columns)})" if d.key_columns else ""))
+            for p in d.partitions.values():
+                print(f"  partition {p.partition}  leader {p.leader if p.leader is not None else '-'}  "
+                      f"epoch {p.leader_epoch}  replicas {list(p.replicas)}  isr {list(p.isr)}")
+            defaults = _default_topic_config()
+            overrides = {k: v for k, v in sorted(d.config.items()) if defaults.get(k) != v}
+            print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
+        else:
+            admin.delete_topic(args.name)
+            print(f"deleted topic {args.name}")
+    return 0
+
+
+def _default_topic_config() -> dict[str, str]:
+    from .config import TopicConfig
+
+    return TopicConfig().to_kafka_names()
+
+
+def _produce(args: argparse.Namespace) -> int:
+    from ._producer import Producer
+
+    count = 0
+    with Producer(args.bootstrap) as producer:
+        info = producer._cluster.topic(args.topic)
+        futures = []
+        for line in sys.stdin:
+            line = line.rstrip("\n")
+            if info.kind == "typed":
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    raise InvalidConfigError(f"line {count + 1}: a typed topic takes JSON objects, got {line[:60]!r}") from None
+                futures.append(producer.send(args.topic, row))
+            else:
+                key: str | None = None
+                if args.key_separator:
+                    key, sep, value = line.partition(args.key_separator)
+                    if not sep:
+                        key, value = None, line
+                else:
+                    value = line
+                futures.append(producer.send(args.topic, value.encode(), key=key))
+            count += 1
+            if len(futures) >= 10_000:
+                for future in futures:
+                    future.result()
+                futures.clear()
+        producer.flush()
+        for future in futures:
+            future.result()
+    print(f"sent {count} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
+def _consume(args: argparse.Namespace) -> int:
+    from ._consumer import Consumer
+
+    if (args.partition is None) != (args.offset is None) and args.offset is not None:
+        raise InvalidConfigError("--offset needs --partition")
+    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest") as consumer:
+        info = consumer._cluster.topic(args.topic)
+        partitions = [args.partition] if args.partition is not None else sorted(info.partitions)
+        consumer.assign([(args.topic, p) for p in partitions])
+        if args.offset is not None:
+            consumer.seek(args.topic, args.partition, args.offset)
+        elif args.from_beginning:
+            consumer.seek_to_beginning()
+        seen = 0
+        last_data = time.monotonic()
+        out = sys.stdout
+        while args.max_records is None or seen < args.max_records:
+            records = consumer.poll(0.5)
+            if records:
+                last_data = time.monotonic()
+            elif args.timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= args.timeout_ms:
+                break
+            for record in records:
+                if args.max_records is not None and seen >= args.max_records:
+                    break
+                out.write(_render(record, args.print_key) + "\n")
+                seen += 1
+            out.flush()
+    print(f"consumed {seen} records", file=sys.stderr)
+    return 0
+
+
+def _render(record: Any, print_key: bool) -> str:
+    if isinstance(record.value, dict):
+        return json.dumps(record.value, default=str)
+    value = record.value.decode(errors="replace") if record.value is not None else "null"
+    if print_key:
+        key = record.key.decode(errors="replace") if record.key is not None else "null"
+        return f"{key}\t{value}"
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "broker":
+            return _run_module("brokers.node", ["--config", args.config], replace=True)
+        if args.command == "dev":
+            extra = ["--brokers", str(args.brokers)]
+            if args.data_dir:
+                extra += ["--data-dir", args.data_dir]
+            return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
+        if args.command == "topics":
+            return _topics(args)
+        if args.command == "produce":
+            return _produce(args)
+        return _consume(args)
+    except SparkLogError as exc:
+        print(f"spark-log: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
