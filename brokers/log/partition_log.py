@@ -266,6 +266,7 @@ class PartitionLog:
         self._segments.active.write_indexes(fsync=False)
         segment = self._new_segment(self.log_end_offset)
         self._segments.add(segment)
+        self._delete_segments_below_start()
         return segment
 
     def maybe_roll(self) -> None:
@@ -313,9 +314,9 @@ class PartitionLog:
         """Whole frames starting with the frame that holds ``offset``, up to ``max_bytes``
         (at least one frame even if it is larger), from one segment, never a frame whose
         base offset is >= ``max_offset`` (default: the LEO).  ``offset == LEO`` gives an
-        empty result.  Raises ``OffsetOutOfRangeError`` outside [log start, LEO], and
-        ``CorruptRecordError`` when the stored frames are damaged (headers are always
-        checked; the CRC too with ``verify``)."""
+        empty result.  Raises ``OffsetOutOfRangeError`` outside [log start, LEO].  Stored
+        damage (headers are always checked, the CRC too with ``verify``) ends the result
+        before the damaged frame; a read that starts at it raises ``CorruptRecordError``."""
         self._check_open()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -333,21 +334,26 @@ class PartitionLog:
         assert first is not None
         data = segment.read(first.position, max(max_bytes, first.length))
         at, expected = 0, first.base_offset
-        while len(data) - at >= HEADER_SIZE:
-            header = peek(data, at, first.position + at)
-            if header.base_offset != expected:
-                raise CorruptRecordError(
-                    f"{segment.log_path.name}: frame at byte {first.position + at} has offset "
-                    f"{header.base_offset}, expected {expected}"
-                )
-            if header.base_offset >= limit or at + header.length > len(data):
-                break
-            if verify:
-                verify_frame(memoryview(data)[at: at + header.length])
-            at += header.length
-            expected = header.next_offset
+        try:
+            while len(data) - at >= HEADER_SIZE:
+                header = peek(data, at, first.position + at)
+                if header.base_offset != expected:
+                    raise CorruptRecordError(
+                        f"{segment.log_path.name}: frame at byte {first.position + at} has offset "
+                        f"{header.base_offset}, expected {expected}"
+                    )
+                if header.base_offset >= limit or at + header.length > len(data):
+                    break
+                if verify:
+                    verify_frame(memoryview(data)[at: at + header.length])
+                at += header.length
+                expected = header.next_offset
+        except CorruptRecordError:
+            if at == 0:
+                raise
+            # serve the good frames before the damage; a read that starts at it raises
         if at == 0:
-            return ReadResult(b"", offset, offset)
+            raise CorruptRecordError(f"{segment.log_path.name}: no whole frame at byte {first.position} (offset {offset})")
         return ReadResult(data if at == len(data) else memoryview(data)[:at], first.base_offset, expected)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
@@ -429,9 +435,12 @@ class PartitionLog:
         self.log_start_offset = offset
         checkpoint.write_offset(self.directory / LOG_START_FILE, offset)
         self._epochs.truncate_from_start(offset)
+        self._delete_segments_below_start()
+
+    def _delete_segments_below_start(self) -> None:
         while len(self._segments) > 1:
             second = self._segments.higher(self._segments.first)
-            if second is None or second.base_offset > offset:
+            if second is None or second.base_offset > self.log_start_offset:
                 break
             self._delete_oldest()
 

@@ -47,8 +47,8 @@ class RecoveryReport:
 
     recovered_segments: list[int] = field(default_factory=list)  # base offsets validated frame by frame
     truncated: list[str] = field(default_factory=list)  # "<file>: cut at byte N (reason)"
-    deleted_segments: list[int] = field(default_factory=list)  # dropped after damage or below log start
-    removed_files: list[str] = field(default_factory=list)  # leftovers
+    deleted_segments: list[int] = field(default_factory=list)  # dropped after damage
+    removed_files: list[str] = field(default_factory=list)  # leftovers, segments wholly below the log start
 
     @property
     def clean(self) -> bool:
@@ -99,7 +99,7 @@ def open_segments(
     bases = _scan_directory(directory, report)
     while len(bases) > 1 and bases[1] <= log_start_offset:
         _delete_files(directory, bases[0])
-        report.deleted_segments.append(bases.pop(0))
+        report.removed_files.append(f"{bases.pop(0):020d}.log")
     segments = Segments()
     for i, base in enumerate(bases):
         following = bases[i + 1] if i + 1 < len(bases) else None
