@@ -27,11 +27,13 @@ Useful attributes once started: ``server``, ``port``, ``address`` ("host:port"),
 Voters: ``controller_quorum_voters`` as "id@host:port"; empty means a single-node quorum
 of this node at its own address.  A voter listens on its voter entry's port when
 ``port`` is 0.  The bound port is written atomically to ``<data_dir>/broker.port``
-once the server is serving; a clean ``stop()`` removes it.
+once the server is serving; a clean ``stop()`` removes it.  ``kill -USR1`` dumps every
+thread's stack to stderr (diagnosing a stuck node).
 """
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import logging
 import os
 import random
@@ -139,7 +141,7 @@ class Node:
         bind_port = config.port
         if bind_port == 0 and config.broker_id in self.voters:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
-        workers = config.num_io_threads + 4 * max(1, len(self.voters)) + 8
+        workers = config.num_io_threads + 8 * max(1, len(self.voters)) + 16  # long polls hold workers
         self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=GRPC_OPTIONS)
         self.port = self.server.add_insecure_port(f"{config.host}:{bind_port}")
         if not self.port:
@@ -246,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     except SparkLogError as exc:
         print(f"spark-log: {exc}", file=sys.stderr)
         return 2
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: thread dump to stderr
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())

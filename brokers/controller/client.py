@@ -6,9 +6,10 @@
     topic = client.create_topic("clicks", partitions=6, replication_factor=3)
 
 Routing: requests go to the last known active controller, else to the voters in turn.
-``NOT_CONTROLLER`` with a ``leader_address`` hint moves to that address at once;
-without a hint (no leader yet, or the new leader is catching up) the client backs off
-(``retry_backoff_ms``, doubling up to 1 s) and tries the next voter.  Connection-level
+``NOT_CONTROLLER`` with a ``leader_address`` hint moves to that address at once; a hint
+naming the node asked (it was just elected and is catching up) or ``THROTTLED`` (busy)
+retries the same node after a back-off (``retry_backoff_ms``, doubling up to 1 s);
+without a hint (no leader yet) the client backs off and tries the next voter.  Connection-level
 failures (``BrokerNotAvailableError``) move to the next voter as well.
 ``RequestTimeoutError`` is retried only for idempotent requests (heartbeats,
 registrations, describes), since a timed-out create may still have happened.  After
@@ -149,8 +150,11 @@ class ControllerClient:
             except errors.NotControllerError as exc:
                 hint = exc.leader_address
                 retry_now = hint is not None and hint != address
-                next_address = hint if retry_now and hint is not None else self._next_voter()
+                # hint == address: just elected and catching up; ask it again shortly
+                next_address = hint if hint is not None else self._next_voter()
                 error: errors.SparkLogError = exc
+            except errors.ThrottledError as exc:
+                retry_now, next_address, error = False, address, exc
             except (errors.BrokerNotAvailableError, errors.RequestTimeoutError) as exc:
                 if isinstance(exc, errors.RequestTimeoutError) and not idempotent:
                     raise

@@ -13,21 +13,27 @@ module that validates against the current image and returns records):
     alter_configs     configs.py
     register_schema   schema_versions.py  compatible evolution only
 
-Protocol for every request, under one lock (so validation and proposal of one request
-never interleave with another's):
+Activation: when this voter becomes the Raft leader, its lease loop (never a request
+thread) proposes a ``NoOpRecord`` and waits until it is applied, so the image includes
+every entry committed by earlier leaders (Raft's "commit an entry from the current
+term"), then grants every registered broker a fresh lease and marks the controller
+active for that epoch.  A failed proposal (leadership lost, timeout) deactivates it.
+
+Protocol for every request (requests never wait for activation, so they cannot pile up
+on the server's worker threads and starve the Raft fetches that activation needs):
 
 1. not the Raft leader -> ``NotControllerError`` with ``leader_address`` (may be None);
-2. first request (or lease check) in a new leader epoch: propose a ``NoOpRecord`` and
-   wait until it is applied, so the image includes every entry committed by earlier
-   leaders (Raft's "commit an entry from the current term"), and grant every
-   registered broker a fresh lease;
+   leader but not active yet -> ``NotControllerError`` naming itself (retry shortly);
+2. take the request lock, so validation and proposal of one request never interleave
+   with another's; waiting longer than ``busy_timeout_s`` -> ``ThrottledError``
+   (retriable; nothing was done);
 3. validate against ``self.image``; refusals raise the module's typed error and
    propose nothing;
 4. propose the records with ``RaftNode.propose`` (returns once committed and applied
    here), then answer from the new image.
 
-A failed proposal (leadership lost, timeout) re-arms step 2.  Records for fencing are
-computed from the image at the time, so two requests never race on one image.
+Heartbeats that change nothing (the common case) skip the lock: they only renew the
+in-memory lease.
 
 Thread-safety: request methods may be called from any thread (gRPC workers); the
 ``StateMachine`` methods come from the Raft thread and never take the request lock.
@@ -47,7 +53,7 @@ from brokers.metadata.publisher import MetadataListener
 from brokers.metadata.records import MetadataRecord, NoOpRecord, encode
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, TopicConfig
-from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
+from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError, ThrottledError
 
 from .alter_partition import alter_partition_records
 from .configs import alter_config_records
@@ -91,7 +97,8 @@ class QuorumController:
         topic_defaults: TopicConfig = TopicConfig(),
         clock: Clock | None = None,
         id_factory: Callable[[], str] | None = None,
-        propose_timeout_s: float = 10.0,
+        propose_timeout_s: float = 5.0,
+        busy_timeout_s: float = 2.0,
         check_interval_ms: int | None = None,
     ) -> None:
         self.node_id = node_id
@@ -100,6 +107,7 @@ class QuorumController:
         self._clock: Clock = clock or SystemClock()
         self._id_factory = id_factory or (lambda: uuid.uuid4().hex)
         self._propose_timeout_s = propose_timeout_s
+        self._busy_timeout_s = busy_timeout_s
         self._check_interval_s = (check_interval_ms or max(20, session_timeout_ms // 10)) / 1000
         self._leases = BrokerLeases(clock=self._clock, session_timeout_ms=session_timeout_ms)
         self._raft: RaftHandle | None = None
@@ -177,24 +185,50 @@ class QuorumController:
             if raft is None or not raft.is_leader:
                 continue
             try:
-                self.check_leases()
+                if self.activate():
+                    self.check_leases()
             except SparkLogError as exc:
-                log.debug("lease check on node %d: %s", self.node_id, exc)
+                log.debug("controller loop on node %d: %s", self.node_id, exc)
             except Exception:  # noqa: BLE001 - keep checking leases
-                log.exception("lease check failed on node %d", self.node_id)
+                log.exception("controller loop failed on node %d", self.node_id)
 
     # --- the request protocol ------------------------------------------------------------
 
-    def _serve(self, handler: Callable[[MetadataImage], T]) -> T:
+    def activate(self) -> bool:
+        """Become the active controller if this voter leads (see the module docstring);
+        returns whether it is active.  Called by the lease loop (and tests)."""
         with self._lock:
-            raft = self._require_leader()
-            if self._active_epoch != raft.epoch:
-                epoch = raft.epoch
-                self._propose([NoOpRecord(controller_id=self.node_id)])
-                self._leases.reset(self.image.brokers)
-                self._active_epoch = epoch
-                log.info("node %d is the active controller in epoch %d", self.node_id, epoch)
+            raft = self._raft
+            if raft is None or not raft.is_leader:
+                return False
+            if self._active_epoch == raft.epoch:
+                return True
+            epoch = raft.epoch
+            self._propose([NoOpRecord(controller_id=self.node_id)])
+            self._leases.reset(self.image.brokers)
+            self._active_epoch = epoch
+            log.info("node %d is the active controller in epoch %d", self.node_id, epoch)
+            return True
+
+    def _require_active(self) -> RaftHandle:
+        raft = self._require_leader()
+        if self._active_epoch != raft.epoch:
+            self._wake.set()
+            raise NotControllerError(
+                f"node {self.node_id} was just elected and is catching up with the metadata log; retry shortly",
+                leader_address=raft.leader_address(),
+            )
+        return raft
+
+    def _serve(self, handler: Callable[[MetadataImage], T]) -> T:
+        self._require_active()
+        if not self._lock.acquire(timeout=self._busy_timeout_s):
+            raise ThrottledError(f"controller {self.node_id} is busy; nothing was changed, retry")
+        try:
+            self._require_active()
             return handler(self.image)
+        finally:
+            self._lock.release()
 
     def _require_leader(self) -> RaftHandle:
         raft = self._raft
@@ -239,6 +273,11 @@ class QuorumController:
     def heartbeat(self, *, broker_id: int, broker_epoch: int) -> HeartbeatResult:
         """Renew the broker's lease, unfencing it if needed; ``FencedEpochError`` when the
         broker must register again."""
+        self._require_active()
+        image = self.image
+        if not heartbeat_records(image, broker_id, broker_epoch):  # fast path: nothing to change
+            self._leases.renew(broker_id)
+            return HeartbeatResult(fenced=False, broker_epoch=broker_epoch, metadata_offset=image.offset)
 
         def handle(image: MetadataImage) -> HeartbeatResult:
             records = heartbeat_records(image, broker_id, broker_epoch)

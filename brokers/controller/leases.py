@@ -4,10 +4,11 @@ A broker's lease runs ``session_timeout_ms`` from its last heartbeat (or registr
 Leases are not replicated: a newly active controller grants every registered broker a
 fresh lease (``reset``), so a failover never fences a healthy broker.
 
-Thread-safety: none; the controller calls it under its request lock.
+Thread-safety: safe from any thread (one internal lock).
 """
 from __future__ import annotations
 
+import threading
 from typing import Iterable
 
 from spark_log.clock import Clock
@@ -20,24 +21,31 @@ class BrokerLeases:
         self._clock = clock
         self._timeout_ms = session_timeout_ms
         self._last_ms: dict[int, int] = {}
+        self._lock = threading.Lock()
 
     def reset(self, broker_ids: Iterable[int]) -> None:
         """Forget every lease and start a fresh one for each of ``broker_ids``."""
         now = self._clock.monotonic_ms()
-        self._last_ms = {broker_id: now for broker_id in broker_ids}
+        fresh = {broker_id: now for broker_id in broker_ids}
+        with self._lock:
+            self._last_ms = fresh
 
     def renew(self, broker_id: int) -> None:
-        self._last_ms[broker_id] = self._clock.monotonic_ms()
+        now = self._clock.monotonic_ms()
+        with self._lock:
+            self._last_ms[broker_id] = now
 
     def expired(self, broker_ids: Iterable[int]) -> list[int]:
         """Those of ``broker_ids`` whose lease ran out (never heard of counts as fresh)."""
         now = self._clock.monotonic_ms()
         out = []
-        for broker_id in broker_ids:
-            last = self._last_ms.setdefault(broker_id, now)
-            if now - last > self._timeout_ms:
-                out.append(broker_id)
+        with self._lock:
+            for broker_id in broker_ids:
+                last = self._last_ms.setdefault(broker_id, now)
+                if now - last > self._timeout_ms:
+                    out.append(broker_id)
         return sorted(out)
 
     def forget(self, broker_id: int) -> None:
-        self._last_ms.pop(broker_id, None)
+        with self._lock:
+            self._last_ms.pop(broker_id, None)

@@ -18,12 +18,15 @@ class LocalRaft:
         self.next_offset = 0
         self.proposals: list[list[bytes]] = []
         self.other_leader: str | None = None
+        self.activate = True  # win_leadership also runs the controller's activation
         controller.attach(self)
 
     def win_leadership(self) -> None:
         self.epoch += 1
         self.is_leader = True
         self.controller.on_leader_change(self.controller.node_id, self.epoch)
+        if self.activate:
+            self.controller.activate()
 
     def lose_leadership(self, other: str | None = "127.0.0.1:9001") -> None:
         self.epoch += 1

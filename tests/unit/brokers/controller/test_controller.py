@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 
 import pyarrow as pa
 import pytest
@@ -19,9 +20,12 @@ from spark_log.errors import (
     InvalidTopicError,
     NotControllerError,
     SchemaMismatchError,
+    ThrottledError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+
+from tests.support.wait import wait_until
 
 from .local_raft import LocalRaft
 
@@ -66,11 +70,39 @@ def test_new_leader_commits_a_noop_before_serving(controller: QuorumController) 
     raft = controller._raft
     assert isinstance(raft, LocalRaft)
     raft.lose_leadership()
+    raft.activate = False
     raft.win_leadership()
+    assert not controller.is_active
+    with pytest.raises(NotControllerError, match="catching up") as info:
+        controller.create_topic(name="a")
+    assert info.value.leader_address == raft.address
+    with pytest.raises(NotControllerError, match="catching up"):
+        controller.heartbeat(broker_id=0, broker_epoch=1)
     before = len(raft.proposals)
+    assert controller.activate() and controller.is_active
+    assert [type(r.decode(p)) for p in raft.proposals[before]] == [r.NoOpRecord]
     controller.create_topic(name="a")
-    assert isinstance(r.decode(raft.proposals[before][0]), r.NoOpRecord)
-    assert controller.is_active
+
+
+def test_busy_controller_throttles(controller: QuorumController) -> None:
+    controller._busy_timeout_s = 0.01
+    held, done = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with controller._lock:
+            held.set()
+            done.wait(5)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        wait_until(held.is_set, timeout=5, message="lock holder did not start")
+        with pytest.raises(ThrottledError):
+            controller.create_topic(name="a")
+        assert controller.heartbeat(broker_id=0, broker_epoch=1).fenced is False  # the fast path needs no lock
+    finally:
+        done.set()
+        holder.join()
 
 
 def test_registration_and_incarnations(controller: QuorumController) -> None:
