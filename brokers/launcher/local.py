@@ -42,7 +42,6 @@ __all__ = ["LocalCluster", "main"]
 HOST = "127.0.0.1"
 STATE_FILE = "cluster.json"
 BOOTSTRAP_FILE = "bootstrap"
-_STUCK_S = 15.0
 
 
 def _free_ports(count: int) -> list[int]:
@@ -164,8 +163,6 @@ class LocalCluster:
         """Until every broker is registered and unfenced; raises ``TimeoutError`` naming why."""
         deadline = time.monotonic() + timeout_s
         reason: str | None = "no answer yet"
-        behind_since: dict[int, float] = {}
-        restarted: set[int] = set()
         while time.monotonic() < deadline:
             for node in self.nodes:
                 proc = self.procs.get(node.node_id)
@@ -175,40 +172,8 @@ class LocalCluster:
             reason = self._unhealthy_reason()
             if reason is None:
                 return
-            self._restart_stuck(behind_since, restarted)
             time.sleep(0.1)  # polling other processes' readiness
         raise TimeoutError(f"local cluster not healthy after {timeout_s:.0f}s: {reason}")
-
-    def _restart_stuck(self, behind_since: dict[int, float], restarted: set[int]) -> None:
-        """Work around a metadata quorum bug seen under load: a voter that knows the leader
-        but never applies the metadata log (its image stays empty while the others have
-        moved on).  Such a node is restarted once, after ``_STUCK_S`` seconds."""
-        offsets = {n.node_id: self._metadata_offset(n) for n in self.nodes}
-        if max(offsets.values()) < 0:
-            return
-        now = time.monotonic()
-        for node in self.nodes:
-            if offsets[node.node_id] >= 0 or node.node_id in restarted:
-                behind_since.pop(node.node_id, None)
-                continue
-            since = behind_since.setdefault(node.node_id, now)
-            if now - since >= _STUCK_S:
-                print(f"node {node.node_id} has not caught up with the metadata log in {_STUCK_S:.0f}s; "
-                      f"restarting it", file=sys.stderr)
-                restarted.add(node.node_id)
-                self.stop_node(node, timeout_s=10)
-                self.start_node(node)
-                self._save()
-
-    def _metadata_offset(self, node: NodeState) -> int:
-        address = f"{HOST}:{node.port}"
-        cluster = Cluster(address, request_timeout_s=2.0)
-        try:
-            return int(cluster.broker(address).Metadata(pb.MetadataRequest(), timeout=2.0).metadata_offset)
-        except grpc.RpcError:
-            return -1
-        finally:
-            cluster.close()
 
     def _unhealthy_reason(self) -> str | None:
         """None when every node's own metadata shows every broker unfenced and a controller
