@@ -54,12 +54,14 @@ def segment_name(base_offset: int, suffix: str) -> str:
     return f"{base_offset:020d}{suffix}"
 
 
+_IOV_MAX = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+
+
 def _pwrite_all(fd: int, buffers: Sequence[Buffer], position: int) -> None:
     """Write all ``buffers`` at ``position`` (pwritev, looping over partial writes)."""
-    pending = [memoryview(b).cast("B") for b in buffers]
-    step = os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024
+    pending = list(buffers)
     while pending:
-        batch = pending[:step]
+        batch = pending[:_IOV_MAX]
         written = os.pwritev(fd, batch, position)
         position += written
         consumed = 0
@@ -68,7 +70,7 @@ def _pwrite_all(fd: int, buffers: Sequence[Buffer], position: int) -> None:
             consumed += 1
         pending = pending[consumed:]
         if written:
-            pending[0] = pending[0][written:]
+            pending[0] = memoryview(pending[0]).cast("B")[written:]
 
 
 class Segment:
