@@ -3,12 +3,13 @@
 One concept per module: ``segment`` (a data file and its indexes), ``segments`` (the
 ordered set), ``offset_index``, ``time_index``, ``epoch_cache``, ``checkpoint``,
 ``scan`` (walking frames in a file), ``append`` (validating a request), ``recovery``
-(opening after a crash) and ``partition_log`` (roll, retention, truncation, flush).
+(opening after a crash), ``retention`` (which segments go), ``results`` and
+``partition_log`` (roll, retention, truncation, flush).
 """
 from .epoch_cache import EpochCache as EpochCache
-from .partition_log import AppendInfo as AppendInfo
 from .partition_log import PartitionLog as PartitionLog
-from .partition_log import ReadResult as ReadResult
+from .results import AppendInfo as AppendInfo
+from .results import ReadResult as ReadResult
 from .recovery import RecoveryReport as RecoveryReport
 
 __all__ = ["AppendInfo", "EpochCache", "PartitionLog", "ReadResult", "RecoveryReport"]

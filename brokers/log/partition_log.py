@@ -26,57 +26,26 @@ Thread-safety: none; the caller holds one lock per partition around every call.
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.errors import CorruptRecordError, FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
-from spark_log.frame import HEADER_SIZE, verify_frame
+from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
 
 from . import append as _append
-from . import checkpoint
-from .epoch_cache import FILE_NAME as EPOCH_FILE
-from .epoch_cache import EpochCache
-from .recovery import RecoveryReport, open_segments
-from .scan import peek
+from . import checkpoint, retention
+from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
+from .results import AppendInfo, ReadResult
 from .segment import MAX_SEGMENT_BYTES, Segment
-from .segments import Segments
 
 __all__ = ["PartitionLog", "AppendInfo", "ReadResult"]
 
-_log = logging.getLogger(__name__)
 
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
 LOCK_FILE = ".lock"
 CHECKPOINT_INTERVAL_MS = 60_000
 _MAX_RELATIVE = 2**32 - 1
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What an append wrote: offsets ``first_offset..last_offset`` in ``frames`` frames."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    record_count: int
-    frames: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReadResult:
-    """Whole frames from the file; ``first_offset`` is the first frame's base offset (it may be
-    below the offset asked for) and ``next_offset`` the offset after the last frame.  Empty
-    data means nothing was readable (``first_offset == next_offset``)."""
-
-    data: bytes | memoryview
-    first_offset: int
-    next_offset: int
 
 
 class PartitionLog:
@@ -102,51 +71,19 @@ class PartitionLog:
             raise
 
     def _open(self) -> None:
-        recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
-        log_start = self._read_checkpoint(LOG_START_FILE)
-        loaded = EpochCache.load(self.directory / EPOCH_FILE)
-        cache = loaded if loaded is not None else EpochCache(self.directory / EPOCH_FILE)
         now = self._clock.monotonic_ms()
-        self._segments, self.recovery = open_segments(
-            self.directory,
-            index_interval_bytes=self._config.index_interval_bytes,
-            recovery_point=recovery_point,
-            log_start_offset=log_start,
-            now_ms=now,
-            on_recovered_frame=lambda h: cache.assign(h.epoch, h.base_offset, persist=False),
-        )
-        self._epochs = cache
-        if not len(self._segments):
-            self._segments.add(self._new_segment(log_start))
-        self.log_start_offset = max(log_start, self._segments.first.base_offset)
-        if self.log_start_offset > self.log_end_offset:
-            _log.warning("%s: log start %d is past the recovered end %d", self.directory, self.log_start_offset, self.log_end_offset)
-            self._replace_all_segments(self.log_start_offset)
-        if loaded is None and self.log_end_offset > self.log_start_offset:
-            cache = EpochCache(cache.path)  # rebuild from every frame header
-            for segment in self._segments:
-                for header in segment.headers_from(0):
-                    cache.assign(header.epoch, header.base_offset, persist=False)
-            self._epochs = cache
-        self._epochs.truncate_from_end(self.log_end_offset)
-        self._epochs.truncate_from_start(self.log_start_offset)
-        self._epochs.persist()
-        for segment in self._segments.from_offset(recovery_point):
+        loaded = load(self.directory, index_interval_bytes=self._config.index_interval_bytes, now_ms=now)
+        self._segments, self._epochs, self.recovery = loaded.segments, loaded.epochs, loaded.report
+        self.log_start_offset = loaded.log_start_offset
+        for segment in self._segments.from_offset(loaded.recovery_point):
             segment.dirty = True  # recovered bytes may still be only in the page cache
-        self._flushed_offset = min(recovery_point, self.log_end_offset)
+        self._flushed_offset = min(loaded.recovery_point, self.log_end_offset)
         self._checkpointed = -1
         self._unflushed_records = 0
         self._last_flush_ms = now
         self._last_checkpoint_ms = now
         self.flush(checkpoint=True)
         checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
-
-    def _read_checkpoint(self, name: str) -> int:
-        try:
-            return checkpoint.read_offset(self.directory / name) or 0
-        except ValueError as exc:
-            _log.warning("%s: ignoring %s", self.directory, exc)
-            return 0
 
     def _new_segment(self, base_offset: int) -> Segment:
         return Segment.create(
@@ -332,29 +269,8 @@ class PartitionLog:
             return ReadResult(b"", offset, offset)
         first = segment.locate(offset)
         assert first is not None
-        data = segment.read(first.position, max(max_bytes, first.length))
-        at, expected = 0, first.base_offset
-        try:
-            while len(data) - at >= HEADER_SIZE:
-                header = peek(data, at, first.position + at)
-                if header.base_offset != expected:
-                    raise CorruptRecordError(
-                        f"{segment.log_path.name}: frame at byte {first.position + at} has offset "
-                        f"{header.base_offset}, expected {expected}"
-                    )
-                if header.base_offset >= limit or at + header.length > len(data):
-                    break
-                if verify:
-                    verify_frame(memoryview(data)[at: at + header.length])
-                at += header.length
-                expected = header.next_offset
-        except CorruptRecordError:
-            if at == 0:
-                raise
-            # serve the good frames before the damage; a read that starts at it raises
-        if at == 0:
-            raise CorruptRecordError(f"{segment.log_path.name}: no whole frame at byte {first.position} (offset {offset})")
-        return ReadResult(data if at == len(data) else memoryview(data)[:at], first.base_offset, expected)
+        data, next_offset = segment.read_frames(first, max_bytes=max_bytes, limit=limit, verify=verify)
+        return ReadResult(data, first.base_offset, next_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``
@@ -449,18 +365,14 @@ class PartitionLog:
         beyond ``retention_bytes`` (oldest first); never the active segment.  Returns how
         many segments were deleted."""
         self._check_open()
-        deleted = 0
-        if self._config.retention_ms >= 0:
-            now = self._clock.wall_ms()
-            while len(self._segments) > 1 and now - self._segments.first.max_timestamp > self._config.retention_ms:
-                self._delete_oldest()
-                deleted += 1
-        if self._config.retention_bytes >= 0:
-            excess = self._segments.total_bytes() - self._config.retention_bytes
-            while len(self._segments) > 1 and excess >= self._segments.first.size:
-                excess -= self._segments.first.size
-                self._delete_oldest()
-                deleted += 1
+        deleted = retention.segments_to_delete(
+            [(segment.size, segment.max_timestamp) for segment in self._segments],
+            retention_ms=self._config.retention_ms,
+            retention_bytes=self._config.retention_bytes,
+            now_ms=self._clock.wall_ms(),
+        )
+        for _ in range(deleted):
+            self._delete_oldest()
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
             checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)

@@ -17,7 +17,11 @@ Rules (Kafka's LogLoader, simplified):
    segment that does not start where the previous one ended (a missing or cut data
    file), every later segment is deleted.  Every such step is reported (and logged).
 
-Nothing before the first damage is ever dropped.
+Nothing before the first damage is ever dropped.  ``load`` then settles the log start
+(checkpoint, raised to the first segment; a log start past the recovered end empties the
+log there) and the leader-epoch cache (rebuilt from frame headers if its file is missing
+or bad; entries outside [log start, LEO) dropped).  A damaged checkpoint file counts as
+missing: it costs more recovery, never data.
 
 Thread-safety: none; runs before the log is shared.
 """
@@ -31,11 +35,18 @@ from typing import Callable
 
 from spark_log.errors import CorruptRecordError
 
+from . import checkpoint
+
+from .epoch_cache import FILE_NAME as EPOCH_FILE
+from .epoch_cache import EpochCache
 from .scan import Peek
 from .segment import Segment
 from .segments import Segments
 
-__all__ = ["RecoveryReport", "open_segments"]
+__all__ = ["Loaded", "RecoveryReport", "load", "open_segments", "rebuild_epoch_cache"]
+
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
 
 _log = logging.getLogger(__name__)
 _SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
@@ -139,3 +150,61 @@ def _drop_from(directory: Path, bases: list[int], report: RecoveryReport, why: s
         _delete_files(directory, base)
         report.deleted_segments.append(base)
         _log.warning("%s: deleted segment %d (%s)", directory, base, why)
+
+
+def rebuild_epoch_cache(path: Path, segments: Segments) -> EpochCache:
+    """A new epoch cache from every frame header (its checkpoint file was missing or bad)."""
+    cache = EpochCache(path)
+    for segment in segments:
+        for header in segment.headers_from(0):
+            cache.assign(header.epoch, header.base_offset, persist=False)
+    return cache
+
+
+@dataclass(slots=True)
+class Loaded:
+    segments: Segments
+    epochs: EpochCache
+    log_start_offset: int
+    recovery_point: int
+    report: RecoveryReport
+
+
+def _read_offset(directory: Path, name: str) -> int:
+    try:
+        return checkpoint.read_offset(directory / name) or 0
+    except ValueError as exc:
+        _log.warning("%s: ignoring %s", directory, exc)
+        return 0
+
+
+def load(directory: Path, *, index_interval_bytes: int, now_ms: int) -> Loaded:
+    """Open the partition directory per the module rules (always at least one segment)."""
+    recovery_point = _read_offset(directory, RECOVERY_POINT_FILE)
+    log_start = _read_offset(directory, LOG_START_FILE)
+    stored = EpochCache.load(directory / EPOCH_FILE)
+    epochs = stored if stored is not None else EpochCache(directory / EPOCH_FILE)
+    segments, report = open_segments(
+        directory,
+        index_interval_bytes=index_interval_bytes,
+        recovery_point=recovery_point,
+        log_start_offset=log_start,
+        now_ms=now_ms,
+        on_recovered_frame=lambda h: epochs.assign(h.epoch, h.base_offset, persist=False),
+    )
+    if len(segments):
+        log_start = max(log_start, segments.first.base_offset)
+    if not len(segments) or log_start > segments.active.next_offset:
+        if len(segments):
+            _log.warning("%s: log start %d is past the recovered end %d", directory, log_start, segments.active.next_offset)
+        for segment in list(segments):
+            segments.remove(segment)
+            segment.delete()
+        segments.add(Segment.create(directory, log_start, index_interval_bytes=index_interval_bytes, now_ms=now_ms))
+    end = segments.active.next_offset
+    if stored is None and end > log_start:
+        epochs = rebuild_epoch_cache(epochs.path, segments)
+    epochs.truncate_from_start(log_start)
+    epochs.truncate_from_end(end)
+    epochs.persist()
+    return Loaded(segments, epochs, log_start, recovery_point, report)

@@ -35,9 +35,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from spark_log.errors import CorruptRecordError, StorageError
+from spark_log.frame import HEADER_SIZE, verify_frame
 
 from .offset_index import OffsetIndex
-from .scan import Peek, ScanStop, peek_headers, verify_frames
+from .scan import Peek, ScanStop, peek, peek_headers, verify_frames
 from .time_index import TimeIndex
 
 __all__ = ["Segment", "FrameInfo", "segment_name", "MAX_SEGMENT_BYTES"]
@@ -254,6 +255,35 @@ class Segment:
     def read(self, position: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the file from ``position`` (never past the last frame)."""
         return os.pread(self._fd, max(0, min(max_bytes, self.size - position)), position)
+
+    def read_frames(self, first: Peek, *, max_bytes: int, limit: int, verify: bool) -> tuple[bytes | memoryview, int]:
+        """Whole frames from ``first`` (a located header): up to ``max_bytes`` but at least
+        ``first``, none with base offset >= ``limit``.  Returns ``(data, next_offset)``.
+
+        Headers are checked (magic, dense offsets), CRCs too with ``verify``.  Damage ends
+        the data before the damaged frame; ``CorruptRecordError`` if ``first`` is damaged."""
+        data = self.read(first.position, max(max_bytes, first.length))
+        at, expected = 0, first.base_offset
+        try:
+            while len(data) - at >= HEADER_SIZE:
+                header = peek(data, at, first.position + at)
+                if header.base_offset != expected:
+                    raise CorruptRecordError(
+                        f"{self.log_path.name}: frame at byte {first.position + at} has offset "
+                        f"{header.base_offset}, expected {expected}"
+                    )
+                if header.base_offset >= limit or at + header.length > len(data):
+                    break
+                if verify:
+                    verify_frame(memoryview(data)[at: at + header.length])
+                at += header.length
+                expected = header.next_offset
+        except CorruptRecordError:
+            if at == 0:
+                raise
+        if at == 0:
+            raise CorruptRecordError(f"{self.log_path.name}: no whole frame at byte {first.position}")
+        return (data if at == len(data) else memoryview(data)[:at]), expected
 
     def headers_from(self, position: int) -> Iterator[Peek]:
         """Frame headers from ``position`` (a frame boundary) to the end."""
