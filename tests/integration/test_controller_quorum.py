@@ -115,3 +115,25 @@ def test_sigterm_stops_a_node_cleanly(cluster: NodeCluster) -> None:
     assert not (cluster.data_dir(victim) / "broker.port").exists()
     cluster.start(victim)
     cluster.wait_for_images(lambda image: "orders" in image.topics)
+
+
+def test_a_broker_only_observer_follows_the_metadata_log(cluster: NodeCluster) -> None:
+    observer = 9
+    cluster.add_observer(observer)
+    cluster.start(observer)
+    try:
+        def registered() -> bool:
+            info = cluster.image(cluster.wait_for_active_controller()).brokers.get(observer)
+            return info is not None and not info.fenced and info.address == cluster.addresses[observer]
+
+        wait_until(registered, timeout=20, message="the observer did not register as a broker")
+        cluster.client.create_topic("seen-by-observer", partitions=4, replication_factor=3)
+        # the observer serves no ControllerService; its image shows through the broker it hosts
+        wait_until(
+            lambda: any(observer in info.replicas
+                        for _, _, info in cluster.image(cluster.wait_for_active_controller()).iter_partitions()),
+            timeout=20,
+            message="no replica was placed on the observer broker",
+        )
+    finally:
+        assert cluster.terminate(observer) == 0

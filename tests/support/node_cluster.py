@@ -50,22 +50,36 @@ class NodeCluster:
         self.election_timeout_ms = tick_ms * election_ticks
         self.session_timeout_ms = session_timeout_ms
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        voters = ", ".join(f'"{i}@{a}"' for i, a in self.addresses.items())
-        role_list = ", ".join(f'"{r}"' for r in roles)
-        for i in self.ids:
-            self.config_path(i).write_text(
-                f"broker_id = {i}\n"
-                f'data_dir = "{self.data_dir(i)}"\n'
-                f"controller_quorum_voters = [{voters}]\n"
-                f"process_roles = [{role_list}]\n"
-                f"heartbeat_interval_ms = {heartbeat_interval_ms}\n"
-                f"session_timeout_ms = {session_timeout_ms}\n"
-                "num_io_threads = 4\n"
-                "[raft]\n"
-                f"tick_ms = {tick_ms}\n"
-                f"election_ticks = {election_ticks}\n"
-            )
+        self._timing = (tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms)
         self.client = ControllerClient(list(self.addresses.values()), timeout_s=15.0, rpc_timeout_s=2.0)
+        for i in self.ids:
+            self._write_config(i, roles, port=self.ports[i])
+
+    def _write_config(self, i: int, roles: Sequence[str], *, port: int) -> None:
+        tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms = self._timing
+        voters = ", ".join(f'"{v}@{a}"' for v, a in sorted(self.addresses.items()) if v in self.ids)
+        role_list = ", ".join(f'"{r}"' for r in roles)
+        self.config_path(i).write_text(
+            f"broker_id = {i}\n"
+            f"port = {port}\n"
+            f'data_dir = "{self.data_dir(i)}"\n'
+            f"controller_quorum_voters = [{voters}]\n"
+            f"process_roles = [{role_list}]\n"
+            f"heartbeat_interval_ms = {heartbeat_interval_ms}\n"
+            f"session_timeout_ms = {session_timeout_ms}\n"
+            "num_io_threads = 4\n"
+            "[raft]\n"
+            f"tick_ms = {tick_ms}\n"
+            f"election_ticks = {election_ticks}\n"
+        )
+
+    def add_observer(self, i: int) -> None:
+        """Configure node ``i`` (not a voter) as a broker-only observer; ``start(i)`` runs it."""
+        assert i not in self.ids, "observers need ids outside the voters"
+        (port,) = free_ports(1)
+        self.ports[i] = port
+        self.addresses[i] = f"127.0.0.1:{port}"
+        self._write_config(i, ("broker",), port=port)
 
     def config_path(self, i: int) -> Path:
         return self.root / f"node{i}.toml"
