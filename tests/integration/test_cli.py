@@ -1,0 +1,82 @@
+"""The ``spark-log`` command line, run as a subprocess against real clusters."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, bootstrap: str | None = None, stdin: str | None = None, env: dict[str, str] | None = None,
+         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
+    if bootstrap:
+        full["SPARK_LOG_BOOTSTRAP"] = bootstrap
+    return subprocess.run([sys.executable, "-m", "spark_log.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout, env=full, cwd=REPO)
+
+
+def test_topics_produce_consume(bootstrap: str, topic_name: str) -> None:
+    created = _cli("topics", "create", topic_name, "--partitions", "2", "--config", "retention.ms=3600000",
+                   bootstrap=bootstrap)
+    assert created.returncode == 0, created.stderr
+    assert topic_name in _cli("topics", "list", bootstrap=bootstrap).stdout.split()
+    described = _cli("topics", "describe", topic_name, bootstrap=bootstrap)
+    assert "partitions 2" in described.stdout and "retention.ms=3600000" in described.stdout
+    lines = "".join(f"user{i % 3}:event {i}\n" for i in range(20))
+    produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=lines)
+    assert produced.returncode == 0 and "sent 20 records" in produced.stderr
+    consumed = _cli("consume", topic_name, "--from-beginning", "--max-records", "20", "--print-key",
+                    bootstrap=bootstrap)
+    assert consumed.returncode == 0, consumed.stderr
+    got = sorted(consumed.stdout.splitlines())
+    assert got == sorted(f"user{i % 3}\tevent {i}" for i in range(20))
+    one = _cli("consume", topic_name, "--partition", "0", "--offset", "1", "--max-records", "1", bootstrap=bootstrap)
+    assert one.returncode == 0 and len(one.stdout.splitlines()) == 1
+    assert _cli("topics", "delete", topic_name, bootstrap=bootstrap).returncode == 0
+    assert topic_name not in _cli("topics", "list", bootstrap=bootstrap).stdout.split()
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (("topics", "describe", "no-such-topic"), "UNKNOWN_TOPIC_OR_PARTITION"),
+    (("topics", "create", "bad-config-topic", "--config", "retention.ms=soon"), "INVALID_CONFIG"),
+    (("topics", "create", "bad-config-topic", "--config", "novalue"), "KEY=VALUE"),
+    (("consume", "no-such-topic", "--max-records", "1"), "UNKNOWN_TOPIC_OR_PARTITION"),
+])
+def test_errors_are_one_line(bootstrap: str, args: tuple[str, ...], needle: str) -> None:
+    result = _cli(*args, bootstrap=bootstrap)
+    assert result.returncode == 1
+    assert result.stderr.count("\n") == 1 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_no_cluster_is_a_clear_error(tmp_path: Path) -> None:
+    result = _cli("topics", "list", env={"SPARK_LOG_DATA_DIR": str(tmp_path)})
+    assert result.returncode == 1 and "spark-log dev up" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_dev_up_status_down_keeps_data(tmp_path: Path) -> None:
+    data_dir = str(tmp_path / "dev")
+    env = {"SPARK_LOG_DATA_DIR": data_dir}
+    try:
+        up = _cli("dev", "up", "--brokers", "1", env=env, timeout=180)
+        assert up.returncode == 0, up.stderr
+        bootstrap = up.stdout.strip()
+        assert bootstrap == Path(data_dir, "bootstrap").read_text().strip()
+        assert _cli("dev", "status", env=env).returncode == 0
+        assert _cli("topics", "create", "kept", env=env).returncode == 0  # found through the bootstrap file
+        assert _cli("produce", "kept", env=env, stdin="hello\nworld\n").returncode == 0
+        down = _cli("dev", "down", env=env)
+        assert down.returncode == 0 and "data kept" in down.stderr
+        assert _cli("dev", "status", env=env).returncode == 1
+        assert _cli("dev", "up", "--brokers", "1", env=env, timeout=180).returncode == 0
+        again = _cli("consume", "kept", "--from-beginning", "--max-records", "2", env=env)
+        assert again.stdout.splitlines() == ["hello", "world"]
+    finally:
+        _cli("dev", "down", env=env)
