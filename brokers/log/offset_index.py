@@ -43,6 +43,7 @@ class OffsetIndex:
         self._offsets = array("q")  # absolute offsets
         self._positions = array("q")
         self._written = 0  # entries already in the file
+        self._synced = 0  # entries known to be fsynced
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -69,7 +70,7 @@ class OffsetIndex:
             previous_rel, previous_pos = r, p
         index._offsets = array("q", (base_offset + r for r in rel))
         index._positions = array("q", pos)
-        index._written = len(index._offsets)
+        index._written = index._synced = len(index._offsets)
         return index
 
     def append(self, offset: int, position: int) -> None:
@@ -102,6 +103,7 @@ class OffsetIndex:
             return
         del self._offsets[i:]
         del self._positions[i:]
+        self._synced = min(self._synced, i)
         if self._written > i:
             self._written = i
             if self.path.exists():
@@ -111,13 +113,13 @@ class OffsetIndex:
         """Forget every entry and empty the file (before a rebuild)."""
         self._offsets = array("q")
         self._positions = array("q")
-        self._written = 0
+        self._written = self._synced = 0
         self.path.write_bytes(b"")
 
     def write(self, *, fsync: bool) -> None:
         """Append the entries not yet in the file; fsync it when asked."""
         pending = len(self._offsets) - self._written
-        if pending == 0 and not fsync:
+        if pending == 0 and (not fsync or self._synced == len(self._offsets)):
             return
         values = array("I")
         for i in range(self._written, len(self._offsets)):
@@ -133,6 +135,8 @@ class OffsetIndex:
         finally:
             os.close(fd)
         self._written = len(self._offsets)
+        if fsync:
+            self._synced = self._written
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)

@@ -67,6 +67,8 @@ class PartitionLog:
         try:
             self._open()
         except BaseException:
+            for segment in getattr(self, "_segments", ()):
+                segment.close()
             self._release()
             raise
 

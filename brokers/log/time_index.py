@@ -43,6 +43,7 @@ class TimeIndex:
         self._timestamps = array("q")
         self._offsets = array("q")  # absolute
         self._written = 0
+        self._synced = 0  # entries known to be fsynced
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -68,7 +69,7 @@ class TimeIndex:
             index._timestamps.append(timestamp)
             index._offsets.append(offset)
             previous_ts, previous_offset = timestamp, offset
-        index._written = len(index._offsets)
+        index._written = index._synced = len(index._offsets)
         return index
 
     @property
@@ -100,6 +101,7 @@ class TimeIndex:
             return
         del self._offsets[keep:]
         del self._timestamps[keep:]
+        self._synced = min(self._synced, keep)
         if self._written > keep:
             self._written = keep
             if self.path.exists():
@@ -109,13 +111,13 @@ class TimeIndex:
         """Forget every entry and empty the file (before a rebuild)."""
         self._timestamps = array("q")
         self._offsets = array("q")
-        self._written = 0
+        self._written = self._synced = 0
         self.path.write_bytes(b"")
 
     def write(self, *, fsync: bool) -> None:
         """Append the entries not yet in the file; fsync it when asked."""
         pending = len(self._offsets) - self._written
-        if pending == 0 and not fsync:
+        if pending == 0 and (not fsync or self._synced == len(self._offsets)):
             return
         data = b"".join(
             _ENTRY.pack(self._timestamps[i], self._offsets[i] - self.base_offset)
@@ -129,6 +131,8 @@ class TimeIndex:
         finally:
             os.close(fd)
         self._written = len(self._offsets)
+        if fsync:
+            self._synced = self._written
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
