@@ -1,6 +1,6 @@
 """Storage benchmark: PartitionLog append and read throughput next to the raw disk.
 
-    python -m bench.storage_bench [--dir DIR] [--mib 192] [--fsync-mib 24]
+    python -m bench.storage_bench [--dir DIR] [--mib 128] [--fsync-mib 16] [--repeats 3] [--budget-s 40]
 
 For 100-byte and 1 KiB records in batches of 1k, 4k, 16k and 64k records (one
 uncompressed frame per batch, encoded once up front as a producer would), it measures in
@@ -10,7 +10,8 @@ the same run and on the same disk (``--dir``, default ``./.spark-log/bench``):
   ``os.write`` of the same bytes to one file.  Policy "os": no fsync per append, one
   fsync at the end, inside the timing (so both figures are disk bandwidth, not memory).
   Policy "fsync": ``flush_messages=1`` versus ``os.write`` + ``os.fsync`` per batch.
-- each case runs raw then log, ``--repeats`` times, and the best time of each side
+- each case runs raw and log ``--repeats`` times in alternating order (one run per case
+  once ``--budget-s`` is spent, which bounds the total), and the best time of each side
   counts, so a burst of other load on a shared machine does not decide the ratio.
 - read: sequential ``PartitionLog.read`` (8 MiB per call, or one frame if larger) versus
   ``os.pread`` of the raw file in the same chunk size.  Both start cold: the files are
@@ -130,9 +131,11 @@ def run_raw(case: Case, frame: bytes, path: Path) -> None:
     path.unlink()
 
 
-def run(root: Path, mib: int, fsync_mib: int, repeats: int) -> list[Case]:
-    """Every case, raw and log alternating ``repeats`` times; the best time of each counts
-    (the machine may be shared: the best run is the least disturbed one)."""
+def run(root: Path, mib: int, fsync_mib: int, repeats: int, budget_s: float) -> list[Case]:
+    """Every case, raw and log alternating ``repeats`` times (fewer once ``budget_s`` is
+    spent); the best time of each side counts (on a shared machine the best run is the
+    least disturbed one)."""
+    started = time.perf_counter()
     cases: list[Case] = []
     for policy, volume in (("os", mib), ("fsync", fsync_mib)):
         for record_bytes in RECORD_SIZES:
@@ -141,10 +144,16 @@ def run(root: Path, mib: int, fsync_mib: int, repeats: int) -> list[Case]:
                 best = Case(record_bytes, batch, policy, frame_bytes=len(frame))
                 best.appends = max(2, volume * MiB // len(frame))
                 best.log_write_s = best.raw_write_s = best.log_read_s = best.raw_read_s = float("inf")
-                for _ in range(repeats):
+                for repeat in range(repeats):
+                    if repeat and time.perf_counter() - started > budget_s:
+                        break  # over the time budget: one run per case from here on
                     trial = Case(record_bytes, batch, policy, frame_bytes=len(frame), appends=best.appends)
-                    run_raw(trial, frame, root / "raw.bin")
-                    run_log(trial, frame, root / "log")
+                    if repeat % 2 == 0:  # alternate the order so neither side always runs second
+                        run_raw(trial, frame, root / "raw.bin")
+                        run_log(trial, frame, root / "log")
+                    else:
+                        run_log(trial, frame, root / "log")
+                        run_raw(trial, frame, root / "raw.bin")
                     for name in ("log_write_s", "raw_write_s", "log_read_s", "raw_read_s"):
                         setattr(best, name, min(getattr(best, name), getattr(trial, name)))
                 cases.append(best)
@@ -175,16 +184,17 @@ def print_table(cases: list[Case]) -> None:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.storage_bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--dir", default=".spark-log/bench", help="where to write (the disk under test)")
-    parser.add_argument("--mib", type=int, default=192, help="MiB written per case without per-append fsync")
-    parser.add_argument("--fsync-mib", type=int, default=24, help="MiB written per case with fsync per append")
-    parser.add_argument("--repeats", type=int, default=2, help="runs per case (the best counts)")
+    parser.add_argument("--mib", type=int, default=128, help="MiB written per case without per-append fsync")
+    parser.add_argument("--fsync-mib", type=int, default=16, help="MiB written per case with fsync per append")
+    parser.add_argument("--repeats", type=int, default=3, help="runs per case (the best counts)")
+    parser.add_argument("--budget-s", type=float, default=40.0, help="stop repeating cases after this long")
     args = parser.parse_args(argv)
     base = Path(args.dir)
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="storage-", dir=base))
     started = time.perf_counter()
     try:
-        cases = run(root, args.mib, args.fsync_mib, args.repeats)
+        cases = run(root, args.mib, args.fsync_mib, args.repeats, args.budget_s)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"spark-log storage benchmark: PartitionLog vs raw file I/O on {base.resolve()} "
