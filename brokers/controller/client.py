@@ -8,7 +8,8 @@
 Routing: requests go to the last known active controller, else to the voters in turn.
 ``NOT_CONTROLLER`` with a ``leader_address`` hint moves to that address at once; a hint
 naming the node asked (it was just elected and is catching up) or ``THROTTLED`` (busy)
-retries the same node after a back-off (``retry_backoff_ms``, doubling up to 1 s);
+retries the same node after a back-off (``retry_backoff_ms``, doubling up to
+``max_backoff_ms``, so a failover is noticed within about one election timeout);
 without a hint (no leader yet) the client backs off and tries the next voter.  Connection-level
 failures (``BrokerNotAvailableError``) move to the next voter as well.
 ``RequestTimeoutError`` is retried only for idempotent requests (heartbeats,
@@ -90,6 +91,7 @@ class ControllerClient:
         timeout_s: float = 15.0,
         rpc_timeout_s: float = 5.0,
         retry_backoff_ms: int = 25,
+        max_backoff_ms: int = 250,
     ) -> None:
         addresses = list(voters.values()) if isinstance(voters, Mapping) else list(voters)
         if not addresses:
@@ -98,6 +100,7 @@ class ControllerClient:
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
         self.retry_backoff_ms = retry_backoff_ms
+        self.max_backoff_s = max_backoff_ms / 1000
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
@@ -164,7 +167,7 @@ class ControllerClient:
                 raise error
             if not retry_now:
                 time.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
-                backoff_s = min(1.0, backoff_s * 2)
+                backoff_s = min(self.max_backoff_s, backoff_s * 2)
             address = next_address
 
     # --- brokers -----------------------------------------------------------------------
