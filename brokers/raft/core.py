@@ -18,7 +18,7 @@ The protocol is KRaft's (KIP-595) on top of the Raft paper:
 - Each new leader appends a control entry (KRaft's LeaderChangeMessage) so that it can
   commit in its epoch at once.
 - Check-quorum: a leader that has not received fetches from a majority of voters within
-  ``election_ticks`` resigns (KIP-595 "check quorum", thesis 6.2).
+  1.5 x ``election_ticks`` resigns (KIP-595 "check quorum", thesis 6.2).
 - Snapshots: the shell hands ``create_snapshot(end_offset, data)`` the state machine's
   bytes; the log drops entries below it; lagging followers fetch it (KIP-630).
 """

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
+import os
 import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -85,6 +87,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--election-ticks", type=int, default=10)
     parser.add_argument("--snapshot-every", type=int, default=10_000)
     args = parser.parse_args(argv)
+    logging.basicConfig(level=os.environ.get("SPARK_LOG_RAFT_LOG_LEVEL", "WARNING"),
+                        format=f"%(asctime)s node{args.id} %(name)s %(levelname)s %(message)s")
     voters = parse_voters(args.voters)
     observer = args.id not in voters
     port = args.port or int(voters[args.id].rpartition(":")[2])
@@ -96,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
 
     def propose(request: bytes, context: Any) -> bytes:
         try:
-            return json.dumps({"offset": node.propose([request], timeout_s=5.0)}).encode()
+            return json.dumps({"offset": node.propose([request], timeout_s=8.0)}).encode()
         except SparkLogError as exc:
             return json.dumps({"error": exc.code.name, "message": exc.message,
                                "leader_address": exc.details.get("leader_address")}).encode()

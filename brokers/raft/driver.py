@@ -82,11 +82,36 @@ def _answer_key(message: Message) -> tuple[Any, ...] | None:
 
 
 class _Waiter:
-    __slots__ = ("event", "answer")
+    """One gRPC call waiting for its answer.  Once the call gives up (``wait`` timed out)
+    the waiter is closed and ``offer`` refuses, so the answer goes out as a new call
+    instead of vanishing into a call that already returned."""
+
+    __slots__ = ("_lock", "_event", "_answer", "closed")
 
     def __init__(self) -> None:
-        self.event = threading.Event()
-        self.answer: Message | None = None
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self._answer: Message | None = None
+        self.closed = False
+
+    def offer(self, answer: Message) -> bool:
+        with self._lock:
+            if self.closed:
+                return False
+            self._answer, self.closed = answer, True
+        self._event.set()
+        return True
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.closed = True
+        self._event.set()
+
+    def wait(self, timeout_s: float) -> Message | None:
+        self._event.wait(timeout_s)
+        with self._lock:
+            self.closed = True
+            return self._answer
 
 
 class RaftNode:
@@ -156,7 +181,7 @@ class RaftNode:
         self._peers.close()
         for waiters in self._waiters.values():
             for waiter in waiters:
-                waiter.event.set()
+                waiter.cancel()
         for _, future in list(self._pending.values()):
             if not future.done():
                 future.set_exception(NotControllerError("raft node stopped", leader_address=None))
@@ -192,8 +217,7 @@ class RaftNode:
         self._inbox.put(("message", message, key, waiter))
         if waiter is None or key is None:
             return None
-        waiter.event.wait(self._wait_answer_s)
-        return waiter.answer
+        return waiter.wait(self._wait_answer_s)
 
     def _on_reply(self, message: Message) -> None:
         self._inbox.put(("message", message, None, None))
@@ -270,18 +294,19 @@ class RaftNode:
         key = _answer_key(message)
         waiters = self._waiters.get(key) if key is not None else None
         while waiters:
-            waiter = waiters.pop(0)
-            if not waiter.event.is_set():
-                waiter.answer = message
-                waiter.event.set()
+            if waiters.pop(0).offer(message):
                 return
         if isinstance(message, (VoteResponse, FetchResponse, FetchSnapshotResponse)) and message.dst not in self.voters:
             return  # an observer's answer whose call is gone
         self._peers.send(message, self._call_timeout_s, self._on_reply)
 
     def _expire_waiters(self) -> None:
-        for key in [k for k, ws in self._waiters.items() if all(w.event.is_set() for w in ws)]:
-            del self._waiters[key]
+        for key in list(self._waiters):
+            live = [w for w in self._waiters[key] if not w.closed]
+            if live:
+                self._waiters[key] = live
+            else:
+                del self._waiters[key]
 
     def _apply(self, ready: Ready) -> None:
         sm = self.state_machine

@@ -13,7 +13,7 @@ Follower side: one fetch in flight, resent after ``3 * heartbeat_ticks`` without
 answer; any answer from the leader resets the fetch timeout (``election_ticks``,
 randomised); when it fires a voter campaigns and an observer forgets the leader.
 Check-quorum: a leader that has not had fetches from a majority of voters in the last
-``election_ticks`` resigns (KIP-595 "check quorum").
+1.5 x ``election_ticks`` resigns (KIP-595 "check quorum"; Kafka's LeaderState timer).
 """
 from __future__ import annotations
 
@@ -41,7 +41,6 @@ class Replication:
         self.last_fetch: dict[int, int] = {}  # replica -> tick of its last fetch
         self.parked: dict[int, tuple[int, FetchRequest]] = {}  # replica -> (tick, request)
         self.hw_sent: dict[int, int] = {}  # replica -> high watermark it was last sent
-        self.check_quorum_at = 0
         # follower / observer
         self.fetch_sent_at: int | None = None
         self.snapshot_pending = False
@@ -54,7 +53,6 @@ class Replication:
         self.parked = {}
         self.hw_sent = {}
         self.last_fetch = {v: core.now for v in core.voters}
-        self.check_quorum_at = core.now + core.config.election_ticks
         self.append_as_leader([b""], control=True)  # KRaft LeaderChangeMessage
         self._announce()
 
@@ -97,9 +95,8 @@ class Replication:
     def leader_tick(self) -> None:
         core = self.core
         hb = core.config.heartbeat_ticks
-        if core.config.check_quorum and core.now >= self.check_quorum_at:
-            self.check_quorum_at = core.now + core.config.election_ticks
-            since = core.now - core.config.election_ticks
+        if core.config.check_quorum:
+            since = core.now - self.check_quorum_ticks()
             alive = sum(1 for v in core.voters if v == core.node_id or self.last_fetch.get(v, -1) >= since)
             if alive < majority(len(core.voters)):
                 core.become(Resigned(core.epoch, core.node_id))
@@ -111,6 +108,11 @@ class Replication:
         for replica in stale:
             _, request = self.parked.pop(replica)
             self._answer(request, may_park=False)
+
+    def check_quorum_ticks(self) -> int:
+        """How long a leader may go without fetches from a majority: 1.5 election
+        timeouts, as Kafka's ``LeaderState`` check-quorum timer."""
+        return self.core.config.election_ticks * 3 // 2
 
     def _announce(self) -> None:
         core = self.core

@@ -35,6 +35,14 @@ GRPC_OPTIONS = [
     ("grpc.max_receive_message_length", 256 * 1024 * 1024),
 ]
 
+# Channels to peers reconnect quickly: a restarted voter must be reachable again within a
+# fraction of an election timeout, not after gRPC's default exponential backoff (up to 120 s).
+CHANNEL_OPTIONS = GRPC_OPTIONS + [
+    ("grpc.initial_reconnect_backoff_ms", 50),
+    ("grpc.min_reconnect_backoff_ms", 50),
+    ("grpc.max_reconnect_backoff_ms", 250),
+]
+
 Filter = Callable[[int, int], bool]
 
 
@@ -56,7 +64,7 @@ class Peers:
                 return None
             stub = self._stubs.get(node)
             if stub is None:
-                channel = grpc.insecure_channel(self.addresses[node], options=GRPC_OPTIONS)
+                channel = grpc.insecure_channel(self.addresses[node], options=CHANNEL_OPTIONS)
                 self._channels.append(channel)
                 stub = self._stubs[node] = pb_grpc.RaftServiceStub(channel)
             return stub

@@ -150,3 +150,22 @@ def test_partitioned_leader_is_replaced_and_rejoins(cluster: Cluster) -> None:
     cluster.cut.isolated.clear()
     wait_until(lambda: all(m.values() == [b"before", b"during"] for m in cluster.machines.values()),
                timeout=20, message="did not converge after healing")
+
+
+def test_answers_still_arrive_when_calls_give_up_waiting(tmp_path: Path) -> None:
+    """A call that stops waiting (a slow, loaded process) must not swallow its answer: the
+    answer goes out as a new call to the voter.  Regression: answers were handed to calls
+    that had already returned, so a follower at a fixed offset never heard back."""
+    cluster = Cluster(tmp_path, [1, 2, 3], [])
+    try:
+        for node_id in (1, 2, 3):
+            cluster.start(node_id)._wait_answer_s = 0.0  # every call returns before its answer
+        cluster.wait_leader()
+        values = [b"w%d" % i for i in range(10)]
+        for value in values:
+            cluster.propose(value)
+        wait_until(lambda: all(m.values() == values for m in cluster.machines.values()),
+                   timeout=20, message="answers were lost")
+    finally:
+        for node_id in list(cluster.nodes):
+            cluster.stop(node_id)

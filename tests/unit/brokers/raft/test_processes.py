@@ -38,7 +38,7 @@ class Proc:
         self.log = open(self.data_dir / "stderr.txt", "ab")
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "brokers.raft.demo_node", "--id", str(self.node_id), "--voters", self.voters,
-             "--data-dir", str(self.data_dir), "--tick-ms", "20", "--election-ticks", "10", "--snapshot-every", "40"],
+             "--data-dir", str(self.data_dir), "--tick-ms", "50", "--election-ticks", "10", "--snapshot-every", "40"],
             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=self.log, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         self.channel = grpc.insecure_channel(self.address)
@@ -82,27 +82,37 @@ def _leader(nodes: dict[int, Proc]) -> Proc | None:
     return leaders[0] if len(leaders) == 1 else None
 
 
-def _propose(nodes: dict[int, Proc], payload: bytes) -> None:
-    def attempt() -> bool:
+def _propose(nodes: dict[int, Proc], payload: bytes, errors: list[str]) -> bytes:
+    """Commit ``payload`` (each attempt tagged ``/aN`` so that an ambiguous failure that
+    did commit shows up as an unacknowledged extra, never as a duplicate); returns the
+    acknowledged attempt."""
+    attempts = iter(range(1000))
+
+    def attempt() -> bytes | None:
         leader = _leader(nodes)
         if leader is None:
-            return False
+            return None
+        tagged = payload + b"/a%d" % next(attempts)
         try:
-            return "offset" in leader.call("Propose", payload)
-        except grpc.RpcError:
-            return False
-    wait_until(attempt, timeout=30, message=f"could not commit {payload!r}")
+            reply = leader.call("Propose", tagged)
+        except grpc.RpcError as exc:
+            errors.append(f"{tagged!r}: {exc.code()}")
+            return None
+        if "offset" not in reply:
+            errors.append(f"{tagged!r}: {reply}")
+            return None
+        return tagged
+    return wait_until(attempt, timeout=30, message=f"could not commit {payload!r}")
 
 
 def test_kill_9_leader_loses_no_acknowledged_entry(procs: dict[int, Proc]) -> None:
     acknowledged: list[bytes] = []
+    errors: list[str] = []
     failovers: list[float] = []
     for round_ in range(3):
         wait_until(lambda: _leader(procs), timeout=30, message="no leader")
         for i in range(25):
-            payload = b"r%d-%d" % (round_, i)
-            _propose(procs, payload)
-            acknowledged.append(payload)
+            acknowledged.append(_propose(procs, b"r%d-%d" % (round_, i), errors))
         leader = _leader(procs)
         assert leader is not None
         leader.kill()
@@ -110,7 +120,24 @@ def test_kill_9_leader_loses_no_acknowledged_entry(procs: dict[int, Proc]) -> No
         wait_until(lambda: _leader(procs), timeout=30, message="no new leader after kill -9")
         failovers.append(time.monotonic() - killed_at)
         leader.start()
-    expected = [p.hex() for p in acknowledged]
-    wait_until(lambda: all((p.status() or {}).get("applied") == expected for p in procs.values()),
-               timeout=30, message="nodes did not converge on every acknowledged entry")
-    assert max(failovers) < 10, failovers
+    def check(status: dict[str, Any] | None) -> bool:
+        applied = [bytes.fromhex(h) for h in (status or {}).get("applied", [])]
+        in_order = [p for p in applied if p in set(acknowledged)]
+        return in_order == acknowledged and len(set(applied)) == len(applied)
+
+    def report() -> str:
+        lines = [f"acknowledged {len(acknowledged)}; failed attempts: {errors}"]
+        for proc in procs.values():
+            status = proc.status() or {}
+            applied = [bytes.fromhex(h) for h in status.get("applied", [])]
+            lines.append(f"node {proc.node_id}: leader={status.get('leader_id')} epoch={status.get('epoch')} "
+                         f"missing={[p for p in acknowledged if p not in applied]} "
+                         f"unacknowledged={[p for p in applied if p not in acknowledged]} count={len(applied)} "
+                         f"duplicates={len(applied) - len(set(applied))}")
+        return "\n".join(lines)
+
+    wait_until(lambda: all(check(p.status()) for p in procs.values()) and len(
+        {tuple((p.status() or {}).get("applied", [])) for p in procs.values()}) == 1,
+               timeout=30, message=lambda: "nodes did not converge on every acknowledged entry\n" + report())
+    print(f"failover seconds: {[round(f, 2) for f in failovers]}; failed attempts: {errors}")
+    assert max(failovers) < 15, failovers  # generous: the CI box is shared
