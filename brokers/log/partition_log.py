@@ -121,9 +121,15 @@ class PartitionLog:
         """The leader-epoch cache as ``[(epoch, start_offset), ...]``."""
         return self._epochs.entries()
 
-    def _check_open(self) -> None:
+    def _check_open(self, **ints: object) -> None:
+        """Refuse calls on a closed log, and arguments that are not integers in range."""
         if self._closed:
             raise StorageError(f"{self.directory}: the log is closed")
+        for name, value in ints.items():
+            if value is None and name == "max_offset":
+                continue
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise InvalidRequestError(f"{name} must be an integer, got {value!r}")
 
     # --- appending -------------------------------------------------------------------
 
@@ -134,8 +140,8 @@ class PartitionLog:
         ``FencedEpochError`` (``leader_epoch`` below the latest epoch in the log), and then
         appends nothing.  ``StorageError`` if the disk fails (nothing appended either)."""
         self._check_open()
-        if leader_epoch < 0:
-            raise InvalidRequestError(f"leader epoch must be >= 0, got {leader_epoch}")
+        if not isinstance(leader_epoch, int) or isinstance(leader_epoch, bool) or not 0 <= leader_epoch < 2**31:
+            raise InvalidRequestError(f"leader epoch must be an integer in [0, 2**31), got {leader_epoch!r}")
         latest = self._epochs.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise FencedEpochError(f"leader epoch {leader_epoch} is below the log's latest epoch {latest}")
@@ -256,7 +262,7 @@ class PartitionLog:
         empty result.  Raises ``OffsetOutOfRangeError`` outside [log start, LEO].  Stored
         damage (headers are always checked, the CRC too with ``verify``) ends the result
         before the damaged frame; a read that starts at it raises ``CorruptRecordError``."""
-        self._check_open()
+        self._check_open(offset=offset, max_bytes=max_bytes, max_offset=max_offset)
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log [{self.log_start_offset}, {self.log_end_offset}]",
@@ -277,7 +283,7 @@ class PartitionLog:
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``
         (raised to the log start), or None when no frame is that recent."""
-        self._check_open()
+        self._check_open(timestamp_ms=timestamp_ms)
         for segment in self._segments:
             if segment.max_timestamp >= timestamp_ms:
                 found = segment.find_timestamp(timestamp_ms)
@@ -287,7 +293,7 @@ class PartitionLog:
 
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """``(epoch, end offset)`` as Kafka's OffsetsForLeaderEpoch (see ``EpochCache.end_offset_for``)."""
-        self._check_open()
+        self._check_open(epoch=epoch)
         return self._epochs.end_offset_for(epoch, self.log_end_offset)
 
     # --- truncation and retention ----------------------------------------------------
@@ -297,7 +303,7 @@ class PartitionLog:
         goes whole, so the LEO can end below ``offset`` (Kafka does the same).  An
         ``offset`` at or below the log start empties the log to start at ``offset``.
         Durable on return (truncated data cannot reappear after a crash)."""
-        self._check_open()
+        self._check_open(offset=offset)
         if offset >= self.log_end_offset:
             return
         if offset <= self.log_start_offset:
@@ -316,7 +322,7 @@ class PartitionLog:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment; the empty log starts (and ends) at ``offset``."""
-        self._check_open()
+        self._check_open(offset=offset)
         if offset < 0:
             raise InvalidRequestError(f"offset must be >= 0, got {offset}")
         self._replace_all_segments(offset)
@@ -342,7 +348,7 @@ class PartitionLog:
     def advance_log_start(self, offset: int) -> None:
         """Make ``offset`` the first readable offset (delete-records, Raft snapshots); deletes
         the segments wholly below it.  Raises ``OffsetOutOfRangeError`` past the LEO."""
-        self._check_open()
+        self._check_open(offset=offset)
         if offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"cannot start the log at {offset}: it ends at {self.log_end_offset}",

@@ -382,3 +382,23 @@ def test_verify_read_detects_a_flipped_bit(log: PartitionLog) -> None:
     log.read(0, max_bytes=1 << 20)  # without verify the bytes are served as stored
     with pytest.raises(CorruptRecordError, match="CRC"):
         log.read(0, max_bytes=1 << 20, verify=True)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda log: log.append_as_leader(make_frame(1), leader_epoch="1"),
+        lambda log: log.append_as_leader(make_frame(1), leader_epoch=2**31),
+        lambda log: log.read("0", max_bytes=10),
+        lambda log: log.read(0, max_bytes=None),
+        lambda log: log.truncate_to(1.5),
+        lambda log: log.advance_log_start(True),
+        lambda log: log.offset_for_timestamp("now"),
+        lambda log: log.end_offset_for_epoch(None),
+    ],
+)
+def test_wrong_argument_types_are_invalid_requests(log: PartitionLog, call) -> None:
+    log.append_as_leader(make_frame(2), leader_epoch=0)
+    with pytest.raises(InvalidRequestError):
+        call(log)
+    assert log.log_end_offset == 2 and log.log_start_offset == 0
