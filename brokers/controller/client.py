@@ -91,7 +91,7 @@ class ControllerClient:
         timeout_s: float = 15.0,
         rpc_timeout_s: float = 5.0,
         retry_backoff_ms: int = 25,
-        max_backoff_ms: int = 250,
+        max_backoff_ms: int = 100,
     ) -> None:
         addresses = list(voters.values()) if isinstance(voters, Mapping) else list(voters)
         if not addresses:
