@@ -1,7 +1,7 @@
 """The connector's narrow view of ``spark_log``'s clients (the only module that calls them).
 
 - Driver side: ``open_admin``, ``list_topics``, ``describe`` (kind, partition count,
-  schema, key columns, timestamp type), ``list_offsets``, ``register_schema``,
+  schema, key columns, timestamp type), ``list_offsets``, ``check_writable``,
   ``bytes_per_record`` (a sampled estimate for ``maxBytesPerTrigger``).
 - Executor side: ``read_range`` yields the records of exactly one offset range as Arrow
   batches; ``open_producer`` wraps an idempotent ``Producer`` for one write task.
@@ -12,9 +12,14 @@ records with ``start <= offset < end`` that pass ``row_filter``, in offset order
 once the consumer's position reaches ``end``.  Records below the log start offset are
 data loss: ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (default), else skipped.  A
 fetch that makes no progress for ``pollTimeoutMs`` raises ``RequestTimeoutError``.
+
+The client classes come from ``spark_log``, or from the module named by the environment
+variable ``SPARK_LOG_CONNECTOR_CLIENTS`` (a test seam: a module with the same ``Admin``,
+``Consumer`` and ``Producer`` API; Spark's Python workers inherit the variable).
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -33,7 +38,6 @@ __all__ = [
     "list_topics",
     "describe",
     "list_offsets",
-    "register_schema",
     "check_writable",
     "bytes_per_record",
     "read_range",
@@ -53,10 +57,14 @@ class TopicView:
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
 
 
-def open_admin(bootstrap: str | None) -> Any:
-    from spark_log import Admin
+def _clients() -> Any:
+    import importlib
 
-    return Admin(bootstrap)
+    return importlib.import_module(os.environ.get("SPARK_LOG_CONNECTOR_CLIENTS") or "spark_log")
+
+
+def open_admin(bootstrap: str | None) -> Any:
+    return _clients().Admin(bootstrap)
 
 
 def list_topics(admin: Any) -> list[str]:
@@ -82,12 +90,6 @@ def list_offsets(admin: Any, topic: str, spec: str | int, isolation_level: str) 
     return dict(admin.list_offsets(topic, spec, isolation_level=isolation_level))
 
 
-def register_schema(admin: Any, topic: str, schema: pa.Schema) -> pa.Schema:
-    """Give a topic without a schema ``schema`` (its first typed write); returns it."""
-    admin.register_schema(topic, schema)
-    return schema
-
-
 def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None:
     """Refuse, at query start, a DataFrame whose columns do not match the topic's schema."""
     want = {f.name: f.type for f in topic_schema}
@@ -109,13 +111,11 @@ def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None
 def bytes_per_record(options: ReaderOptions, begin: Mapping[off.TopicPartition, int], end: Mapping[off.TopicPartition, int]) -> dict[off.TopicPartition, float]:
     """Average decoded record size of each partition with a backlog, sampled from one
     fetch at its start offset (an estimate: ``maxBytesPerTrigger`` is a soft limit)."""
-    from spark_log import Consumer
-
     out: dict[off.TopicPartition, float] = {}
     todo = [tp for tp, e in end.items() if e > begin.get(tp, 0)]
     if not todo:
         return out
-    with Consumer(options.bootstrap, isolation_level=options.isolation_level, auto_offset_reset="earliest",
+    with _clients().Consumer(options.bootstrap, isolation_level=options.isolation_level, auto_offset_reset="earliest",
                   fetch_max_bytes=1 << 20, max_partition_fetch_bytes=1 << 20) as consumer:
         consumer.assign(todo)
         for tp in todo:
@@ -137,11 +137,9 @@ def read_range(
     row_filter: Any = None,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``r`` (see the module docstring for the contract)."""
-    from spark_log import Consumer
-
     if r.end <= r.start:
         return
-    consumer = Consumer(options.bootstrap, columns=columns, row_filter=row_filter,
+    consumer = _clients().Consumer(options.bootstrap, columns=columns, row_filter=row_filter,
                         isolation_level=options.isolation_level, auto_offset_reset="none")
     try:
         consumer.assign([(r.topic, r.partition)])
@@ -197,9 +195,7 @@ class _TaskProducer:
     """One write task's idempotent producer: ``send_frame`` + ``finish`` (see writer.py)."""
 
     def __init__(self, options: WriterOptions, producer_id: int, producer_epoch: int) -> None:
-        from spark_log import Producer
-
-        self._producer = Producer(
+        self._producer = _clients().Producer(
             options.bootstrap, acks=options.acks, compression=options.compression, linger_ms=0,
             batch_size=options.batch_size, producer_id=producer_id, producer_epoch=producer_epoch,
             delivery_timeout_ms=options.timeout_ms,

@@ -40,6 +40,8 @@ READER_OPTIONS: dict[str, tuple[str, str]] = {
     "includeHeaders": ("bytes topics: add the headers column", "false"),
     "isolationLevel": ("read_uncommitted or read_committed", "read_uncommitted"),
     "columns": ("comma-separated columns to return; data columns are projected on the brokers", "all columns"),
+    "pushFilters": ("batch reads: push topic/partition/offset/timestamp and simple column predicates to the source "
+                    "(load a fresh DataFrame per query: Spark 4.2 reuses a DataFrame's pushed reader)", "false"),
     "pollTimeoutMs": ("executors: give up a fetch that returns nothing for this long", "120000"),
 }
 
@@ -142,6 +144,7 @@ class ReaderOptions:
     include_headers: bool = False
     isolation_level: str = "read_uncommitted"
     columns: tuple[str, ...] | None = None
+    push_filters: bool = False
     poll_timeout_ms: int = 120_000
 
     @classmethod
@@ -192,6 +195,7 @@ class ReaderOptions:
             include_headers=_bool(v, "includeHeaders", False),
             isolation_level=isolation,
             columns=_names(v, "columns"),
+            push_filters=_bool(v, "pushFilters", False),
             poll_timeout_ms=_int(v, "pollTimeoutMs", minimum=1) or 120_000,
         )
 
@@ -199,6 +203,8 @@ class ReaderOptions:
         """Refuse options that only make sense for batch reads."""
         if self.ending_offsets is not None:
             raise InvalidConfigError("option 'endingOffsets' is for batch queries; a stream has no end", key="endingOffsets")
+        if self.push_filters:
+            raise InvalidConfigError("option 'pushFilters' is for batch queries", key="pushFilters")
 
     def check_batch(self) -> None:
         """Refuse options that only make sense for streams."""

@@ -54,7 +54,7 @@ from . import offsets as off
 from .filters import PushedFilters, push_filters
 from .options import ReaderOptions
 
-__all__ = ["ReadPlan", "RangePartition", "SparkLogStreamReader", "SparkLogBatchReader"]
+__all__ = ["ReadPlan", "RangePartition", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
 
 
 @dataclass(frozen=True)
@@ -191,6 +191,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._driver = _DriverSide(plan)
         self._target: off.Offsets | None = None
         self._last_latest: off.Offsets | None = None
+        self._record_bytes: dict[off.TopicPartition, float] = {}  # sampled once per partition
 
     def initialOffset(self) -> dict:
         return off.to_json(self._driver.starting("latest"))
@@ -219,8 +220,9 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if max_rows is not None:
                 end = off.limit_rows(begin, end, max_rows)
             if max_bytes is not None:
-                sizes = client.bytes_per_record(self._driver.admin, o, begin, end)
-                end = off.limit_bytes(begin, end, max_bytes, sizes)
+                unknown = {tp: v for tp, v in end.items() if tp not in self._record_bytes}
+                self._record_bytes.update(client.bytes_per_record(o, begin, unknown))
+                end = off.limit_bytes(begin, end, max_bytes, self._record_bytes)
         # Partitions that stay put keep their place in the offset (never dropped).
         merged = {**{tp: v for tp, v in begin.items() if tp in latest or not o.fail_on_data_loss}, **end}
         return off.to_json({tp: v for tp, v in merged.items() if tp in latest})
@@ -266,20 +268,14 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 class SparkLogBatchReader(DataSourceReader):
     """Batch reader: ``startingOffsets``/``startingTimestamp`` to ``endingOffsets``.
 
-    ``pushFilters`` narrows the ranges for predicates on ``topic``, ``partition`` and
-    ``offset`` (exact: Spark does not re-check them), raises the start for
-    ``timestamp >``/``>=`` (Spark re-checks), and sends simple predicates on typed
-    topics' columns to the brokers as a row filter (Spark re-checks them too).
+    The ranges are resolved when Spark plans the DataFrame; Spark keeps that plan for
+    later actions on the same DataFrame (load again to see newer records).
     """
 
     def __init__(self, plan: ReadPlan) -> None:
         plan.options.check_batch()
         self._plan = plan
         self._pushed = PushedFilters()
-
-    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
-        self._pushed, remaining = push_filters(filters, self._plan)
-        yield from remaining
 
     def partitions(self) -> Sequence[InputPartition]:
         driver = _DriverSide(self._plan)
@@ -305,3 +301,22 @@ class SparkLogBatchReader(DataSourceReader):
         if not isinstance(partition, RangePartition):  # Spark's placeholder for "no partitions"
             return iter(())
         return read_range(self._plan, partition, self._pushed)
+
+
+class SparkLogFilteringBatchReader(SparkLogBatchReader):
+    """The batch reader with filter pushdown (option ``pushFilters=true``).
+
+    ``pushFilters`` narrows the ranges for predicates on ``topic``, ``partition`` and
+    ``offset`` (exact: Spark does not re-check them), raises the start for
+    ``timestamp >``/``>=`` (Spark re-checks), and sends simple predicates on typed
+    topics' columns to the brokers as a row filter (Spark re-checks them too).
+
+    Opt-in because Spark 4.2 keeps the reader of the last query that pushed filters on
+    a DataFrame and reuses it for a later query on the same DataFrame that has no
+    pushable filter (``PythonDataSourceV2.readInfo``), which would apply the old
+    filters: with ``pushFilters=true``, load a fresh DataFrame per query.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:
+        self._pushed, remaining = push_filters(filters, self._plan)
+        yield from remaining

@@ -36,7 +36,7 @@ from spark_log.errors import InvalidConfigError, SchemaMismatchError
 
 from . import client
 from .options import ReaderOptions, WriterOptions
-from .reader import ReadPlan, SparkLogBatchReader, SparkLogStreamReader
+from .reader import ReadPlan, SparkLogBatchReader, SparkLogFilteringBatchReader, SparkLogStreamReader
 from .schema_mapping import bytes_source_schema, data_columns, project, spark_arrow_schema, typed_source_schema
 from .writer import SparkLogBatchWriter, SparkLogStreamWriter, resolve_target
 
@@ -70,7 +70,8 @@ class SparkLogDataSource(DataSource):
         return plan
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return SparkLogBatchReader(self._checked_plan(schema))
+        plan = self._checked_plan(schema)
+        return SparkLogFilteringBatchReader(plan) if plan.options.push_filters else SparkLogBatchReader(plan)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return SparkLogStreamReader(self._checked_plan(schema))

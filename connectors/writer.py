@@ -113,8 +113,9 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
 
     Raises ``UnknownTopicOrPartitionError`` for a missing topic, ``InvalidConfigError``
     when neither ``topic`` nor a ``topic`` column is given, and ``SchemaMismatchError``
-    when the DataFrame cannot be written to the topic (registering the DataFrame's
-    schema first when a typed topic has none).
+    when the DataFrame cannot be written to the topic: a bytes topic needs ``value``
+    (binary or string); a typed topic needs the topic's columns, in types that cast
+    to the topic's (a topic's kind and schema are fixed when it is created).
     """
     names = spark_arrow_schema.names
     admin = client.open_admin(options.bootstrap)
@@ -124,20 +125,25 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
                 raise InvalidConfigError("option 'topic' is required unless the DataFrame has a 'topic' column", key="topic")
             return WriteTarget(options, "bytes", None, {}, ("key",))
         info = client.describe(admin, options.topic)
-        if info.kind == "bytes" and "value" in names:
+        if info.kind == "bytes":
+            if "value" not in names:
+                raise SchemaMismatchError(
+                    f"topic '{options.topic}' is a bytes topic (key, value, headers, timestamp) and the DataFrame has "
+                    f"no 'value' column (it has {names}); to store these columns create a typed topic, e.g. "
+                    f"Admin.create_topic(name, schema=...)"
+                )
             if options.key_columns not in (None, ("key",)):
                 raise InvalidConfigError("option 'keyColumns' applies to typed topics; bytes topics hash the 'key' column", key="keyColumns")
             return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
-        # A topic without a schema (created as bytes, or typed with none yet) takes the
-        # DataFrame's on its first typed write; the brokers refuse it if that cannot be.
-        schema = info.schema if info.schema is not None and len(info.schema) else client.register_schema(admin, options.topic, data.schema)
-        client.check_writable(data.schema, schema, options.topic)
+        if info.schema is None:
+            raise SchemaMismatchError(f"typed topic '{options.topic}' has no schema")
+        client.check_writable(data.schema, info.schema, options.topic)
         keys = options.key_columns if options.key_columns is not None else tuple(info.key_columns)
         missing = [k for k in keys if k not in data.schema.names]
         if missing:
             raise InvalidConfigError(f"option 'keyColumns' names columns the DataFrame lacks: {missing}", key="keyColumns")
-        return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, schema)
+        return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, info.schema)
     finally:
         admin.close()
 

@@ -1,0 +1,106 @@
+"""Spark connector tests: one local SparkSession and one spark-log cluster per test session.
+
+The cluster is the embedded local cluster (``python -m brokers.launcher.local up``: three
+real node processes on 127.0.0.1, stopped with ``down`` at the end).
+``SPARK_LOG_TEST_BOOTSTRAP=host:port,...`` reuses a running cluster instead, and
+``SPARK_LOG_TEST_FAKE_CLIENTS=1`` runs the same tests against the file-backed stand-in in
+``fake_clients.py`` (quick checks of the Spark side without brokers).
+Every test gets fresh topic names from ``topic_name``.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+FAKE = os.environ.get("SPARK_LOG_TEST_FAKE_CLIENTS") == "1"
+
+
+class _FakeCluster:
+    bootstrap = "127.0.0.1:1"
+
+    def admin(self) -> Any:
+        from tests.spark import fake_clients
+
+        return fake_clients.Admin()
+
+
+class _RealCluster:
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap = bootstrap
+
+    def admin(self) -> Any:
+        from spark_log import Admin
+
+        return Admin(self.bootstrap)
+
+
+@pytest.fixture(scope="session")
+def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The spark-log cluster the Spark tests read and write (``.bootstrap``, ``.admin()``)."""
+    if FAKE:
+        root = tmp_path_factory.mktemp("fake-log")
+        os.environ["SPARK_LOG_FAKE_DIR"] = str(root)
+        os.environ["SPARK_LOG_CONNECTOR_CLIENTS"] = "tests.spark.fake_clients"
+        yield _FakeCluster()
+        return
+    if os.environ.get("SPARK_LOG_TEST_BOOTSTRAP"):
+        yield _RealCluster(os.environ["SPARK_LOG_TEST_BOOTSTRAP"])
+        return
+    data_dir = tmp_path_factory.mktemp("spark-log-cluster")
+    launcher = [sys.executable, "-m", "brokers.launcher.local"]
+    try:
+        subprocess.run([*launcher, "up", "--brokers", "3", "--data-dir", str(data_dir)], check=True, timeout=120,
+                       stdout=subprocess.DEVNULL)
+        yield _RealCluster((data_dir / "bootstrap").read_text().strip())
+    finally:
+        subprocess.run([*launcher, "down", "--data-dir", str(data_dir)], timeout=120, stdout=subprocess.DEVNULL)
+
+
+@pytest.fixture(scope="session")
+def spark(log_cluster: Any) -> Iterator[Any]:
+    """The one local SparkSession of the test session, with ``spark-log`` registered."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
+    from connectors.session import local_session
+
+    session = local_session(
+        log_cluster.bootstrap,
+        app_name="spark-log-tests",
+        master="local[2]",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+            "spark.sql.streaming.stopTimeout": "30s",
+            "spark.python.worker.reuse": "true",
+        },
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+_counter = itertools.count()
+
+
+@pytest.fixture
+def topic_name(request: pytest.FixtureRequest) -> Callable[[], str]:
+    """Fresh topic names for one test: ``<test>-<n>``."""
+    base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:40]
+    return lambda: f"{base}-{next(_counter)}"
+
+
+@pytest.fixture
+def admin(log_cluster: Any) -> Iterator[Any]:
+    client = log_cluster.admin()
+    try:
+        yield client
+    finally:
+        client.close()

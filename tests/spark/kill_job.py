@@ -1,0 +1,81 @@
+"""Streaming queries run in their own process, so tests can kill -9 them mid-flight.
+
+    python -m tests.spark.kill_job read  BOOTSTRAP TOPIC CHECKPOINT OUTPUT_DIR {run|drain}
+    python -m tests.spark.kill_job write BOOTSTRAP INPUT_DIR TOPIC CHECKPOINT GATE_DIR GATE_IDS
+
+``read``: spark-log topic -> parquet file sink (exactly-once through its metadata log);
+``run`` keeps going until killed, ``drain`` stops once caught up (Trigger.AvailableNow).
+
+``write``: parquet files (``id``, ``value``; one file per micro-batch) -> spark-log topic,
+Trigger.AvailableNow.  For each id in GATE_IDS (comma-separated) whose file
+``GATE_DIR/reached-<id>`` does not exist yet, the task that meets that row creates the file
+and then blocks for good: the test sees the file and kills the process in the middle of
+that micro-batch, after the task has sent the rows before it.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+
+def _session() -> object:
+    from connectors.session import local_session
+
+    return local_session(
+        os.environ.get("SPARK_LOG_BOOTSTRAP"),
+        app_name="spark-log-kill-job",
+        conf={
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.memory": "512m",
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
+            "spark.sql.streaming.stopTimeout": "10s",
+        },
+    )
+
+
+def _read(bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -> None:
+    spark = _session()
+    df = (spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)  # type: ignore[attr-defined]
+          .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "600").load()
+          .selectExpr("cast(value as string) as value", "partition", "offset"))
+    writer = df.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
+    writer = writer.trigger(availableNow=True) if mode == "drain" else writer.trigger(processingTime="0 seconds")
+    writer.start().awaitTermination()
+
+
+def _gate(gate_dir: str, gate_ids: frozenset[int]):  # type: ignore[no-untyped-def]
+    def gate(row_id: int, value: str) -> str:
+        if row_id in gate_ids:
+            marker = os.path.join(gate_dir, f"reached-{row_id}")
+            if not os.path.exists(marker):
+                open(marker, "w").close()
+                threading.Event().wait()  # blocks until the test kills this process
+        return value
+
+    return gate
+
+
+def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_dir: str, gate_ids: str) -> None:
+    from pyspark.sql import functions as F
+
+    spark = _session()
+    gate = F.udf(_gate(gate_dir, frozenset(int(i) for i in gate_ids.split(",") if i)), "string")
+    df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)  # type: ignore[attr-defined]
+          .select(F.col("id").cast("string").alias("key"), gate(F.col("id"), F.col("value")).alias("value")))
+    query = (df.writeStream.format("spark-log").option("bootstrap", bootstrap).option("topic", topic)
+             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    query.awaitTermination()
+
+
+def main(argv: list[str]) -> None:
+    if argv[0] == "read":
+        _read(*argv[1:6])
+    elif argv[0] == "write":
+        _write(*argv[1:7])
+    else:
+        raise SystemExit(f"unknown mode {argv[0]!r}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

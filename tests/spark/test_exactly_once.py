@@ -1,0 +1,147 @@
+"""Exactly-once across process kills (kill -9 of the whole query process group).
+
+- A reading query (topic -> parquet file sink with a checkpoint) is killed and restarted
+  several times while a producer keeps writing: the output holds every record once.
+- A writing query (parquet files -> topic) is killed in the middle of a micro-batch,
+  after some of that batch's rows reached the topic, twice: the topic holds every input
+  row once.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _start(*args: str) -> subprocess.Popen[bytes]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    """kill -9 the job's whole process group (driver, JVM, Python workers) and reap it."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+    if process.stderr is not None:
+        process.stderr.close()
+
+
+def _finish(process: subprocess.Popen[bytes], timeout: float = 240) -> None:
+    try:
+        _, err = process.communicate(timeout=timeout)
+    finally:
+        _kill(process)
+    assert process.returncode == 0, err.decode(errors="replace")[-3000:]
+
+
+def _commits(checkpoint: Path) -> int:
+    folder = checkpoint / "commits"
+    return len([p for p in folder.iterdir() if p.name.isdigit()]) if folder.exists() else 0
+
+
+def _total(admin: Any, topic: str) -> int:
+    return sum(admin.list_offsets(topic, "latest").values())
+
+
+def test_reader_killed_and_restarted_reads_every_record_once(
+    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path
+) -> None:
+    from connectors import client
+
+    topic = topic_name()
+    admin.create_topic(topic, partitions=2)
+    checkpoint, output = tmp_path / "checkpoint", tmp_path / "out"
+    produced: list[str] = []
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def produce() -> None:
+        producer = client._clients().Producer(log_cluster.bootstrap)
+        try:
+            chunk = 0
+            while not stop.is_set() and chunk < 80:
+                values = [f"r{chunk}-{i}" for i in range(25)]
+                batch = pa.RecordBatch.from_pydict({"key": [v.encode() for v in values], "value": [v.encode() for v in values]})
+                for future in producer.send_batch(topic, batch, partition=chunk % 2):
+                    future.result(timeout=60)
+                produced.extend(values)
+                chunk += 1
+                stop.wait(0.1)  # pacing: a steady trickle of records, not synchronisation
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+        finally:
+            producer.close()
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    try:
+        for _ in range(3):
+            before = _commits(checkpoint)
+            job = _start("read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "run")
+            try:
+                wait_until(lambda: _commits(checkpoint) >= before + 1 or job.poll() is not None, timeout=240,
+                           message="the reading query committed no new micro-batch")
+                assert job.poll() is None, "the reading query died on its own"
+            finally:
+                _kill(job)
+    finally:
+        stop.set()
+        writer.join(timeout=60)
+    assert not errors, errors
+    _finish(_start("read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain"))
+
+    values = [r.value for r in spark.read.parquet(str(output)).select("value").collect()]
+    assert len(values) == len(set(values)), "duplicates in the output"
+    assert sorted(values) == sorted(produced)
+
+
+def test_writer_killed_mid_batch_writes_every_row_once(
+    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path
+) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=3)
+    inputs, checkpoint, gates = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "gates"
+    inputs.mkdir()
+    gates.mkdir()
+    rows_per_file, files = 500, 4
+    for k in range(files):  # one file per micro-batch, written in order
+        ids = list(range(k * rows_per_file, (k + 1) * rows_per_file))
+        pq.write_table(pa.table({"id": ids, "value": [f"v{i}" for i in ids]}), inputs / f"part-{k}.parquet")
+    gate_ids = [700, 1850]  # row 200 of the 2nd file, row 350 of the 4th
+    args = ("write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gates), ",".join(map(str, gate_ids)))
+
+    for gate in gate_ids:
+        job = _start(*args)
+        try:
+            wait_until(lambda: (gates / f"reached-{gate}").exists() or job.poll() is not None, timeout=240,
+                       message=f"the writing query never reached row {gate}")
+            assert job.poll() is None, "the writing query died on its own"
+            # the blocked task has already sent the rows before the gate: the batch is half written
+            wait_until(lambda: _total(admin, topic) % rows_per_file != 0, timeout=60,
+                       message="no partial micro-batch reached the topic")
+        finally:
+            _kill(job)
+    _finish(_start(*args))
+
+    out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
+    keys = [int(r.key) for r in out.select("key").collect()]
+    assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} rows appended twice"
+    assert sorted(keys) == list(range(files * rows_per_file))

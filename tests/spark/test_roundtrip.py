@@ -1,0 +1,151 @@
+"""Write then read: bytes and typed topics, nulls, nested types, timestamps, projections, routing."""
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any, Callable
+
+import pyarrow as pa
+import pytest
+from chispa import assert_df_equality
+
+pytestmark = pytest.mark.spark
+
+KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+UTC = dt.timezone.utc
+
+
+def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
+    reader = spark.read.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _write(df: Any, bootstrap: str, topic: str, **options: str) -> None:
+    writer = df.write.format("spark-log").option("bootstrap", bootstrap).option("topic", topic).mode("append")
+    for key, value in options.items():
+        writer = writer.option(key, value)
+    writer.save()
+
+
+def test_bytes_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=2)
+    ts = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
+    rows = [
+        ("k1", b"v1", [("h", b"x"), ("h2", None)], ts),
+        (None, b"v2", None, ts + dt.timedelta(seconds=1)),
+        ("k3", b"", [], ts + dt.timedelta(seconds=2)),
+    ]
+    df = spark.createDataFrame(rows, "key string, value binary, headers array<struct<key: string, value: binary>>, timestamp timestamp")
+    _write(df, log_cluster.bootstrap, topic)
+
+    out = _read(spark, log_cluster.bootstrap, topic, includeHeaders="true")
+    assert out.columns == KAFKA_COLUMNS + ["headers"]
+    assert _read(spark, log_cluster.bootstrap, topic).columns == KAFKA_COLUMNS
+    expected = df.selectExpr("cast(key as binary) as key", "value", "headers", "timestamp")
+    assert_df_equality(out.select("key", "value", "headers", "timestamp"), expected,
+                       ignore_row_order=True, ignore_nullable=True)
+    meta = out.select("topic", "partition", "offset", "timestampType").collect()
+    assert {r.topic for r in meta} == {topic} and {r.timestampType for r in meta} == {0}
+    by_partition: dict[int, list[int]] = {}
+    for r in meta:
+        by_partition.setdefault(r.partition, []).append(r.offset)
+    assert all(sorted(v) == list(range(len(v))) for v in by_partition.values())
+
+
+TYPED_SCHEMA = (
+    "id long not null, name string, ts timestamp, day date, amount decimal(10,2), tags array<string>, "
+    "attrs map<string,int>, point struct<x: double, y: double>, raw binary"
+)
+
+
+def _typed_rows() -> list[tuple[Any, ...]]:
+    ts = dt.datetime(2024, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    return [
+        (1, "a", ts, dt.date(2024, 1, 2), Decimal("1.50"), ["x", None], {"k": 1}, (1.0, 2.0), b"\x00"),
+        (2, None, None, None, None, None, None, None, None),
+        (3, "c", ts, dt.date(1970, 1, 1), Decimal("-3.25"), [], {}, (None, 0.5), b""),
+    ]
+
+
+def _typed_topic(admin: Any, topic: str, df: Any, **options: Any) -> None:
+    """A typed topic whose schema is the DataFrame's (as Spark hands it to the writer)."""
+    from connectors.schema_mapping import spark_arrow_schema
+
+    admin.create_topic(topic, schema=spark_arrow_schema(df.schema), **options)
+
+
+def test_typed_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    topic = topic_name()
+    df = spark.createDataFrame(_typed_rows(), TYPED_SCHEMA)
+    _typed_topic(admin, topic, df, partitions=2, key_columns=["id"])
+    _write(df, log_cluster.bootstrap, topic)
+
+    out = _read(spark, log_cluster.bootstrap, topic)
+    assert out.columns == df.columns + ["topic", "partition", "offset", "timestamp"]
+    assert_df_equality(out.select(*df.columns).orderBy("id"), df.orderBy("id"))
+    # a second write appends under the same schema
+    _write(df, log_cluster.bootstrap, topic, keyColumns="name")
+    assert _read(spark, log_cluster.bootstrap, topic).count() == 6
+
+
+def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    topic = topic_name()
+    schema = pa.schema([pa.field("user", pa.string()), pa.field("clicks", pa.int64()), pa.field("at", pa.timestamp("ms", tz="UTC"))])
+    admin.create_topic(topic, partitions=3, schema=schema, key_columns=["user"])
+    df = spark.createDataFrame(
+        [("u1", 3, dt.datetime(2024, 1, 1, tzinfo=UTC)), ("u2", None, None), ("u1", 5, dt.datetime(2024, 1, 3, tzinfo=UTC))],
+        "user string, clicks long, at timestamp",
+    )
+    _write(df, log_cluster.bootstrap, topic)
+    out = _read(spark, log_cluster.bootstrap, topic)
+    assert_df_equality(out.select("user", "clicks", "at"), df, ignore_row_order=True, ignore_nullable=True)
+    # rows with the same key land in the same partition
+    parts = {r.user: set() for r in out.collect()}
+    for r in out.collect():
+        parts[r.user].add(r.partition)
+    assert all(len(p) == 1 for p in parts.values())
+
+
+def test_writing_an_incompatible_dataframe_is_refused(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    typed, raw = topic_name(), topic_name()
+    admin.create_topic(typed, schema=pa.schema([("a", pa.int64())]))
+    admin.create_topic(raw)
+    df = spark.createDataFrame([("x",)], "b string")
+    with pytest.raises(Exception, match="does not match topic"):
+        _write(df, log_cluster.bootstrap, typed)
+    with pytest.raises(Exception, match="is a bytes topic"):
+        _write(df, log_cluster.bootstrap, raw)
+
+
+def test_projection_columns(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    _write(spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(5)], "key string, value string"), log_cluster.bootstrap, topic)
+    out = _read(spark, log_cluster.bootstrap, topic, columns="offset,value")
+    assert out.columns == ["offset", "value"]
+    assert sorted((r.offset, r.value) for r in out.collect()) == [(i, f"v{i}".encode()) for i in range(5)]
+    only_meta = _read(spark, log_cluster.bootstrap, topic, columns="partition,offset")
+    assert sorted(r.offset for r in only_meta.collect()) == list(range(5))
+
+    typed = topic_name()
+    df = spark.createDataFrame(_typed_rows(), TYPED_SCHEMA)
+    _typed_topic(admin, typed, df, partitions=1)
+    _write(df, log_cluster.bootstrap, typed)
+    out = _read(spark, log_cluster.bootstrap, typed, columns="point,id")
+    assert out.columns == ["point", "id"]
+    assert sorted(r.id for r in out.collect()) == [1, 2, 3]
+
+
+def test_partition_and_topic_columns_route_rows(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    a, b = topic_name(), topic_name()
+    admin.create_topic(a, partitions=3)
+    admin.create_topic(b, partitions=2)
+    df = spark.createDataFrame([(a, 2, "x"), (b, 1, "y"), (a, 0, "z"), (b, None, "w")], "topic string, partition int, value string")
+    df.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).mode("append").save()
+    got = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", f"{a},{b}").load()
+    placed = {(r.topic, r.value.decode()): r.partition for r in got.collect()}
+    assert {k: v for k, v in placed.items() if k[1] != "w"} == {(a, "x"): 2, (b, "y"): 1, (a, "z"): 0}
+    assert (b, "w") in placed

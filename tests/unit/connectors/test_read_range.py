@@ -1,0 +1,74 @@
+"""client.read_range over an in-memory consumer: exact ranges, data loss, no progress."""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from connectors import client
+from connectors.offsets import OffsetRange
+from connectors.options import ReaderOptions
+from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError
+
+
+class _Log:
+    """One partition whose records ``[log_start, end)`` exist, served 4 per poll."""
+
+    def __init__(self, log_start: int, end: int) -> None:
+        self.log_start, self.end = log_start, end
+
+
+def _module(log: _Log) -> Any:
+    class Consumer:
+        def __init__(self, *_: Any, **__: Any) -> None:
+            self.pos = 0
+
+        def assign(self, tps: Any) -> None:
+            pass
+
+        def seek(self, topic: str, partition: int, offset: int) -> None:
+            self.pos = offset
+
+        def seek_to_beginning(self, tps: Any) -> None:
+            self.pos = log.log_start
+
+        def position(self, topic: str, partition: int) -> int:
+            return self.pos
+
+        def poll_arrow(self, timeout: float = 1.0) -> list[pa.RecordBatch]:
+            if self.pos < log.log_start:
+                raise OffsetOutOfRangeError("gone")
+            frame_start = self.pos - self.pos % 4  # whole frames of 4 records, as brokers send
+            offsets = list(range(frame_start, min(frame_start + 4, log.end)))
+            self.pos = max(self.pos, offsets[-1] + 1) if offsets else self.pos
+            return [pa.RecordBatch.from_pydict({"value": [b"x"] * len(offsets), "offset": pa.array(offsets, pa.int64())})] if offsets else []
+
+        def close(self) -> None:
+            pass
+
+    return types.SimpleNamespace(Consumer=Consumer)
+
+
+def _offsets(monkeypatch: pytest.MonkeyPatch, log: _Log, r: OffsetRange, **options: str) -> list[int]:
+    monkeypatch.setattr(client, "_clients", lambda: _module(log))
+    o = ReaderOptions.parse({"subscribe": "t", **options})
+    return [x for b in client.read_range(o, r, columns=None) for x in b.column("offset").to_pylist()]
+
+
+def test_exactly_the_range(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert _offsets(monkeypatch, _Log(0, 100), OffsetRange("t", 0, 6, 13)) == list(range(6, 13))
+    assert _offsets(monkeypatch, _Log(0, 100), OffsetRange("t", 0, 5, 5)) == []
+
+
+def test_deleted_records_fail_the_read_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(OffsetOutOfRangeError, match=r"records \[2, 8\) were deleted.*failOnDataLoss"):
+        _offsets(monkeypatch, _Log(8, 100), OffsetRange("t", 0, 2, 12))
+    assert _offsets(monkeypatch, _Log(8, 100), OffsetRange("t", 0, 2, 12), failOnDataLoss="false") == list(range(8, 12))
+    assert _offsets(monkeypatch, _Log(50, 100), OffsetRange("t", 0, 2, 12), failOnDataLoss="false") == []
+
+
+def test_a_range_that_never_arrives_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(RequestTimeoutError, match="pollTimeoutMs"):
+        _offsets(monkeypatch, _Log(0, 10), OffsetRange("t", 0, 8, 20), pollTimeoutMs="50")
