@@ -170,18 +170,30 @@ class Segment:
         return None
 
     def rebuild_indexes(self) -> None:
-        """Rebuild both indexes from the frame headers; raises CorruptRecordError on bad data."""
-        end = self.size
-        self.offset_index.reset()
-        self.time_index.reset()
-        self._reset_counters()
-        for header in peek_headers(self._fd, 0, end):
-            if header.base_offset != self.next_offset:
+        """Rebuild both indexes from the frame headers of ``[0, size)``.
+
+        Built aside and swapped in only when the walk succeeds; on damaged data it raises
+        ``CorruptRecordError`` and changes nothing (size, offsets and indexes stay)."""
+        offsets = OffsetIndex(self.offset_index.path, self.base_offset)
+        times = TimeIndex(self.time_index.path, self.base_offset)
+        expected, since, max_so_far = self.base_offset, 0, NO_TIMESTAMP
+        for header in peek_headers(self._fd, 0, self.size):
+            if header.base_offset != expected:
                 raise CorruptRecordError(
                     f"{self.log_path.name}: frame at byte {header.position} has offset "
-                    f"{header.base_offset}, expected {self.next_offset}"
+                    f"{header.base_offset}, expected {expected}"
                 )
-            self._index_frame(header.base_offset, header.next_offset, header.length, header.max_timestamp)
+            max_so_far = max(max_so_far, header.max_timestamp)
+            if header.position > 0 and since >= self._interval:
+                offsets.append(header.base_offset, header.position)
+                times.maybe_append(max_so_far, header.base_offset)
+                since = 0
+            since += header.length
+            expected = header.next_offset
+        offsets.path.write_bytes(b"")  # the new objects write from entry 0 on
+        times.path.write_bytes(b"")
+        self.offset_index, self.time_index = offsets, times
+        self._since_index, self._max_so_far = since, max_so_far
 
     def _reset_counters(self) -> None:
         self.size = 0
@@ -235,22 +247,25 @@ class Segment:
             return None
         for attempt in (0, 1):
             entry_offset, position = self.offset_index.lookup(max(offset, self.base_offset))
-            expected = entry_offset
-            for header in peek_headers(self._fd, position, self.size):
-                if header.base_offset != expected:
-                    if header.position == position and position > 0 and attempt == 0:
-                        break  # the index entry is wrong: rebuild below and retry
-                    raise CorruptRecordError(
-                        f"{self.log_path.name}: frame at byte {header.position} has offset "
-                        f"{header.base_offset}, expected {expected}"
-                    )
-                if header.next_offset > offset:
-                    return header
-                expected = header.next_offset
-            else:
-                raise CorruptRecordError(f"{self.log_path.name}: offset {offset} not found before byte {self.size}")
-            self.rebuild_indexes()
-        raise CorruptRecordError(f"{self.log_path.name}: offset {offset} not found")
+            try:
+                return self._scan_to(offset, entry_offset, position)
+            except CorruptRecordError:
+                if attempt or position == 0:
+                    raise
+            self.rebuild_indexes()  # a wrong entry, or damaged data (then this raises)
+        raise AssertionError("unreachable")
+
+    def _scan_to(self, offset: int, expected: int, position: int) -> Peek:
+        for header in peek_headers(self._fd, position, self.size):
+            if header.base_offset != expected:
+                raise CorruptRecordError(
+                    f"{self.log_path.name}: frame at byte {header.position} has offset "
+                    f"{header.base_offset}, expected {expected}"
+                )
+            if header.next_offset > offset:
+                return header
+            expected = header.next_offset
+        raise CorruptRecordError(f"{self.log_path.name}: offset {offset} not found before byte {self.size}")
 
     def read(self, position: int, max_bytes: int) -> bytes:
         """Up to ``max_bytes`` of the file from ``position`` (never past the last frame)."""

@@ -90,3 +90,28 @@ def test_a_wrong_index_entry_is_detected_and_rebuilt(tmp_path: Path, segment: Se
     segment.offset_index._positions[1] += 1  # points inside a frame now
     assert segment.locate(150) is not None and segment.locate(150).base_offset == 150  # type: ignore[union-attr]
     assert len(segment.offset_index) == entries
+
+
+def test_an_index_entry_pointing_inside_a_frame_is_rebuilt(segment: Segment) -> None:
+    frames = fill(segment, 30)
+    for i in range(len(segment.offset_index)):
+        segment.offset_index._positions[i] += 3  # every entry now points inside a frame
+    for offset in (100, 131, 159):
+        header = segment.locate(offset)
+        assert header is not None and header.base_offset == offset - offset % 2
+    assert segment.offset_index.lookup(159)[1] % len(frames[0]) == 0
+
+
+def test_rebuild_on_damaged_data_raises_and_changes_nothing(segment: Segment) -> None:
+    frames = fill(segment, 30)
+    n = len(frames[0])
+    with segment.log_path.open("r+b") as handle:  # wreck the magic of frame 20
+        handle.seek(20 * n + 16)
+        handle.write(b"XX")
+    size, next_offset, entries = segment.size, segment.next_offset, len(segment.offset_index)
+    with pytest.raises(CorruptRecordError):
+        segment.rebuild_indexes()
+    assert (segment.size, segment.next_offset, len(segment.offset_index)) == (size, next_offset, entries)
+    assert segment.locate(101) is not None  # before the damage: still served
+    with pytest.raises(CorruptRecordError):
+        segment.locate(141)
