@@ -312,10 +312,10 @@ class Segment:
         position = 0
         if start is not None:
             header = self.locate(start)
-            if header is None or header.base_offset != start:
-                self.rebuild_indexes()
-                return self.find_timestamp(target_ms)
-            position = header.position
+            if header is None or header.base_offset != start or header.max_timestamp >= target_ms:
+                self.rebuild_indexes()  # the time index entry broke its promise: walk from the start
+            else:
+                position = header.position
         for header in peek_headers(self._fd, position, self.size):
             if header.max_timestamp >= target_ms:
                 return header.base_offset
