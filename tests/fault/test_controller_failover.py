@@ -30,7 +30,7 @@ from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
-ROUNDS = 4
+ROUNDS = 3
 TYPICAL_BOUND = 3  # election timeouts, median: detection (1-2) + pre-vote/vote + NoOp commit
 WORST_BOUND = 30  # election timeouts, any single failover
 

@@ -18,7 +18,7 @@ from spark_log.proto import controller_pb2_grpc as pb_grpc
 from tests.support.node_cluster import NodeCluster
 from tests.support.wait import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,7 @@ the context manager) kill -9 every process still running; nothing outlives the t
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +42,7 @@ class NodeCluster:
         election_ticks: int = 10,
         heartbeat_interval_ms: int = 100,
         session_timeout_ms: int = 1500,
+        snapshot_every_entries: int = 10_000,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -50,13 +52,13 @@ class NodeCluster:
         self.election_timeout_ms = tick_ms * election_ticks
         self.session_timeout_ms = session_timeout_ms
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._timing = (tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms)
+        self._timing = (tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms, snapshot_every_entries)
         self.client = ControllerClient(list(self.addresses.values()), timeout_s=15.0, rpc_timeout_s=2.0)
         for i in self.ids:
             self._write_config(i, roles, port=self.ports[i])
 
     def _write_config(self, i: int, roles: Sequence[str], *, port: int) -> None:
-        tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms = self._timing
+        tick_ms, election_ticks, heartbeat_interval_ms, session_timeout_ms, snapshot_every = self._timing
         voters = ", ".join(f'"{v}@{a}"' for v, a in sorted(self.addresses.items()) if v in self.ids)
         role_list = ", ".join(f'"{r}"' for r in roles)
         self.config_path(i).write_text(
@@ -71,6 +73,7 @@ class NodeCluster:
             "[raft]\n"
             f"tick_ms = {tick_ms}\n"
             f"election_ticks = {election_ticks}\n"
+            f"snapshot_every_entries = {snapshot_every}\n"
         )
 
     def add_observer(self, i: int) -> None:
@@ -124,6 +127,11 @@ class NodeCluster:
     def _died(self, i: int) -> bool:
         proc = self.procs.get(i)
         return proc is not None and proc.poll() is not None
+
+    def wipe(self, i: int) -> None:
+        """Delete node ``i``'s data directory (it must not be running)."""
+        assert i not in self.alive(), f"node {i} is running"
+        shutil.rmtree(self.data_dir(i), ignore_errors=True)
 
     def kill(self, i: int) -> None:
         """kill -9 node ``i`` and reap it."""
