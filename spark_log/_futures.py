@@ -38,12 +38,9 @@ class FutureGroup:
 
     def new(self) -> "Future[Any]":
         future: Future[Any] = Future.__new__(Future)
-        future._condition = self._condition  # type: ignore[attr-defined]
-        future._state = RUNNING  # type: ignore[attr-defined]  # not cancellable once queued
-        future._result = None  # type: ignore[attr-defined]
-        future._exception = None  # type: ignore[attr-defined]
-        future._waiters = []  # type: ignore[attr-defined]
-        future._done_callbacks = []  # type: ignore[attr-defined]
+        future.__dict__.update(  # the fields Future.__init__ sets; RUNNING: not cancellable once queued
+            _condition=self._condition, _state=RUNNING, _result=None, _exception=None, _waiters=[],
+            _done_callbacks=[])
         self._futures.append(future)
         return future
 

@@ -65,8 +65,8 @@ def schema_from_bytes(data: bytes) -> pa.Schema:
         return pa.ipc.read_schema(pa.py_buffer(data))
 
 
-def _headers_array(headers: Sequence[Any]) -> pa.Array:
-    if all(h is None for h in headers):
+def _headers_array(headers: list[Any]) -> pa.Array:
+    if headers.count(None) == len(headers):
         return pa.nulls(len(headers), HEADERS_TYPE)
     rows = []
     for h in headers:
@@ -79,18 +79,19 @@ def _headers_array(headers: Sequence[Any]) -> pa.Array:
 
 
 def bytes_batch(
-    keys: Sequence[bytes | None],
-    values: Sequence[bytes | None],
-    headers: Sequence[Any],
+    keys: list[bytes | None],
+    values: list[bytes | None],
+    headers: list[Any],
     timestamps: Sequence[int],
     schema: pa.Schema = BYTES_SCHEMA,
 ) -> pa.RecordBatch:
     """A bytes-topic batch from per-record Python values (timestamps in ms)."""
-    columns = {
-        "key": pa.array(keys, pa.binary()),
+    n = len(values)
+    columns = {  # all-null keys are the common case: pa.nulls is O(1), converting Nones is not
+        "key": pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
         "value": pa.array(values, pa.binary()),
         "headers": _headers_array(headers),
-        "timestamp": pa.array(timestamps, pa.int64()).cast(pa.timestamp("ms")),
+        "timestamp": pa.array(timestamps, pa.int64()).view(pa.timestamp("ms")),
     }
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
