@@ -7,15 +7,18 @@ uncompressed frame per batch, encoded once up front as a producer would), it mea
 the same run and on the same disk (``--dir``, default ``./.spark-log/bench``):
 
 - append: ``PartitionLog.append_as_leader`` of the frame again and again, versus a plain
-  ``os.write`` of the same bytes to one file.  Policy "os": no fsync per append, one
-  fsync at the end, inside the timing (so both figures are disk bandwidth, not memory).
-  Policy "fsync": ``flush_messages=1`` versus ``os.write`` + ``os.fsync`` per batch.
-- each case runs raw and log ``--repeats`` times in alternating order (one run per case
-  once ``--budget-s`` is spent, which bounds the total), and the best time of each side
-  counts, so a burst of other load on a shared machine does not decide the ratio.
+  ``os.write`` of the same bytes to one file, interleaved op by op (log, raw, raw, log,
+  ...) so that both sides meet the same disturbances on a shared machine.  Policy "os":
+  no fsync per append, one fsync at the end inside the timing (so both figures are disk
+  bandwidth, not memory).  Policy "fsync": ``flush_messages=1`` versus ``os.write`` +
+  ``os.fsync`` per batch.
 - read: sequential ``PartitionLog.read`` (8 MiB per call, or one frame if larger) versus
-  ``os.pread`` of the raw file in the same chunk size.  Both start cold: the files are
-  fsynced and dropped from the page cache (``posix_fadvise DONTNEED``) first.
+  ``os.pread`` of the raw file in the same chunk size, interleaved call by call.  Both
+  start cold: the files are fsynced and dropped from the page cache
+  (``posix_fadvise DONTNEED``) first.  Reads do not depend on the policy, so the fsync
+  rows repeat the read measurement on the smaller volume.
+- each case runs ``--repeats`` times (once per case after ``--budget-s``, which bounds
+  the total) and the best time of each side counts.
 
 Ratios are log / raw.  Figures count frame bytes (header + Arrow message).  This is a
 benchmark, never a test: it asserts nothing.
@@ -81,60 +84,75 @@ def drop_cache(paths: list[Path]) -> None:
             os.close(fd)
 
 
-def run_log(case: Case, frame: bytes, directory: Path) -> None:
+def run_once(case: Case, frame: bytes, root: Path) -> None:
+    """One interleaved run: append k goes to the log and to the raw file back to back (the
+    order flips every op), so both sides meet the same disturbances; likewise for reads."""
     config = TopicConfig(
         max_message_bytes=max(len(frame), 1 << 20),
         flush_messages=1 if case.policy == "fsync" else 0,
         retention_ms=-1,
     )
+    directory, raw_path = root / "log", root / "raw.bin"
     log = PartitionLog(directory, config, clock=SystemClock())
-    start = time.perf_counter()
-    for _ in range(case.appends):
-        log.append_as_leader(frame, leader_epoch=0)
-    log.flush()
-    case.log_write_s = time.perf_counter() - start
-    end = log.log_end_offset
-    drop_cache(sorted(directory.glob("*.log")))
-    offset, total = 0, 0
-    start = time.perf_counter()
-    while offset < end:
-        result = log.read(offset, max_bytes=READ_CHUNK)
-        total += len(result.data)
-        offset = result.next_offset
-    case.log_read_s = time.perf_counter() - start
-    assert total == case.total_bytes, (total, case.total_bytes)
-    log.delete()
-
-
-def run_raw(case: Case, frame: bytes, path: Path) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(raw_path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     sync_each = case.policy == "fsync"
-    start = time.perf_counter()
-    for _ in range(case.appends):
+    log_s = raw_s = 0.0
+
+    def raw_append() -> float:
+        t = time.perf_counter()
         view = memoryview(frame)
         while view:
             view = view[os.write(fd, view):]
         if sync_each:
             os.fsync(fd)
+        return time.perf_counter() - t
+
+    def log_append() -> float:
+        t = time.perf_counter()
+        log.append_as_leader(frame, leader_epoch=0)
+        return time.perf_counter() - t
+
+    for i in range(case.appends):
+        if i % 2:
+            raw_s += raw_append()
+            log_s += log_append()
+        else:
+            log_s += log_append()
+            raw_s += raw_append()
+    t = time.perf_counter()
     os.fsync(fd)
-    case.raw_write_s = time.perf_counter() - start
-    os.close(fd)
-    drop_cache([path])
+    raw_s += time.perf_counter() - t
+    t = time.perf_counter()
+    log.flush()
+    log_s += time.perf_counter() - t
+    case.log_write_s, case.raw_write_s = log_s, raw_s
+
+    drop_cache(sorted(directory.glob("*.log")) + [raw_path])
     chunk = max(READ_CHUNK, len(frame))
-    fd = os.open(path, os.O_RDONLY)
-    position, total = 0, case.total_bytes
-    start = time.perf_counter()
-    while position < total:
-        position += len(os.pread(fd, chunk, position))
-    case.raw_read_s = time.perf_counter() - start
+    end, total = log.log_end_offset, case.total_bytes
+    offset = position = log_bytes = 0
+    log_s = raw_s = 0.0
+    while offset < end or position < total:
+        if offset < end:
+            t = time.perf_counter()
+            result = log.read(offset, max_bytes=READ_CHUNK)
+            log_s += time.perf_counter() - t
+            log_bytes += len(result.data)
+            offset = result.next_offset
+        if position < total:
+            t = time.perf_counter()
+            position += len(os.pread(fd, chunk, position))
+            raw_s += time.perf_counter() - t
+    case.log_read_s, case.raw_read_s = log_s, raw_s
+    assert log_bytes == total, (log_bytes, total)
     os.close(fd)
-    path.unlink()
+    raw_path.unlink()
+    log.delete()
 
 
 def run(root: Path, mib: int, fsync_mib: int, repeats: int, budget_s: float) -> list[Case]:
-    """Every case, raw and log alternating ``repeats`` times (fewer once ``budget_s`` is
-    spent); the best time of each side counts (on a shared machine the best run is the
-    least disturbed one)."""
+    """Every case ``repeats`` times (once when ``budget_s`` is spent); the best time of each
+    side counts (on a shared machine the best run is the least disturbed one)."""
     started = time.perf_counter()
     cases: list[Case] = []
     for policy, volume in (("os", mib), ("fsync", fsync_mib)):
@@ -146,14 +164,9 @@ def run(root: Path, mib: int, fsync_mib: int, repeats: int, budget_s: float) -> 
                 best.log_write_s = best.raw_write_s = best.log_read_s = best.raw_read_s = float("inf")
                 for repeat in range(repeats):
                     if repeat and time.perf_counter() - started > budget_s:
-                        break  # over the time budget: one run per case from here on
+                        break
                     trial = Case(record_bytes, batch, policy, frame_bytes=len(frame), appends=best.appends)
-                    if repeat % 2 == 0:  # alternate the order so neither side always runs second
-                        run_raw(trial, frame, root / "raw.bin")
-                        run_log(trial, frame, root / "log")
-                    else:
-                        run_log(trial, frame, root / "log")
-                        run_raw(trial, frame, root / "raw.bin")
+                    run_once(trial, frame, root)
                     for name in ("log_write_s", "raw_write_s", "log_read_s", "raw_read_s"):
                         setattr(best, name, min(getattr(best, name), getattr(trial, name)))
                 cases.append(best)
