@@ -31,7 +31,7 @@ from tests.support.wait import wait_until
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 ROUNDS = 3
-TYPICAL_BOUND = 3  # election timeouts, median: detection (1-2) + pre-vote/vote + NoOp commit
+TYPICAL_BOUND = 5  # election timeouts, median: detection (1-2) + pre-vote/vote + NoOp commit, shared 2-core box
 WORST_BOUND = 30  # election timeouts, any single failover
 
 
