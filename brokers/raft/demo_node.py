@@ -7,6 +7,9 @@ adds two raw-bytes gRPC methods beside ``RaftService`` on the same port:
   ``{"offset": int}`` or ``{"error": code, "message": str, "leader_address": str|null}``.
 - ``/spark_log.raft.Demo/Status``: reply = JSON ``{"node_id", "leader_id", "epoch",
   "is_leader", "high_watermark", "applied": [hex payloads]}``.
+- ``/spark_log.raft.Demo/Block``: request = JSON list of node ids; this process drops every
+  Raft message to or from them (its ``transport_filter``) until the next ``Block``; ``[]``
+  heals.  One process's filter cuts a link both ways (fault injection: partitions).
 
 ``--voters 1@127.0.0.1:7001,2@127.0.0.1:7002`` names the quorum; the node's own address
 is its entry there (observers pass ``--port``).  SIGTERM stops it cleanly; the test
@@ -95,8 +98,16 @@ def main(argv: list[str] | None = None) -> None:
     config = RaftConfig(tick_ms=args.tick_ms, election_ticks=args.election_ticks, heartbeat_ticks=2,
                         snapshot_every_entries=args.snapshot_every)
     machine = ListStateMachine()
+    blocked: set[int] = set()
     node = RaftNode(node_id=args.id, voters=voters, data_dir=Path(args.data_dir), config=config,
-                    state_machine=machine, observer=observer)
+                    state_machine=machine, observer=observer,
+                    transport_filter=lambda src, dst: src not in blocked and dst not in blocked)
+
+    def block(request: bytes, context: Any) -> bytes:
+        ids = {int(i) for i in json.loads(request)}
+        blocked.clear()
+        blocked.update(ids)
+        return json.dumps(sorted(blocked)).encode()
 
     def propose(request: bytes, context: Any) -> bytes:
         try:
@@ -113,6 +124,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = grpc.method_handlers_generic_handler("spark_log.raft.Demo", {
         "Propose": grpc.unary_unary_rpc_method_handler(propose),
         "Status": grpc.unary_unary_rpc_method_handler(status),
+        "Block": grpc.unary_unary_rpc_method_handler(block),
     })
     server = grpc.server(ThreadPoolExecutor(max_workers=32), options=GRPC_OPTIONS)
     node.add_to_server(server)

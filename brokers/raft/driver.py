@@ -254,6 +254,8 @@ class RaftNode:
             _, message, key, waiter = item
             if key is not None and waiter is not None:
                 self._waiters.setdefault(key, []).append(waiter)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("node %d <- %r (state %r)", self.node_id, message, self._core.state)
             self._core.step(message)
         elif kind == "propose":
             _, payloads, future = item

@@ -233,7 +233,13 @@ class Replication:
             core.send(FetchSnapshotRequest(core.node_id, state.leader_id, state.epoch, response.snapshot_id))
             return
         if response.diverging is not None:
+            # KIP-595: truncate to the hint, but no further than where our own copy of the
+            # hint's epoch ends (our entries there may be from a later, different epoch).
+            # Epoch 0 means "older than anything the leader holds outside its snapshot": the
+            # hint's offset is then the leader's log start, and a snapshot fetch follows.
             target = min(response.diverging.end_offset, log.end_offset)
+            if response.diverging.epoch > 0:
+                target = min(target, log.end_offset_for_epoch(response.diverging.epoch).end_offset)
             if target < core.high_watermark:
                 raise RuntimeError(
                     f"node {core.node_id}: leader {response.src} asks to truncate to {target}, "

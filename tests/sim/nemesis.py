@@ -5,7 +5,7 @@ A scenario: start the cluster; for ``fault_ms`` inject seeded faults of the allo
 isolation, crash/restart with unflushed-tail loss, wiping an observer) while a client
 proposes every ``propose_every_ms`` to whoever leads; then heal everything and require
 liveness: within ``liveness_ms`` a proposal made after the heal is committed and
-applied.  Invariants run after every event (``invariants.py``); the end validates log
+applied by every node.  Invariants run after every event (``invariants.py``); the end validates log
 matching pairwise.
 """
 from __future__ import annotations
@@ -131,17 +131,31 @@ class Nemesis:
 
 
 class _LivenessProbe:
-    def __init__(self) -> None:
+    """Done once EVERY node (voters and observers) applied a proposal made after the
+    heal: a leader that commits with a majority while one follower is stuck (say, in a
+    truncation loop) is not live enough."""
+
+    def __init__(self, nodes: int) -> None:
         self.wanted: set[bytes] = set()
+        self.reached: dict[bytes, set[int]] = {}
+        self.nodes = nodes
         self.done = False
 
     def on_start(self, node: SimNode) -> None: ...
     def on_persisted(self, node: SimNode, ready: Any) -> None: ...
-    def on_restore(self, node: SimNode, end_offset: int, restored: list[Applied]) -> None: ...
 
     def on_apply(self, node: SimNode, entry: Entry) -> None:
         if entry.payload in self.wanted:
-            self.done = True
+            reached = self.reached.setdefault(entry.payload, set())
+            reached.add(node.node_id)
+            self.done = self.done or len(reached) == self.nodes
+
+    def on_restore(self, node: SimNode, end_offset: int, restored: list[Applied]) -> None:
+        for _, _, payload in restored:
+            if payload in self.wanted:
+                reached = self.reached.setdefault(payload, set())
+                reached.add(node.node_id)
+                self.done = self.done or len(reached) == self.nodes
 
 
 def run_scenario(seed: int, scenario: Scenario, replay: str) -> Result:
@@ -152,7 +166,7 @@ def run_scenario(seed: int, scenario: Scenario, replay: str) -> Result:
     )
     cluster = SimCluster(seed, scenario.settings, network=network)
     invariants = Invariants(cluster, replay)
-    probe = _LivenessProbe()
+    probe = _LivenessProbe(len(cluster.nodes))
     cluster.listeners.append(probe)
     result = Result(cluster, invariants)
     nemesis = Nemesis(cluster, random.Random(f"{seed}:nemesis"), scenario.faults)
@@ -190,7 +204,8 @@ def run_scenario(seed: int, scenario: Scenario, replay: str) -> Result:
     deadline = result.healed_at + scenario.liveness_ms
     if not cluster.scheduler.run_until(deadline, stop=lambda: probe.done):
         invariants.fail(
-            f"liveness: no proposal committed within {scenario.liveness_ms}ms after healing at {result.healed_at}ms "
+            f"liveness: no proposal applied by every node within {scenario.liveness_ms}ms after healing at "
+            f"{result.healed_at}ms "
             f"(leaders: {[n.node_id for n in cluster.leaders()]}, states: "
             f"{ {n: (node.core.state if node.core else None) for n, node in cluster.nodes.items()} }); "
             f"faults: {nemesis.log[-10:]}"

@@ -257,3 +257,19 @@ def test_without_pre_vote_a_candidate_bumps_the_epoch_at_once() -> None:
     assert net.cores[1].state == Candidate(1, 1, frozenset({1}))
     net.deliver()
     assert net.leader().node_id == 1
+
+
+def test_diverging_hint_older_than_the_followers_first_epoch_truncates_it() -> None:
+    """KIP-595 DivergingEpoch: the follower truncates to min(hint end offset, its own end
+    offset for the hint's epoch).  Regression: the follower's only entry (offset 0, epoch
+    2) was kept because the hint "epoch 1 ends at 2" was past its end, and it fetched the
+    same offset forever (found by the 3-process partition test)."""
+    logs = {
+        1: [Entry(0, 1, b"a"), Entry(1, 1, b"b"), Entry(2, 3, b"x")],
+        2: [Entry(0, 1, b"a"), Entry(1, 1, b"b"), Entry(2, 3, b"x")],
+        3: [Entry(0, 2, b"stale")],
+    }
+    net = Net([1, 2, 3], logs=logs, hard={1: HardState(3), 2: HardState(3), 3: HardState(3)})
+    net.campaign(1)
+    net.deliver()
+    assert [(e.offset, e.epoch) for e in net.cores[3].log.read(0, 10)] == [(0, 1), (1, 1), (2, 3), (3, 4)]

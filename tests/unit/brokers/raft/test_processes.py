@@ -141,3 +141,29 @@ def test_kill_9_leader_loses_no_acknowledged_entry(procs: dict[int, Proc]) -> No
                timeout=30, message=lambda: "nodes did not converge on every acknowledged entry\n" + report())
     print(f"failover seconds: {[round(f, 2) for f in failovers]}; failed attempts: {errors}")
     assert max(failovers) < 15, failovers  # generous: the CI box is shared
+
+
+def test_partitioned_leader_process_is_replaced_and_converges(procs: dict[int, Proc]) -> None:
+    """Check-quorum (KIP-595) across processes: the leader's transport filter cuts it off;
+    it resigns, the other two elect a leader and commit; after healing all three hold the
+    same log with every acknowledged entry (paper 5.4)."""
+    errors: list[str] = []
+    wait_until(lambda: _leader(procs), timeout=30, message="no leader")
+    acknowledged = [_propose(procs, b"before-%d" % i, errors) for i in range(5)]
+    old = _leader(procs)
+    assert old is not None
+    others = {i: p for i, p in procs.items() if p is not old}
+    old.call("Block", json.dumps(sorted(others)).encode())
+    wait_until(lambda: _leader(others) is not None and not (old.status() or {}).get("is_leader"),
+               timeout=30, message="the majority did not replace the isolated leader")
+    acknowledged += [_propose(others, b"during-%d" % i, errors) for i in range(5)]
+    old.call("Block", b"[]")
+
+    def converged() -> bool:
+        logs = {tuple((p.status() or {}).get("applied", [])) for p in procs.values()}
+        if len(logs) != 1:
+            return False
+        applied = [bytes.fromhex(h) for h in next(iter(logs))]
+        return [p for p in applied if p in set(acknowledged)] == acknowledged and len(set(applied)) == len(applied)
+
+    wait_until(converged, timeout=30, message=lambda: f"no convergence after healing; failed attempts: {errors}")
