@@ -36,6 +36,7 @@ from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfR
 
 from . import append as _append
 from . import checkpoint, retention
+from .checkpoint import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
 from .segment import MAX_SEGMENT_BYTES, Segment
@@ -235,8 +236,13 @@ class PartitionLog:
         Writes the recovery-point checkpoint when ``checkpoint`` is true or the last one is
         older than ``CHECKPOINT_INTERVAL_MS``."""
         self._check_open()
+        new_files = False
         for segment in self._segments.from_offset(self._flushed_offset):
             segment.flush()
+            new_files |= segment.new_file
+            segment.new_file = False
+        if new_files:  # a rolled segment's directory entry must be durable with its data
+            fsync_dir(self.directory)
         self._flushed_offset = self.log_end_offset
         self._unflushed_records = 0
         now = self._clock.monotonic_ms()

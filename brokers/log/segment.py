@@ -90,6 +90,7 @@ class Segment:
         self.max_timestamp = NO_TIMESTAMP  # largest frame max_timestamp, NO_TIMESTAMP if empty
         self.first_append_ms: int | None = None  # clock.monotonic_ms of the first append (roll by age)
         self.dirty = False  # bytes written since the last fsync
+        self.new_file = False  # created since the directory was last fsynced
         self._now_ms = now_ms
         self._since_index = 0
         self._max_so_far = NO_TIMESTAMP
@@ -100,7 +101,9 @@ class Segment:
     def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> "Segment":
         for suffix in (".log", ".index", ".timeindex"):
             (directory / segment_name(base_offset, suffix)).unlink(missing_ok=True)
-        return cls(directory, base_offset, index_interval_bytes=index_interval_bytes, now_ms=now_ms)
+        segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, now_ms=now_ms)
+        segment.new_file = True
+        return segment
 
     @classmethod
     def open_trusted(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> "Segment":

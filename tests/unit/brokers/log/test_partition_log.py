@@ -402,3 +402,17 @@ def test_wrong_argument_types_are_invalid_requests(log: PartitionLog, call) -> N
     with pytest.raises(InvalidRequestError):
         call(log)
     assert log.log_end_offset == 2 and log.log_start_offset == 0
+
+
+def test_flush_after_a_roll_makes_the_new_segment_entry_durable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import brokers.log.partition_log as module
+
+    synced: list[Path] = []
+    monkeypatch.setattr(module, "fsync_dir", synced.append)
+    with PartitionLog(tmp_path / "p", small_config(flush_messages=1)) as log:
+        synced.clear()
+        log.append_as_leader(make_frame(1), leader_epoch=0)
+        assert synced == []
+        for _ in range(20):
+            log.append_as_leader(make_frame(3, value_bytes=100), leader_epoch=0)
+        assert len(log.segment_base_offsets) > 1 and synced.count(log.directory) == len(log.segment_base_offsets) - 1
