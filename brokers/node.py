@@ -65,6 +65,17 @@ ServiceRegistrar = Callable[["Node"], "Callable[[], None] | None"]
 PORT_FILE = "broker.port"
 
 
+def _warm_up_arrow() -> None:
+    """Pay pyarrow's lazy start-up costs here, not on the Raft thread.
+
+    The first ``pa.array(...)`` from Python objects imports pandas (seconds on a busy
+    machine); in a fresh process that first happens on the Raft thread at its first
+    leader append or follower decode, stalling elections and the first failover."""
+    import pyarrow as pa
+
+    pa.array([b""], type=pa.binary())
+
+
 def _broker_part_registrar() -> ServiceRegistrar | None:
     """``brokers.server.register`` if the broker part is installed, else None."""
     try:
@@ -138,6 +149,7 @@ class Node:
         self._started = True
         config = self.config
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        _warm_up_arrow()
         bind_port = config.port
         if bind_port == 0 and config.broker_id in self.voters:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
