@@ -39,6 +39,7 @@ class Scenario:
     drop_rate: tuple[float, float] = (0.0, 0.1)
     duplicate_rate: tuple[float, float] = (0.0, 0.05)
     delay_ms: tuple[int, int] = (1, 6)
+    start_spread_ms: int = 0  # nodes start at seeded times in [0, start_spread_ms] (slow process starts)
 
 
 @dataclass(slots=True)
@@ -189,7 +190,12 @@ def run_scenario(seed: int, scenario: Scenario, replay: str) -> Result:
             nemesis.strike()
             cluster.scheduler.schedule(rng.randint(*scenario.fault_every_ms), "fault", strike)
 
-    cluster.start()
+    if scenario.start_spread_ms:
+        for node in cluster.nodes.values():
+            cluster.scheduler.schedule(rng.randint(0, scenario.start_spread_ms), f"start{node.node_id}",
+                                       lambda n=node: n.start() if not n.up else None)
+    else:
+        cluster.start()
     if scenario.faults:
         cluster.scheduler.schedule(rng.randint(*scenario.fault_every_ms), "fault", strike)
     cluster.scheduler.schedule(1, "propose", propose)

@@ -49,6 +49,17 @@ def test_five_voters_partitions(seed: int, replay: str) -> None:
     run_scenario(seed, scenario, replay)
 
 
+@pytest.mark.sim_seeds(200)
+def test_staggered_starts_five_voters(seed: int, replay: str) -> None:
+    """Processes start at different times (a slow host), so early epochs leave short,
+    uncommitted logs from different leaders on different nodes; later leaders must make
+    every follower truncate to a common prefix (KIP-595 DivergingEpoch: the follower stops
+    at min(hint, its own end for the hint's epoch)) and every node must catch up."""
+    scenario = Scenario(settings=SimSettings(voters=5, observers=0), start_spread_ms=300,
+                        faults=("crash", "partition", "heal"))
+    run_scenario(seed, scenario, replay)
+
+
 @pytest.mark.sim_seeds(400)
 def test_without_pre_vote_or_check_quorum(seed: int, replay: str) -> None:
     """Plain Raft (paper 5.2, no thesis 9.6 pre-vote, no check-quorum): safety must not
