@@ -87,6 +87,7 @@ def stored_sequences(directory: Path, flush_messages: int) -> tuple[list[int], P
     return sequences, log
 
 
+@pytest.mark.slow  # a few seconds on an idle machine; each writer start imports pyarrow and spark_log
 @pytest.mark.parametrize("flush_messages, iterations", [(1, 6), (0, 4)], ids=["fsync-each-append", "no-fsync"])
 def test_sigkill_mid_append_keeps_a_clean_prefix_with_every_acknowledged_append(
     tmp_path: Path, flush_messages: int, iterations: int
