@@ -2,8 +2,8 @@
 
 Topic, config and schema changes go to any broker, which forwards them to the active
 controller; they are committed to the metadata log when the call returns.
-``create_topic`` additionally waits (up to ``request_timeout_ms``) until the cluster's
-metadata shows a leader for every partition, so a producer can write right away.
+``create_topic`` additionally waits (up to ``request_timeout_ms``) until every partition
+has a leader that serves it, so producers and raw Produce calls can write right away.
 
 Every method raises the typed errors of ``spark_log.errors`` (``TopicAlreadyExistsError``,
 ``InvalidConfigError``, ``InvalidPartitionsError``, ``InvalidReplicationFactorError``,
@@ -170,8 +170,8 @@ class Admin:
         """Create a topic: a bytes topic without ``schema``, a typed topic with one.
 
         ``config`` takes Kafka names or snake_case (``{"retention.ms": 60000}``).  Returns
-        once the topic is committed and (unless ``validate_only``) every partition has a
-        leader in the metadata brokers serve.
+        once the topic is committed and (unless ``validate_only``) every partition's leader
+        serves it.
         """
         if schema is not None and not isinstance(schema, pa.Schema):
             raise errors.InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
@@ -194,6 +194,9 @@ class Admin:
             try:
                 info = self._cluster.topic(name, refresh=True)
                 if len(info.partitions) >= count and all(p.leader_id >= 0 for p in info.partitions.values()):
+                    # and each leader serves it (its own metadata may lag the broker we asked)
+                    remaining = max(0.1, deadline - time.monotonic())
+                    list_offsets_for(self._cluster, [(name, p) for p in info.partitions], -1, deadline_s=remaining)
                     return
             except errors.UnknownTopicOrPartitionError:
                 pass

@@ -173,8 +173,11 @@ class Consumer:
         self._resolve_unset()
         self._issue_fetches(int(max(0.0, timeout) * 1000))
         out: list[pa.RecordBatch] = []
+        # with calls out, wait for one (each is bounded by its own deadline); with none (no
+        # leader known right now), wait out the timeout and let the next poll retry
+        wait = max(0.0, timeout) + (self._timeout_s if self._outstanding else 0.0)
         try:
-            key = self._done.get(timeout=max(0.0, timeout) + self._timeout_s)
+            key = self._done.get(timeout=wait)
         except queue.Empty:
             return out
         keys = [key]

@@ -32,17 +32,16 @@ import random
 import threading
 import time
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import grpc
-import numpy as np
 import pyarrow as pa
 
 from . import errors
 from ._client import Cluster, TopicInfo, error_from_pb
+from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
 from ._futures import FutureGroup
-from ._partitioner import StickyPartitioner, key_array, partition_for_key, partitions_for_keys
+from ._partitioner import StickyPartitioner, partition_for_key
 from ._records import bytes_batch, conform
 from .clock import Clock, SystemClock
 from .errors import (
@@ -61,64 +60,6 @@ log = logging.getLogger(__name__)
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _FRAME_TARGET_BYTES = 1 << 20  # frames cut from send_batch hold about this much
 _REQUEST_TARGET_BYTES = 8 << 20
-
-
-@dataclass(slots=True)
-class _Open:
-    """Records of one partition waiting to ship (from ``send``)."""
-
-    created: float
-    keys: list[bytes | None] = field(default_factory=list)
-    values: list[Any] = field(default_factory=list)
-    headers: list[Any] = field(default_factory=list)
-    timestamps: list[int] = field(default_factory=list)
-    size: int = 0
-    sticky: bool = False
-    seq: int = -1  # first sequence, reserved when the batch is closed (under the producer lock)
-    group: FutureGroup = field(default_factory=FutureGroup)
-
-
-@dataclass(slots=True)
-class _Shipment:
-    """One frame on its way to one partition; retried as is (same sequence)."""
-
-    topic: str
-    partition: int
-    frame: bytes
-    count: int
-    deadline: float
-    done: FutureGroup | Future  # type: ignore[type-arg]
-    seq: int = 0  # issue order, for retries
-    attempts: int = 0
-
-    def resolve(self, base_offset: int) -> None:
-        partition = self.partition
-        if isinstance(self.done, FutureGroup):
-            self.done.resolve(lambda i: (partition, base_offset + i if base_offset >= 0 else -1))
-        elif not self.done.done():
-            self.done.set_result((partition, base_offset))
-
-    def fail(self, exc: BaseException) -> None:
-        if isinstance(self.done, FutureGroup):
-            self.done.fail(exc)
-        elif not self.done.done():
-            self.done.set_exception(exc)
-
-
-def _check_headers(headers: Any) -> list[tuple[str, bytes]]:
-    """Headers as ``[(str, bytes)]``; ``SchemaMismatchError`` for anything else."""
-    try:
-        items = headers.items() if isinstance(headers, Mapping) else headers
-        out = []
-        for name, value in items:
-            if isinstance(value, str):
-                value = value.encode()
-            if not isinstance(name, str) or not isinstance(value, (bytes, bytearray)):
-                raise TypeError
-            out.append((name, bytes(value)))
-        return out
-    except (TypeError, ValueError):
-        raise errors.SchemaMismatchError("headers must be a mapping or pairs of str -> bytes/str") from None
 
 
 class Producer:
@@ -167,13 +108,17 @@ class Producer:
         self.producer_epoch = producer_epoch
         self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s)
         self._sticky = StickyPartitioner(self._rng)
+        # send_batch's choice for rows without key or partition: with an explicit producer id it
+        # is seeded by (id, epoch), so a replay of the same calls picks the same partitions
+        self._batch_sticky = StickyPartitioner(
+            random.Random(f"{producer_id}:{producer_epoch}") if producer_id is not None else self._rng)
         self._lock = threading.Condition()
-        self._open: dict[tuple[str, int], _Open] = {}
+        self._open: dict[tuple[str, int], OpenBatch] = {}
         self._next_seq: dict[tuple[str, int], int] = {}
         self._in_flight = threading.BoundedSemaphore(max_in_flight)
         self._pending = 0  # shipments not yet resolved
         self._closing = 0  # batches closed but not yet shipped
-        self._retries: list[tuple[float, int, _Shipment]] = []
+        self._retries: list[tuple[float, int, Shipment]] = []
         self._issue_seq = itertools.count()
         self._closed = False
         self._sender = threading.Thread(target=self._run_sender, name="spark-log-producer", daemon=True)
@@ -217,7 +162,7 @@ class Producer:
             if isinstance(key, str):
                 key = key.encode()
             if headers is not None:
-                headers = _check_headers(headers)
+                headers = check_headers(headers)
             size = 24 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
         n = info.num_partitions
         sticky = False
@@ -236,7 +181,7 @@ class Producer:
             slot = (topic, partition)
             batch = self._open.get(slot)
             if batch is None:
-                batch = self._open[slot] = _Open(created=time.monotonic())
+                batch = self._open[slot] = OpenBatch(created=time.monotonic())
                 self._lock.notify()
             batch.keys.append(key if not isinstance(key, str) else key.encode())
             batch.values.append(value)
@@ -275,10 +220,10 @@ class Producer:
                 raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition} (it has {n})")
             groups = [(partition, table)]
         else:
-            groups = self._split(topic, info, table, routing)
+            groups = split_rows(topic, info, table, routing, lambda: self._batch_sticky.next(topic, n))
         futures: list[Future[tuple[int, int]]] = []
         for part, rows in groups:
-            frames = self._cut_frames(rows, info)
+            frames = cut_frames(rows, info.schema_id, max(self._batch_size, _FRAME_TARGET_BYTES))
             futures.extend(self._ship_frames(topic, part, frames, sticky=False))
         return futures
 
@@ -337,53 +282,13 @@ class Producer:
         self._next_seq[slot] = seq + count
         return seq
 
-    def _split(self, topic: str, info: TopicInfo, table: pa.Table, routing: Any) -> list[tuple[int, pa.Table]]:
-        n = info.num_partitions
-        if routing is not None:
-            parts = np.asarray(routing.to_numpy(zero_copy_only=False), dtype=np.float64)
-            missing = np.isnan(parts)
-            parts = np.where(missing, -1, parts).astype(np.int64)
-            bad = parts[(~missing) & ((parts < 0) | (parts >= n))]
-            if bad.size:
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {int(bad[0])} (it has {n})")
-            has_key = ~missing
-        else:
-            key_columns = ["key"] if info.kind == "bytes" else list(info.key_columns)
-            if not key_columns:
-                return [(self._sticky.next(topic, n), table)]
-            keys, has_key = key_array(table, key_columns)
-            if not has_key.any():
-                return [(self._sticky.next(topic, n), table)]
-            parts = partitions_for_keys(keys, n).astype(np.int64)
-        if not has_key.all():
-            parts = np.where(has_key, parts, self._sticky.next(topic, n))
-        if n == 1 or (parts == parts[0]).all():
-            return [(int(parts[0]), table)]
-        order = np.argsort(parts, kind="stable")
-        sorted_parts = parts[order]
-        bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
-        starts = np.concatenate([[0], bounds])
-        ends = np.concatenate([bounds, [len(order)]])
-        taken = table.take(pa.array(order))
-        return [(int(sorted_parts[s]), taken.slice(int(s), int(e - s))) for s, e in zip(starts, ends)]
-
-    def _cut_frames(self, table: pa.Table, info: TopicInfo) -> list[tuple[pa.RecordBatch, int]]:
-        target = max(self._batch_size, _FRAME_TARGET_BYTES)
-        rows_per_frame = max(1, int(target * table.num_rows / max(1, table.nbytes)))
-        out = []
-        for start in range(0, table.num_rows, rows_per_frame):
-            chunk = table.slice(start, rows_per_frame).combine_chunks()
-            for batch in chunk.to_batches():
-                out.append((batch, info.schema_id))
-        return out
-
     def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int) -> bytes:
         return encode_batch(
             batch, schema_id=schema_id, compression=self._codec, timestamp_ms=self._clock.wall_ms(),
             producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
         )
 
-    def _ship_open(self, topic: str, partition: int, batch: _Open) -> None:
+    def _ship_open(self, topic: str, partition: int, batch: OpenBatch) -> None:
         try:
             self._ship_open_now(topic, partition, batch)
         finally:
@@ -391,7 +296,7 @@ class Producer:
                 self._closing -= 1
                 self._lock.notify_all()
 
-    def _ship_open_now(self, topic: str, partition: int, batch: _Open) -> None:
+    def _ship_open_now(self, topic: str, partition: int, batch: OpenBatch) -> None:
         try:
             info = self._topic(topic)
             if info.kind == "typed":
@@ -414,7 +319,7 @@ class Producer:
                      first_seq: int | None = None) -> "list[Future[tuple[int, int]]]":
         futures: list[Future[tuple[int, int]]] = []
         deadline = time.monotonic() + self._delivery_timeout_s
-        request: list[_Shipment] = []
+        request: list[Shipment] = []
         size = 0
         if first_seq is None:
             with self._lock:
@@ -428,7 +333,7 @@ class Producer:
             if isinstance(done, Future):
                 done.set_running_or_notify_cancel()
                 futures.append(done)
-            request.append(_Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
+            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
             with self._lock:
                 self._pending += 1
             size += len(frame)
@@ -441,7 +346,7 @@ class Producer:
 
     # -- the wire -------------------------------------------------------------------------
 
-    def _issue(self, shipments: list[_Shipment]) -> None:
+    def _issue(self, shipments: list[Shipment]) -> None:
         """Send one Produce call for shipments of one partition."""
         first = shipments[0]
         try:
@@ -474,7 +379,7 @@ class Producer:
             return
         call.add_done_callback(lambda f: self._on_response(f, shipments, address))
 
-    def _on_response(self, call: Any, shipments: list[_Shipment], address: str) -> None:
+    def _on_response(self, call: Any, shipments: list[Shipment], address: str) -> None:
         self._in_flight.release()
         try:
             response: pb.ProduceResponse = call.result()
@@ -500,7 +405,7 @@ class Producer:
             self._pending -= count
             self._lock.notify_all()
 
-    def _failed(self, shipment: _Shipment, error: SparkLogError) -> None:
+    def _failed(self, shipment: Shipment, error: SparkLogError) -> None:
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         if retriable and time.monotonic() < shipment.deadline:
             if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
@@ -518,8 +423,8 @@ class Producer:
 
     def _run_sender(self) -> None:
         while True:
-            due: list[tuple[str, int, _Open]] = []
-            retry: list[_Shipment] = []
+            due: list[tuple[str, int, OpenBatch]] = []
+            retry: list[Shipment] = []
             with self._lock:
                 if self._closed and not self._open and not self._retries:
                     return

@@ -78,9 +78,6 @@ class AdminHandler:
         return self._described(request.name, image)
 
     def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
-        if request.name not in self.image().topics:
-            # ask the controller anyway: this broker may be behind
-            pass
         self.controller.delete_topic(request.name)
         self._await(lambda img: request.name not in img.topics)
         return pb.DeleteTopicResponse()

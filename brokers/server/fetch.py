@@ -16,6 +16,7 @@ partition answer carries ``next_fetch_offset``: where the next fetch should star
 from __future__ import annotations
 
 import time
+from typing import Callable
 
 from brokers.metadata.image import TopicImage
 from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
@@ -37,15 +38,16 @@ class FetchHandler:
     def __init__(self, manager: PartitionManager) -> None:
         self.manager = manager
 
-    def handle(self, request: pb.FetchRequest, *, is_active: callable = lambda: True) -> pb.FetchResponse:  # type: ignore[valid-type]
+    def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> pb.FetchResponse:
+        """Answer ``request`` (module docstring); ``is_active`` false ends the wait early
+        (the client went away)."""
         if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
             raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
         if request.max_bytes < 0 or request.min_bytes < 0:
             raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
         if request.replica_id >= 0:
             raise InvalidRequestError("follower fetches are not supported yet (replication)")
-        if request.isolation_level == pb.READ_COMMITTED:
-            pass  # no transactions yet: the last stable offset is the high watermark
+        # READ_COMMITTED: no transactions yet, so the last stable offset is the high watermark
         pushdowns: dict[str, Pushdown] = {}
         if request.project or request.row_filter:
             for name in {p.topic for p in request.partitions}:

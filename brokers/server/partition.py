@@ -31,7 +31,7 @@ from typing import Callable
 from brokers.log.partition_log import PartitionLog, ReadResult
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.errors import InvalidRequestError, OutOfOrderSequenceError
+from spark_log.errors import InvalidRequestError, NotLeaderError, OutOfOrderSequenceError
 from spark_log.frame import FrameHeader, iter_frames
 
 from .producer_state import ProducerStateTable, Verdict
@@ -168,8 +168,6 @@ class Partition:
 
     def _check_leader(self) -> None:
         if not self.is_leader:
-            from spark_log.errors import NotLeaderError
-
             raise NotLeaderError(f"this broker no longer leads {self.topic}-{self.partition}")
 
     def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:

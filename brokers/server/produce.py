@@ -24,7 +24,10 @@ import pyarrow.ipc as ipc
 from brokers.metadata.image import TopicImage
 from spark_log.errors import (
     CorruptRecordError,
+    FencedEpochError,
     InvalidRequestError,
+    NotLeaderError,
+    UnknownTopicOrPartitionError,
     NotEnoughReplicasError,
     RecordTooLargeError,
     SchemaMismatchError,
@@ -107,16 +110,12 @@ class ProduceHandler:
                 result: pb.PartitionProduceResult) -> None:
         partition = self.manager.get(entry.topic, entry.partition)
         if entry.current_leader_epoch >= 0 and entry.current_leader_epoch != partition.leader_epoch:
-            from spark_log.errors import FencedEpochError, NotLeaderError
-
             if entry.current_leader_epoch < partition.leader_epoch:
                 raise FencedEpochError(f"leader epoch {entry.current_leader_epoch} is stale; current is "
                                        f"{partition.leader_epoch}")
             raise NotLeaderError(f"this broker has not seen leader epoch {entry.current_leader_epoch} yet")
         topic = self.manager.image.topics.get(entry.topic)
         if topic is None:
-            from spark_log.errors import UnknownTopicOrPartitionError
-
             raise UnknownTopicOrPartitionError(f"unknown topic {entry.topic!r}")
         data = memoryview(entry.records)
         headers = validate_frames(data, topic)
