@@ -16,7 +16,9 @@ dir) and measures, in the same run and on the same disk:
 
 Figures are printed as ratios against issue 4's aims (send_batch 2,000,000 records/s,
 send() 300,000 records/s, poll_arrow 5,000,000 records/s, p99 < 10 ms) and against the
-storage limit measured here.  Bounded to about two minutes.  Never a test: asserts nothing.
+storage limit measured here, plus the CPU seconds the client and the broker spent (records
+per CPU-second: what the code costs, whatever else the shared machine is doing).  Bounded
+to about two minutes.  Never a test: asserts nothing.
 """
 from __future__ import annotations
 
@@ -32,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from bench.storage_bench import Case, make_frame, run_log, run_raw
+from bench import storage_bench
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 
@@ -41,16 +43,35 @@ AIMS = {"send_batch": 2_000_000, "send": 300_000, "poll_arrow": 5_000_000, "p99_
 
 
 def storage_limit(root: Path, mib: int = 96) -> tuple[float, float, int]:
-    """(raw disk records/s, PartitionLog records/s, frame bytes per record) for 100-byte records."""
-    frame = make_frame(100, 16384)
-    case = Case(100, 16384, "os", frame_bytes=len(frame), appends=max(2, mib * MiB // len(frame)))
+    """(raw disk records/s, PartitionLog records/s, frame bytes per record) for 100-byte
+    records in 16k-record frames, with bench.storage_bench's interleaved measurement."""
+    frame = storage_bench.make_frame(100, 16384)
+    appends = max(2, mib * MiB // len(frame))
     best_raw = best_log = float("inf")
     for _ in range(2):
-        trial = Case(100, 16384, "os", frame_bytes=len(frame), appends=case.appends)
-        run_raw(trial, frame, root / "raw.bin")
-        run_log(trial, frame, root / "log")
-        best_raw, best_log = min(best_raw, trial.raw_write_s), min(best_log, trial.log_write_s)
-    return case.records / best_raw, case.records / best_log, len(frame) // 16384
+        case = storage_bench.Case(100, 16384, "os", frame_bytes=len(frame), appends=appends)
+        storage_bench.run_once(case, frame, root)
+        best_raw, best_log = min(best_raw, case.raw_write_s), min(best_log, case.log_write_s)
+    records = 16384 * appends
+    return records / best_raw, records / best_log, len(frame) // 16384
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuMeter:
+    """CPU seconds of this process and the broker over a measurement: on a shared machine,
+    records per CPU-second says what the code costs whatever the load."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+        self.client0, self.broker0 = time.process_time(), _cpu_s(broker_pid)
+
+    def used(self) -> tuple[float, float]:
+        return time.process_time() - self.client0, _cpu_s(self.broker_pid) - self.broker0
 
 
 def _values(rows: int, size: int) -> pa.Array:
@@ -158,16 +179,24 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(args.dir or tempfile.mkdtemp(prefix="client-bench-"))
     root.mkdir(parents=True, exist_ok=True)
     raw_rps, log_rps, frame_per_record = storage_limit(root)
+    cpu: dict[str, tuple[int, float, float]] = {}
     cluster = LocalCluster(root / "cluster", brokers=1)
     try:
         bootstrap = cluster.up(timeout_s=90)
         with Admin(bootstrap) as admin:
             for name in ("b100", "b1k", "s100", "lat"):
                 admin.create_topic(name, config={"max.message.bytes": 64 << 20, "segment.bytes": 1 << 30})
+        pid = cluster.nodes[0].pid
+        meter = CpuMeter(pid)
         sb100, n100 = bench_send_batch(bootstrap, "b100", 100, args.seconds)
+        cpu["send_batch"] = (n100, *meter.used())
         sb1k, n1k = bench_send_batch(bootstrap, "b1k", 1024, args.seconds / 2)
+        meter = CpuMeter(pid)
         snd = bench_send(bootstrap, "s100", args.seconds)
+        cpu["send"] = (int(snd * args.seconds), *meter.used())
+        meter = CpuMeter(pid)
         p100, p100_mb = bench_poll(bootstrap, "b100", n100 + 1000)
+        cpu["poll_arrow"] = (n100, *meter.used())
         p1k, p1k_mb = bench_poll(bootstrap, "b1k", n1k + 1000)
         lat = sorted(bench_latency(bootstrap, "lat", args.seconds / 2))
     finally:
@@ -189,6 +218,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'send_batch 1 KiB (rec/s, MiB/s)':<34} {sb1k:>14,.0f} {sb1k * 1024 / MiB:>11.0f}M")
     print(f"{'poll_arrow 100 B (MiB/s of values)':<34} {p100_mb:>14,.0f}")
     print(f"{'poll_arrow 1 KiB (rec/s, MiB/s)':<34} {p1k:>14,.0f} {p1k_mb:>11.0f}M")
+    for name, (records, client_s, broker_s) in cpu.items():
+        print(f"{name + ' CPU cost':<34} client {client_s:5.1f} s + broker {broker_s:5.1f} s -> "
+              f"{records / max(1e-9, client_s + broker_s):>12,.0f} rec per CPU-second "
+              f"({records / max(1e-9, client_s):,.0f} client-only)")
     print(f"{'produce->consume latency (ms)':<34} p50 {p50:>6.2f}  p99 {p99:>6.2f}  (aim p99 < {AIMS['p99_ms']:.0f}; "
           f"{len(lat)} records at ~2,000/s; p99 vs aim {p99 / AIMS['p99_ms']:.2f})")
 
