@@ -34,10 +34,11 @@ from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
 from spark_log.proto import raft_pb2_grpc as pb_grpc
 
+from .codec import decode_entries, encode_entries
 from .core import RaftCore
 from .metadata_log import MetadataLog
 from .messages import (
-    FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState, Message,
+    Entry, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState, Message,
     VoteRequest, VoteResponse,
 )
 from .quorum_state import QuorumStateFile
@@ -138,6 +139,7 @@ class RaftNode:
         self._quorum_state = QuorumStateFile(self.data_dir / "quorum-state")
         self._persisted: HardState = self._quorum_state.read()
         self._log = MetadataLog(self.data_dir)
+        decode_entries(encode_entries([Entry(0, 0, b"")]))  # pyarrow's lazy imports: here, not on the raft thread
         self._core = RaftCore(node_id=node_id, voters=voters, log=self._log, config=config,
                               rng=rng or random.Random(), hard_state=self._persisted)
         self._peers = Peers(node_id, voters, transport_filter)

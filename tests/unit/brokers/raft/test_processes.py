@@ -140,7 +140,7 @@ def test_kill_9_leader_loses_no_acknowledged_entry(procs: dict[int, Proc]) -> No
         {tuple((p.status() or {}).get("applied", [])) for p in procs.values()}) == 1,
                timeout=30, message=lambda: "nodes did not converge on every acknowledged entry\n" + report())
     print(f"failover seconds: {[round(f, 2) for f in failovers]}; failed attempts: {errors}")
-    assert max(failovers) < 15, failovers  # generous: the CI box is shared
+    assert max(failovers) < 30, failovers  # generous: the CI box is shared (election timeout 0.5-1 s)
 
 
 def test_partitioned_leader_process_is_replaced_and_converges(procs: dict[int, Proc]) -> None:
