@@ -31,7 +31,7 @@ from typing import Callable
 from brokers.log.partition_log import PartitionLog, ReadResult
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.errors import InvalidRequestError, NotLeaderError, OutOfOrderSequenceError
+from spark_log.errors import InvalidRequestError, NotLeaderError, OutOfOrderSequenceError, UnknownTopicOrPartitionError
 from spark_log.frame import FrameHeader, iter_frames
 
 from .producer_state import ProducerStateTable, Verdict
@@ -77,6 +77,7 @@ class Partition:
         self.leader_id: int | None = None
         self.leader_epoch = 0
         self.is_leader = False
+        self.removed = False  # closed or deleted: requests still holding it get a retriable error
         directory.mkdir(parents=True, exist_ok=True)
         existing = read_topic_id(directory)
         if existing is None:
@@ -117,6 +118,7 @@ class Partition:
     def offsets(self) -> tuple[int, int, int]:
         """``(log start, high watermark, log end)`` read together."""
         with self.cond:
+            self._check_open()
             return self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
 
     # -- append ---------------------------------------------------------------------------
@@ -166,7 +168,12 @@ class Partition:
         self._on_append()
         return outcome
 
+    def _check_open(self) -> None:
+        if self.removed:
+            raise UnknownTopicOrPartitionError(f"{self.topic}-{self.partition} was just removed from this broker")
+
     def _check_leader(self) -> None:
+        self._check_open()
         if not self.is_leader:
             raise NotLeaderError(f"this broker no longer leads {self.topic}-{self.partition}")
 
@@ -187,6 +194,7 @@ class Partition:
         """Frames from ``offset`` (consumers: below the high watermark) and
         ``(result, log start, high watermark, log end)``; ``OffsetOutOfRangeError`` outside the log."""
         with self.cond:
+            self._check_open()
             hw = self.high_watermark
             result = self.log.read(offset, max_bytes=max_bytes, max_offset=hw if for_consumer else None)
             if isinstance(result.data, memoryview):
@@ -195,24 +203,27 @@ class Partition:
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         with self.cond:
+            self._check_open()
             return self.log.offset_for_timestamp(timestamp_ms)
 
     def maintenance(self) -> None:
         """Roll, retention and producer-id expiry; called periodically by the manager."""
         with self.cond:
+            if self.removed:
+                return
             self.log.maybe_roll()
             self.log.apply_retention()
             self.producers.expire(self._clock.wall_ms(), 7 * 24 * 3600 * 1000)
 
     def close(self) -> None:
         with self.cond:
-            self.is_leader = False
+            self.is_leader, self.removed = False, True
             self.log.close()
             self.cond.notify_all()
 
     def delete(self) -> None:
         with self.cond:
-            self.is_leader = False
+            self.is_leader, self.removed = False, True
             self.log.delete()
             self.cond.notify_all()
         try:

@@ -134,3 +134,27 @@ def test_typed_topic_round_trip_with_nulls_and_nested(bootstrap: str, topic_name
     assert data.sort_by("user").equals(original.sort_by("user")) or sorted(data.to_pylist(), key=repr) == sorted(
         original.to_pylist(), key=repr)
     assert row_ack[1] >= 0
+
+
+def test_delete_and_recreate_starts_empty(bootstrap: str, topic_name: str) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=2)
+        with Producer(bootstrap) as producer:
+            for i in range(20):
+                producer.send(topic_name, f"old-{i}".encode())
+            producer.flush()
+        assert sum(admin.list_offsets(topic_name, "latest").values()) == 20
+        admin.delete_topic(topic_name)
+        assert topic_name not in admin.list_topics()
+        admin.create_topic(topic_name, partitions=2)
+        assert admin.list_offsets(topic_name, "latest") == {0: 0, 1: 0}
+    with Producer(bootstrap) as producer:
+        producer.send(topic_name, b"new", partition=1).result(timeout=30)
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic_name, 0), (topic_name, 1)])
+        records = []
+        for _ in range(20):
+            records += consumer.poll(0.3)
+            if records:
+                break
+    assert [(r.partition, r.offset, r.value) for r in records] == [(1, 0, b"new")]
