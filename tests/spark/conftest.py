@@ -92,9 +92,9 @@ _counter = itertools.count()
 
 @pytest.fixture
 def topic_name(request: pytest.FixtureRequest) -> Callable[[], str]:
-    """Fresh topic names for one test: ``<test>-<n>``."""
+    """Fresh topic names for one test: ``<test>-<pid>-<n>`` (unique on a reused cluster too)."""
     base = request.node.name.replace("[", "-").replace("]", "").replace("_", "-")[:40]
-    return lambda: f"{base}-{next(_counter)}"
+    return lambda: f"{base}-{os.getpid()}-{next(_counter)}"
 
 
 @pytest.fixture

@@ -27,10 +27,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _start(*args: str) -> subprocess.Popen[bytes]:
+def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
+    """Start a job in its own process group; its output goes to ``log`` (never a pipe that could fill)."""
     env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
-    return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=env,
-                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=env,
+                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
@@ -40,16 +42,14 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     process.wait(timeout=60)
-    if process.stderr is not None:
-        process.stderr.close()
 
 
-def _finish(process: subprocess.Popen[bytes], timeout: float = 240) -> None:
+def _finish(process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
     try:
-        _, err = process.communicate(timeout=timeout)
+        process.wait(timeout=timeout)
     finally:
         _kill(process)
-    assert process.returncode == 0, err.decode(errors="replace")[-3000:]
+    assert process.returncode == 0, log.read_text(errors="replace")[-3000:]
 
 
 def _commits(checkpoint: Path) -> int:
@@ -68,7 +68,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
 
     topic = topic_name()
     admin.create_topic(topic, partitions=2)
-    checkpoint, output = tmp_path / "checkpoint", tmp_path / "out"
+    checkpoint, output, log = tmp_path / "checkpoint", tmp_path / "out", tmp_path / "job.log"
     produced: list[str] = []
     stop = threading.Event()
     errors: list[BaseException] = []
@@ -95,10 +95,10 @@ def test_reader_killed_and_restarted_reads_every_record_once(
     try:
         for _ in range(3):
             before = _commits(checkpoint)
-            job = _start("read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "run")
+            job = _start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "run")
             try:
                 wait_until(lambda: _commits(checkpoint) >= before + 1 or job.poll() is not None, timeout=240,
-                           message="the reading query committed no new micro-batch")
+                           message=lambda: "the reading query committed no new micro-batch:\n" + log.read_text(errors="replace")[-2000:])
                 assert job.poll() is None, "the reading query died on its own"
             finally:
                 _kill(job)
@@ -106,7 +106,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
         stop.set()
         writer.join(timeout=60)
     assert not errors, errors
-    _finish(_start("read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain"))
+    _finish(_start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain"), log)
 
     values = [r.value for r in spark.read.parquet(str(output)).select("value").collect()]
     assert len(values) == len(set(values)), "duplicates in the output"
@@ -118,7 +118,7 @@ def test_writer_killed_mid_batch_writes_every_row_once(
 ) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=3)
-    inputs, checkpoint, gates = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "gates"
+    inputs, checkpoint, gates, log = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "gates", tmp_path / "job.log"
     inputs.mkdir()
     gates.mkdir()
     rows_per_file, files = 500, 4
@@ -129,17 +129,17 @@ def test_writer_killed_mid_batch_writes_every_row_once(
     args = ("write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gates), ",".join(map(str, gate_ids)))
 
     for gate in gate_ids:
-        job = _start(*args)
+        job = _start(log, *args)
         try:
             wait_until(lambda: (gates / f"reached-{gate}").exists() or job.poll() is not None, timeout=240,
-                       message=f"the writing query never reached row {gate}")
+                       message=lambda: f"the writing query never reached row {gate}:\n" + log.read_text(errors="replace")[-2000:])
             assert job.poll() is None, "the writing query died on its own"
             # the blocked task has already sent the rows before the gate: the batch is half written
             wait_until(lambda: _total(admin, topic) % rows_per_file != 0, timeout=60,
                        message="no partial micro-batch reached the topic")
         finally:
             _kill(job)
-    _finish(_start(*args))
+    _finish(_start(log, *args), log)
 
     out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
     keys = [int(r.key) for r in out.select("key").collect()]

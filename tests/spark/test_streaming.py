@@ -23,6 +23,12 @@ def _stream(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
     return reader.load()
 
 
+def _forget_commit(checkpoint: Path, batch: int) -> None:
+    """Make Spark believe ``batch`` never committed, so a restart replays it."""
+    for name in (str(batch), f".{batch}.crc"):
+        (checkpoint / "commits" / name).unlink(missing_ok=True)
+
+
 def _collect_batches(df: Any, checkpoint: Path, **trigger: Any) -> tuple[Any, dict[int, list[tuple[int, int, bytes]]]]:
     """Run ``df`` to completion (AvailableNow) and return the query and each batch's records."""
     seen: dict[int, list[tuple[int, int, bytes]]] = {}
@@ -72,7 +78,7 @@ def test_a_replayed_micro_batch_reads_the_same_records(spark: Any, log_cluster: 
     _, first = _collect_batches(df, checkpoint)
     last = max(first)
     # forget that the last batch committed: Spark replays it from its offset log
-    (checkpoint / "commits" / str(last)).unlink()
+    _forget_commit(checkpoint, last)
     _fill(spark, log_cluster.bootstrap, topic, 10, start=30)  # new data must not leak into the replay
     _, second = _collect_batches(df, checkpoint)
     assert second[last] == first[last]
@@ -110,7 +116,7 @@ def test_stream_writer_replay_appends_nothing_twice(spark: Any, log_cluster: Any
 
     run()
     commits = sorted(int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit())
-    (checkpoint / "commits" / str(commits[-1])).unlink()  # Spark replays the last batch
+    _forget_commit(checkpoint, commits[-1])  # Spark replays the last batch
     run()
     out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", sink).load()
     values = sorted(r.value.decode() for r in out.collect())
