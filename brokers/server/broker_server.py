@@ -24,6 +24,7 @@ from .admin import AdminHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .service import AdminServicer, BrokerServicer
+from .wire import broker_handler
 
 if TYPE_CHECKING:
     from brokers.node import Node
@@ -45,7 +46,7 @@ class BrokerServer:
             builder=self.builder))
 
     def add_to_server(self, server: grpc.Server) -> None:
-        rpc.add_BrokerServicer_to_server(self.broker_servicer, server)
+        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer),))
         rpc.add_AdminServicer_to_server(self.admin_servicer, server)
 
     def start(self) -> None:

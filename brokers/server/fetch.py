@@ -16,7 +16,7 @@ partition answer carries ``next_fetch_offset``: where the next fetch should star
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from brokers.metadata.image import TopicImage
 from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
@@ -25,6 +25,7 @@ from spark_log.proto import broker_pb2 as pb
 from .errors import to_pb
 from .partition_manager import PartitionManager
 from .pushdown import Pushdown
+from .wire import ARROW_STREAM, RECORDS, encode_fetch_response
 
 __all__ = ["FetchHandler"]
 
@@ -38,9 +39,9 @@ class FetchHandler:
     def __init__(self, manager: PartitionManager) -> None:
         self.manager = manager
 
-    def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> pb.FetchResponse:
-        """Answer ``request`` (module docstring); ``is_active`` false ends the wait early
-        (the client went away)."""
+    def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> bytes:
+        """Answer ``request`` (module docstring) as a serialised ``FetchResponse`` (see
+        ``wire.py``); ``is_active`` false ends the wait early (the client went away)."""
         if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
             raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
         if request.max_bytes < 0 or request.min_bytes < 0:
@@ -57,10 +58,10 @@ class FetchHandler:
         deadline = time.monotonic() + request.max_wait_ms / 1000
         while True:
             seen = self.manager.data_version
-            response, scanned, failed = self._read_all(request, pushdowns)
+            parts, scanned, failed = self._read_all(request, pushdowns)
             remaining = deadline - time.monotonic()
             if scanned >= max(1, request.min_bytes) or failed or remaining <= 0 or not is_active():
-                return response
+                return encode_fetch_response(parts)
             self.manager.wait_for_data(seen, remaining)
 
     @staticmethod
@@ -68,26 +69,29 @@ class FetchHandler:
         return Pushdown(project=request.project, columns=list(request.columns), row_filter=request.row_filter,
                         topic=topic)
 
-    def _read_all(self, request: pb.FetchRequest, pushdowns: dict[str, Pushdown]) -> tuple[pb.FetchResponse, int, bool]:
-        response = pb.FetchResponse()
+    def _read_all(self, request: pb.FetchRequest,
+                  pushdowns: dict[str, Pushdown]) -> tuple[list[tuple[pb.FetchPartitionResult, int, Any]], int, bool]:
+        parts: list[tuple[pb.FetchPartitionResult, int, Any]] = []
         budget = request.max_bytes or _DEFAULT_MAX_BYTES
         scanned = 0
         failed = False
         for wanted in request.partitions:
-            result = response.partitions.add(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
+            result = pb.FetchPartitionResult(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
                                              last_stable_offset=-1, log_start_offset=-1, log_end_offset=-1,
                                              next_fetch_offset=wanted.fetch_offset, preferred_read_replica=-1)
+            payload: list[Any] = [RECORDS, None]
             try:
-                scanned += self._read_one(wanted, result, budget - scanned, first=scanned == 0,
+                scanned += self._read_one(wanted, result, payload, budget - scanned, first=scanned == 0,
                                           pushdown=pushdowns.get(wanted.topic),
                                           needs_pushdown=bool(request.project or request.row_filter))
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
                 failed = True
-        return response, scanned, failed
+            parts.append((result, payload[0], payload[1]))
+        return parts, scanned, failed
 
-    def _read_one(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, budget: int, *, first: bool,
-                  pushdown: Pushdown | None, needs_pushdown: bool) -> int:
+    def _read_one(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, payload: list[Any], budget: int,
+                  *, first: bool, pushdown: Pushdown | None, needs_pushdown: bool) -> int:
         partition = self.manager.get(wanted.topic, wanted.partition)
         if needs_pushdown and pushdown is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
@@ -103,9 +107,9 @@ class FetchHandler:
         if not read.data:
             return 0
         if pushdown is None:
-            result.records = read.data if isinstance(read.data, bytes) else bytes(read.data)
+            payload[:] = [RECORDS, read.data]  # stored bytes, copied once into the answer
         else:
             stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
-            result.arrow_stream = stream
+            payload[:] = [ARROW_STREAM, stream]
         result.next_fetch_offset = read.next_offset
         return len(read.data)

@@ -197,8 +197,6 @@ class Partition:
             self._check_open()
             hw = self.high_watermark
             result = self.log.read(offset, max_bytes=max_bytes, max_offset=hw if for_consumer else None)
-            if isinstance(result.data, memoryview):
-                result = ReadResult(bytes(result.data), result.first_offset, result.next_offset)
             return result, self.log.log_start_offset, hw, self.log.log_end_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:

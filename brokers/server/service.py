@@ -60,7 +60,8 @@ class BrokerServicer(rpc.BrokerServicer):
     def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse:  # noqa: N802
         return _guard(context, "Produce", lambda: self.produce.handle(request))
 
-    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> pb.FetchResponse:  # noqa: N802
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> bytes:  # noqa: N802
+        """A serialised ``FetchResponse`` (``wire.broker_handler`` passes it through)."""
         return _guard(context, "Fetch", lambda: self.fetch.handle(request, is_active=context.is_active))
 
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:  # noqa: N802
