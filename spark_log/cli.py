@@ -92,7 +92,8 @@ def _topics(args: argparse.Namespace) -> int:
                 config[key.strip()] = value.strip()
             created = admin.create_topic(args.name, partitions=args.partitions,
                                          replication_factor=args.replication_factor, config=config)
-            print(f"created topic {created.name} ({created.num_partitions} partitions, "
+            count = created.num_partitions
+            print(f"created topic {created.name} ({count} partition{'' if count == 1 else 's'}, "
                   f"replication factor {created.replication_factor})")
         elif args.action == "list":
             for name in admin.list_topics():
