@@ -263,9 +263,11 @@ def retry(
     topics: Sequence[str] = (),
     deadline_s: float = 30.0,
     backoff_s: float = 0.05,
+    final: tuple[type[SparkLogError], ...] = (),
 ) -> T:
     """Run ``call`` and retry it on retriable errors until ``deadline_s``, refreshing the
-    metadata of ``topics`` before a retry when the error asks for it."""
+    metadata of ``topics`` before a retry when the error asks for it.  Errors of a type in
+    ``final`` are raised at once even when retriable (the caller knows they are definitive)."""
     deadline = time.monotonic() + deadline_s
     delay = backoff_s
     while True:
@@ -275,7 +277,7 @@ def retry(
             error: SparkLogError = errors.from_rpc_error(exc)
         except SparkLogError as exc:
             error = exc
-        if not error.retriable or time.monotonic() + delay > deadline:
+        if not error.retriable or isinstance(error, final) or time.monotonic() + delay > deadline:
             raise error
         if error.refresh_metadata:
             for name in topics:
