@@ -51,7 +51,7 @@ WRITER_OPTIONS: dict[str, tuple[str, str]] = {
     "keyColumns": ("comma-separated columns hashed to choose a partition (typed topics)", "the topic's key columns"),
     "acks": ("all (-1) or 1; 0 is refused (the sink needs acknowledgements)", "all"),
     "compression": ("lz4, zstd or none", "lz4"),
-    "batchSize": ("largest frame in bytes; an Arrow batch is split into frames of about this size", "4194304"),
+    "batchSize": ("target frame size in bytes (the producer cuts frames of at least 1 MiB)", "4194304"),
     "timeoutMs": ("how long a task waits for acknowledgements before failing", "120000"),
 }
 

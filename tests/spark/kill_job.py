@@ -1,22 +1,21 @@
 """Streaming queries run in their own process, so tests can kill -9 them mid-flight.
 
     python -m tests.spark.kill_job read  BOOTSTRAP TOPIC CHECKPOINT OUTPUT_DIR {run|drain}
-    python -m tests.spark.kill_job write BOOTSTRAP INPUT_DIR TOPIC CHECKPOINT GATE_DIR GATE_IDS
+    python -m tests.spark.kill_job write BOOTSTRAP INPUT_DIR TOPIC CHECKPOINT GATE_ID
 
 ``read``: spark-log topic -> parquet file sink (exactly-once through its metadata log);
 ``run`` keeps going until killed, ``drain`` stops once caught up (Trigger.AvailableNow).
 
 ``write``: parquet files (``id``, ``value``; one file per micro-batch) -> spark-log topic,
-Trigger.AvailableNow.  For each id in GATE_IDS (comma-separated) whose file
-``GATE_DIR/reached-<id>`` does not exist yet, the task that meets that row creates the file
-and then blocks for good: the test sees the file and kills the process in the middle of
-that micro-batch, after the task has sent the rows before it.
+Trigger.AvailableNow.  The task that meets row GATE_ID ("" for none) stalls there (a
+JVM-side ``Thread.sleep`` in the projection, no Python UDF), after the rows before it went
+out in Arrow batches of 100: the test sees a half-written micro-batch in the topic and
+kills the process.
 """
 from __future__ import annotations
 
 import os
 import sys
-import threading
 
 
 def _session() -> object:
@@ -44,25 +43,16 @@ def _read(bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -
     writer.start().awaitTermination()
 
 
-def _gate(gate_dir: str, gate_ids: frozenset[int]):  # type: ignore[no-untyped-def]
-    def gate(row_id: int, value: str) -> str:
-        if row_id in gate_ids:
-            marker = os.path.join(gate_dir, f"reached-{row_id}")
-            if not os.path.exists(marker):
-                open(marker, "w").close()
-                threading.Event().wait()  # blocks until the test kills this process
-        return value
-
-    return gate
-
-
-def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_dir: str, gate_ids: str) -> None:
+def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id: str) -> None:
     from pyspark.sql import functions as F
 
     spark = _session()
-    gate = F.udf(_gate(gate_dir, frozenset(int(i) for i in gate_ids.split(",") if i)), "string")
+    value = F.col("value")
+    if gate_id:
+        stall = F.expr("substr(reflect('java.lang.Thread', 'sleep', cast(3600000 as bigint)), 0, 0)")
+        value = F.when(F.col("id") == int(gate_id), F.concat(value, stall)).otherwise(value)
     df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)  # type: ignore[attr-defined]
-          .select(F.col("id").cast("string").alias("key"), gate(F.col("id"), F.col("value")).alias("value")))
+          .select(F.col("id").cast("string").alias("key"), value.alias("value")))
     query = (df.writeStream.format("spark-log").option("bootstrap", bootstrap).option("topic", topic)
              .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
     query.awaitTermination()
@@ -72,7 +62,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "read":
         _read(*argv[1:6])
     elif argv[0] == "write":
-        _write(*argv[1:7])
+        _write(*argv[1:6])
     else:
         raise SystemExit(f"unknown mode {argv[0]!r}")
 

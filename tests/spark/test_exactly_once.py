@@ -118,28 +118,27 @@ def test_writer_killed_mid_batch_writes_every_row_once(
 ) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=3)
-    inputs, checkpoint, gates, log = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "gates", tmp_path / "job.log"
+    inputs, checkpoint, log = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "job.log"
     inputs.mkdir()
-    gates.mkdir()
     rows_per_file, files = 500, 4
     for k in range(files):  # one file per micro-batch, written in order
         ids = list(range(k * rows_per_file, (k + 1) * rows_per_file))
-        pq.write_table(pa.table({"id": ids, "value": [f"v{i}" for i in ids]}), inputs / f"part-{k}.parquet")
-    gate_ids = [700, 1850]  # row 200 of the 2nd file, row 350 of the 4th
-    args = ("write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gates), ",".join(map(str, gate_ids)))
+        # 1 KiB values: an Arrow batch of 100 rows overflows Spark's 64 KiB socket buffer to
+        # the Python writer, so the rows before a stall really reach the writer
+        values = [f"v{i}-" + "x" * 1024 for i in ids]
+        pq.write_table(pa.table({"id": ids, "value": values}), inputs / f"part-{k}.parquet")
 
-    for gate in gate_ids:
-        job = _start(log, *args)
+    for gate in (700, 1850):  # row 200 of the 2nd file, row 350 of the 4th
+        job = _start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gate))
+        floor = gate // rows_per_file * rows_per_file
         try:
-            wait_until(lambda: (gates / f"reached-{gate}").exists() or job.poll() is not None, timeout=240,
-                       message=lambda: f"the writing query never reached row {gate}:\n" + log.read_text(errors="replace")[-2000:])
-            assert job.poll() is None, "the writing query died on its own"
-            # the blocked task has already sent the rows before the gate: the batch is half written
-            wait_until(lambda: _total(admin, topic) % rows_per_file != 0, timeout=60,
-                       message="no partial micro-batch reached the topic")
+            # the stalled task has sent the rows before the gate: that micro-batch is half written
+            wait_until(lambda: job.poll() is not None or (_total(admin, topic) > floor and _total(admin, topic) % rows_per_file != 0),
+                       timeout=300, message=lambda: f"no half-written micro-batch before row {gate}:\n" + log.read_text(errors="replace")[-2000:])
+            assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
         finally:
             _kill(job)
-    _finish(_start(log, *args), log)
+    _finish(_start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), ""), log)
 
     out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
     keys = [int(r.key) for r in out.select("key").collect()]
