@@ -44,6 +44,7 @@ class ReplicaState:
     isr: tuple[int, ...] = ()
     high_watermark: int = 0
     leader_epoch_start_offset: int = 0
+    pending_isr: tuple[int, ...] = ()   # an expansion in flight: the HW counts these too
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
 
     # -- metadata ---------------------------------------------------------------------------
@@ -56,6 +57,8 @@ class ReplicaState:
         new_epoch = not self.is_leader or leader_epoch != self.leader_epoch
         self.is_leader = True
         self.partition_epoch = partition_epoch
+        if new_epoch or tuple(isr) != self.isr:
+            self.pending_isr = ()
         self.replicas, self.isr = tuple(replicas), tuple(isr)
         if new_epoch:
             self.leader_epoch = leader_epoch
@@ -74,6 +77,7 @@ class ReplicaState:
     def become_follower(self, *, leader_epoch: int, partition_epoch: int, replicas: tuple[int, ...],
                         isr: tuple[int, ...], log_end_offset: int) -> None:
         self.is_leader = False
+        self.pending_isr = ()
         self.leader_epoch, self.partition_epoch = leader_epoch, partition_epoch
         self.replicas, self.isr = tuple(replicas), tuple(isr)
         self.followers = {}
@@ -86,7 +90,7 @@ class ReplicaState:
         if not self.is_leader:
             return False
         candidate = log_end_offset
-        for r in self.isr:
+        for r in sorted(set(self.isr) | set(self.pending_isr)):
             if r == self.broker_id:
                 continue
             progress = self.followers.get(r)

@@ -20,7 +20,10 @@ from brokers.metadata.publisher import MetadataListener
 from spark_log.clock import Clock, SystemClock
 from spark_log.proto import broker_pb2_grpc as rpc
 
+from brokers.replica.manager import ReplicaManager
+
 from .admin import AdminHandler
+from .errors import to_pb
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .service import AdminServicer, BrokerServicer
@@ -34,12 +37,18 @@ __all__ = ["BrokerServer", "register"]
 
 class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
-                 clock: Clock | None = None) -> None:
+                 clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
+                 replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock())
+        self.replicas = ReplicaManager(broker_id=broker_id, manager=self.manager, clock=clock or SystemClock(),
+                                       broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
+                                       to_pb=to_pb, lag_time_max_ms=replica_lag_time_max_ms,
+                                       fetch_wait_max_ms=replica_fetch_wait_max_ms)
         self.builder = MetadataBuilder()
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
                                               controller_id=lambda: metadata.leader_id)
+        self.broker_servicer.fetch.replica_fetch = self.replicas.handle_fetch
         self.admin_servicer = AdminServicer(AdminHandler(
             controller=controller, image=lambda: metadata.image,
             wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
@@ -50,19 +59,28 @@ class BrokerServer:
         rpc.add_AdminServicer_to_server(self.admin_servicer, server)
 
     def start(self) -> None:
+        self.manager.add_reconcile_listener(self.replicas.on_reconciled)
+        self.replicas.start()
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
 
     def stop(self) -> None:
         self.metadata.remove_publisher(self.manager.publish)
+        self.replicas.stop()
         self.manager.stop()
 
 
 def register(node: "Node") -> Callable[[], None]:
     """The node's service registrar: adds the broker services and returns ``stop``."""
     assert node.server is not None and node.controller_client is not None
+    def broker_epoch() -> int:
+        heartbeater = node.heartbeater
+        return heartbeater.broker_epoch if heartbeater is not None and heartbeater.broker_epoch is not None else -1
+
     server = BrokerServer(broker_id=node.config.broker_id, data_dir=node.data_dir, metadata=node.metadata,
-                          controller=node.controller_client, clock=node.clock)
+                          controller=node.controller_client, clock=node.clock, broker_epoch=broker_epoch,
+                          replica_lag_time_max_ms=node.config.replica_lag_time_max_ms,
+                          replica_fetch_wait_max_ms=node.config.replica_fetch_wait_max_ms)
     server.add_to_server(node.server)
     server.start()
     node.broker_server = server  # type: ignore[attr-defined]  # for tests and tools

@@ -38,6 +38,8 @@ class FetchHandler:
 
     def __init__(self, manager: PartitionManager) -> None:
         self.manager = manager
+        # follower fetches (replica_id >= 0): brokers.replica.manager.ReplicaManager.handle_fetch
+        self.replica_fetch: Callable[[pb.FetchRequest, Callable[[], bool]], pb.FetchResponse] | None = None
 
     def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> bytes:
         """Answer ``request`` (module docstring) as a serialised ``FetchResponse`` (see
@@ -47,7 +49,9 @@ class FetchHandler:
         if request.max_bytes < 0 or request.min_bytes < 0:
             raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
         if request.replica_id >= 0:
-            raise InvalidRequestError("follower fetches are not supported yet (replication)")
+            if self.replica_fetch is None:
+                raise InvalidRequestError("this broker does not serve follower fetches")
+            return self.replica_fetch(request, is_active).SerializeToString()
         # READ_COMMITTED: no transactions yet, so the last stable offset is the high watermark
         pushdowns: dict[str, Pushdown] = {}
         if request.project or request.row_filter:

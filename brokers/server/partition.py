@@ -5,9 +5,11 @@ leadership as the metadata image last said (leader id and epoch).  Every log cal
 under ``self.cond`` (a ``threading.Condition`` whose ``notify_all`` also wakes produce
 calls waiting for a sequence gap to close).
 
-High watermark: until replication lands (issue 5), the leader's high watermark is its log
-end offset (RF=1 semantics; followers of RF>1 topics hold empty logs).  ``high_watermark``
-and ``wait_for_high_watermark`` are the seams replication overrides.
+High watermark: ``self.replica`` (``brokers.replica.replica_state.ReplicaState``) keeps the
+followers' positions, the ISR and the HW (min LEO over the ISR; RF=1: the LEO).  Followers
+append with ``append_as_follower`` / ``truncate_as_follower`` (``brokers.replica.fetcher``).
+``wait_for_high_watermark`` (acks=all) fails with ``NotLeaderError`` once leadership or the
+leader epoch changed: a former leader never acknowledges from a follower's HW.
 
 Append protocol (``append``): whole frames from one ``PartitionRecords`` entry, already
 validated by the produce path (CRC, size, schema id).  Idempotence is decided for the entry
@@ -33,6 +35,8 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
 from spark_log.errors import InvalidRequestError, NotLeaderError, OutOfOrderSequenceError, UnknownTopicOrPartitionError
 from spark_log.frame import FrameHeader, iter_frames
+
+from brokers.replica.replica_state import ReplicaState
 
 from .producer_state import ProducerStateTable, Verdict
 
@@ -65,7 +69,7 @@ class Partition:
     """One hosted replica (see the module docstring)."""
 
     def __init__(self, *, topic: str, partition: int, topic_id: str, directory: Path, config: TopicConfig,
-                 clock: Clock | None = None, on_append: Callable[[], None] = lambda: None) -> None:
+                 clock: Clock | None = None, on_append: Callable[[], None] = lambda: None, broker_id: int = -1) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
@@ -77,6 +81,7 @@ class Partition:
         self.leader_id: int | None = None
         self.leader_epoch = 0
         self.is_leader = False
+        self.replica = ReplicaState(broker_id=broker_id)
         self.removed = False  # closed or deleted: requests still holding it get a retriable error
         directory.mkdir(parents=True, exist_ok=True)
         existing = read_topic_id(directory)
@@ -100,20 +105,28 @@ class Partition:
 
     # -- leadership (from the metadata image) -------------------------------------------------
 
-    def become(self, *, leader_id: int | None, leader_epoch: int, is_leader: bool, config: TopicConfig) -> None:
+    def become(self, *, leader_id: int | None, leader_epoch: int, is_leader: bool, config: TopicConfig,
+               replicas: tuple[int, ...] = (), isr: tuple[int, ...] = (), partition_epoch: int = -1) -> None:
         with self.cond:
             self.leader_id, self.leader_epoch, self.is_leader = leader_id, leader_epoch, is_leader
             if config != self.config:  # PartitionLog takes its config at open: reopen (a clean close is cheap)
                 self.log.close()
                 self.config = config
                 self.log = PartitionLog(self.directory, config, clock=self._clock)
+            if is_leader:
+                self.replica.become_leader(leader_epoch=leader_epoch, partition_epoch=partition_epoch, replicas=replicas,
+                                           isr=isr, log_end_offset=self.log.log_end_offset,
+                                           log_start_offset=self.log.log_start_offset, now_ms=self._clock.monotonic_ms())
+            else:
+                self.replica.become_follower(leader_epoch=leader_epoch, partition_epoch=partition_epoch,
+                                             replicas=replicas, isr=isr, log_end_offset=self.log.log_end_offset)
             self.cond.notify_all()
 
     # -- offsets --------------------------------------------------------------------------
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        return min(self.replica.high_watermark, self.log.log_end_offset)
 
     def offsets(self) -> tuple[int, int, int]:
         """``(log start, high watermark, log end)`` read together."""
@@ -156,6 +169,7 @@ class Partition:
                 return AppendOutcome(check.first_offset, check.last_offset, True, self.log.log_start_offset,
                                      self.high_watermark)
             info = self.log.append_as_leader(frames, leader_epoch=self.leader_epoch)
+            self.replica.maybe_advance(self.log.log_end_offset)
             if pid >= 0:
                 offset = info.first_offset
                 for header in headers:
@@ -181,12 +195,41 @@ class Partition:
         """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once."""
         deadline = time.monotonic() + timeout_s
         with self.cond:
+            epoch = self.leader_epoch
             while self.high_watermark <= offset:
+                if not self.is_leader or self.leader_epoch != epoch or self.removed:
+                    raise NotLeaderError(f"{self.topic}-{self.partition}: leadership changed before offset {offset} "
+                                         "was replicated; it was not acknowledged")
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self.cond.wait(remaining)
             return True
+
+    # -- follower -------------------------------------------------------------------------
+
+    def append_as_follower(self, frames: memoryview) -> None:
+        """Append frames fetched from the leader (offsets and epochs as the leader stamped
+        them); the producer state follows.  Caller holds ``cond``."""
+        info = self.log.append_as_follower(frames)
+        for _, header in iter_frames(frames, verify=False):
+            self.producers.record(header.producer_id, header.producer_epoch, header.base_sequence,
+                                  header.record_count, header.base_offset, header.max_timestamp)
+        del info
+
+    def truncate_as_follower(self, offset: int) -> None:
+        """Drop records >= ``offset`` (divergence from the leader); the producer state is rebuilt.
+        Caller holds ``cond``."""
+        self.log.truncate_to(offset)
+        self.replica.high_watermark = min(self.replica.high_watermark, self.log.log_end_offset)
+        self.producers = ProducerStateTable()
+        self._rebuild_producer_state()
+
+    def notify_replication(self) -> None:
+        """The HW moved: wake acks=all waiters and long polls."""
+        with self.cond:
+            self.cond.notify_all()
+        self._on_append()
 
     # -- read -----------------------------------------------------------------------------
 

@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from brokers.metadata.image import EMPTY, MetadataImage
 from spark_log.clock import Clock, SystemClock
@@ -59,6 +59,11 @@ class PartitionManager:
         self._data = threading.Condition()
         self.data_version = 0
         self._thread: threading.Thread | None = None
+        self._reconcile_listeners: list[Callable[[MetadataImage], None]] = []
+
+    def add_reconcile_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        """Call ``listener(image)`` after every ``reconcile`` (replication assigns fetchers)."""
+        self._reconcile_listeners.append(listener)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -128,6 +133,8 @@ class PartitionManager:
                 elif key in self._partitions:
                     self._drop(key, delete=True)
             self._reconciled = image
+        for listener in list(self._reconcile_listeners):
+            listener(image)
 
     def _ensure(self, image: MetadataImage, topic: str, index: int) -> Partition:
         topic_image = image.topics[topic]
@@ -144,10 +151,12 @@ class PartitionManager:
                 log.info("deleting %s: it belongs to an older topic with the same name", directory)
                 _remove_tree(directory)
             partition = Partition(topic=topic, partition=index, topic_id=topic_image.topic_id, directory=directory,
-                                  config=topic_image.config, clock=self._clock, on_append=self._notify_data)
+                                  config=topic_image.config, clock=self._clock, on_append=self._notify_data,
+                                  broker_id=self.broker_id)
             self._partitions[key] = partition
         partition.become(leader_id=info.leader, leader_epoch=info.leader_epoch,
-                         is_leader=info.leader == self.broker_id, config=topic_image.config)
+                         is_leader=info.leader == self.broker_id, config=topic_image.config,
+                         replicas=tuple(info.replicas), isr=tuple(info.isr), partition_epoch=info.partition_epoch)
         return partition
 
     def _drop(self, key: tuple[str, int], *, delete: bool) -> None:

@@ -9,7 +9,9 @@ Validation of an entry's bytes, before anything is written (bad input changes no
 5. each frame's body is an Arrow record batch of that schema with
    the header's record count                                     -> ``CorruptRecordError``
 
-Then ``Partition.append`` decides idempotence and appends; acks=all waits for the high
+Then ``Partition.append`` decides idempotence and appends; acks=all is refused up front
+(``NotEnoughReplicasError``, nothing appended) while the ISR is below
+``min.insync.replicas``, and waits for the high
 watermark (``timeout_ms``; ``NotEnoughReplicasError`` if it does not get there).  Every
 entry is answered independently in the response, in request order; entries are processed
 in request order, so a producer's frames for one partition keep their order.
@@ -36,6 +38,8 @@ from spark_log.errors import (
 )
 from spark_log.frame import ATTR_CONTROL, HEADER_SIZE, FrameHeader, iter_frames
 from spark_log.proto import broker_pb2 as pb
+
+from brokers.replica.manager import check_min_insync
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
@@ -119,6 +123,8 @@ class ProduceHandler:
             raise UnknownTopicOrPartitionError(f"unknown topic {entry.topic!r}")
         data = memoryview(entry.records)
         headers = validate_frames(data, topic)
+        if acks == -1:
+            check_min_insync(partition)
         outcome = partition.append(data, headers, gap_timeout_s=min(timeout_s, _MAX_GAP_WAIT_S))
         result.base_offset = outcome.base_offset
         result.last_offset = outcome.last_offset

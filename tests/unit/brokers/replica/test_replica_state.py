@@ -85,3 +85,15 @@ def test_same_epoch_metadata_update_keeps_positions() -> None:
     state.become_leader(leader_epoch=5, partition_epoch=8, replicas=(1, 2, 3), isr=(1, 2), log_end_offset=10,
                         log_start_offset=0, now_ms=1002)
     assert state.high_watermark == 10 and state.partition_epoch == 8
+
+
+def test_pending_expansion_holds_the_hw_for_the_joining_member() -> None:
+    state = leader(isr=(1, 2), leo=10)
+    state.on_follower_fetch(2, fetch_offset=10, log_end_offset=10, now_ms=1001)
+    state.on_follower_fetch(3, fetch_offset=10, log_end_offset=10, now_ms=1001)
+    state.pending_isr = (1, 2, 3)
+    state.on_follower_fetch(2, fetch_offset=15, log_end_offset=15, now_ms=1002)
+    assert state.high_watermark == 10          # 3 has not got 10..14 yet
+    state.become_leader(leader_epoch=5, partition_epoch=8, replicas=(1, 2, 3), isr=(1, 2, 3), log_end_offset=15,
+                        log_start_offset=0, now_ms=1003)
+    assert state.pending_isr == ()
