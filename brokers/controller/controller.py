@@ -55,6 +55,8 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, TopicConfig
 from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError, ThrottledError
 
+from brokers.replica.preferred_leader import preferred_leader_changes
+
 from .alter_partition import alter_partition_records
 from .configs import alter_config_records
 from .leases import BrokerLeases
@@ -109,6 +111,9 @@ class QuorumController:
         self._propose_timeout_s = propose_timeout_s
         self._busy_timeout_s = busy_timeout_s
         self._check_interval_s = (check_interval_ms or max(20, session_timeout_ms // 10)) / 1000
+        # preferred-leader election (brokers.replica.preferred_leader), once per session timeout
+        self._preferred_interval_ms = max(1000, session_timeout_ms)
+        self._next_preferred_check_ms = 0
         self._leases = BrokerLeases(clock=self._clock, session_timeout_ms=session_timeout_ms)
         self._raft: RaftHandle | None = None
         self._lock = threading.RLock()
@@ -187,6 +192,10 @@ class QuorumController:
             try:
                 if self.activate():
                     self.check_leases()
+                    now_ms = self._clock.monotonic_ms()
+                    if now_ms >= self._next_preferred_check_ms:
+                        self._next_preferred_check_ms = now_ms + self._preferred_interval_ms
+                        self.elect_preferred_leaders()
             except SparkLogError as exc:
                 log.debug("controller loop on node %d: %s", self.node_id, exc)
             except Exception:  # noqa: BLE001 - keep checking leases
@@ -285,6 +294,20 @@ class QuorumController:
             self._propose(records)
             info = self.image.brokers[broker_id]
             return HeartbeatResult(fenced=info.fenced, broker_epoch=info.broker_epoch, metadata_offset=self.image.offset)
+
+        return self._serve(handle)
+
+    def elect_preferred_leaders(self) -> int:
+        """Move leadership back to each partition's first replica where it is live and in the
+        ISR (``brokers.replica.preferred_leader``); returns how many partitions moved."""
+
+        def handle(image: MetadataImage) -> int:
+            changes = preferred_leader_changes(image)
+            if changes:
+                log.info("preferred-leader election: %s", ", ".join(f"{c.topic}-{c.partition} -> {c.leader}"
+                                                                    for c in changes))
+                self._propose(changes)
+            return len(changes)
 
         return self._serve(handle)
 

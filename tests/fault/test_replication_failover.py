@@ -3,7 +3,8 @@
 Several producers write keyed records with acks=all and record every acknowledgement
 (partition, offset); a consumer polls all along.  In a loop the test kills the leader of
 partition 0 with SIGKILL, waits until writes succeed again on a new leader, and restarts
-the killed node.  After everything settles, ``tests.checkers.log_history`` checks the
+the killed node.  Preferred-leader election then gives every partition back to its first
+replica.  After everything settles, ``tests.checkers.log_history`` checks the
 history against the final read (no lost write, no duplicate, no inconsistent offset, no
 poll that saw a record later lost), and every replica's log on disk is identical to it.
 """
@@ -130,6 +131,12 @@ def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path) -> None:
                 cluster.start_node(node)
                 wait_until(lambda: all(len(leader_of(admin, topic, p)[1]) == 3 for p in range(PARTITIONS)),
                            timeout=45, message=f"round {round_}: broker {leader} back in every ISR")
+
+            def balanced() -> bool:
+                parts = admin.describe_topic(topic).partitions.values()
+                return all(p.leader == p.replicas[0] for p in parts)
+
+            wait_until(balanced, timeout=30, message="preferred-leader election restores the leader spread")
             workload.stop.set()
             for thread in workload.threads:
                 thread.join(timeout=90)
