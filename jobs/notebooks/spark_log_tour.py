@@ -127,8 +127,8 @@ if local is not None:
     node = next(n for n in local.nodes if n.node_id == victim)
     print(f"killing broker {victim}")
     local.stop_node(node, kill=True)
-    wait_for_batches(reader, 1)  # the other partitions keep flowing
-    local.up(timeout_s=90)       # restarts it with the same data and id
+    time.sleep(5)             # the outage: partitions led by the victim pause, the others keep flowing
+    local.up(timeout_s=90)    # restarts it with the same data and id
     print(f"broker {victim} is back")
 wait_for_batches(writer, 3)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.fault]
+pytestmark = [pytest.mark.spark, pytest.mark.fault, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -24,6 +24,7 @@ def test_notebook_is_in_databricks_source_format() -> None:
 
 @pytest.mark.spark
 @pytest.mark.fault
+@pytest.mark.slow
 def test_notebook_runs_as_a_script(tmp_path: Path) -> None:
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
                PYSPARK_DRIVER_PYTHON=sys.executable, SPARK_LOG_DATA_DIR=str(tmp_path / "cluster"))

@@ -69,6 +69,8 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
 
     from connectors.session import register
 
+    if SparkSession.getActiveSession() is not None:
+        pytest.skip("needs its own local-cluster SparkContext; another SparkSession is active in this process")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)

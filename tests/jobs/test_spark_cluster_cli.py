@@ -14,7 +14,7 @@ from jobs.spark_cluster.layout import ClusterState, broker_dir
 from spark_log import Admin, Consumer, Producer
 from tests.jobs.procs import broker_pid, executor_of
 
-pytestmark = [pytest.mark.spark, pytest.mark.filterwarnings("ignore::FutureWarning")]
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
 REPO = Path(__file__).resolve().parents[2]
 
