@@ -131,7 +131,8 @@ class ReplicaFetcher:
         epochs: dict[tuple[str, int], int] = {}
         for key, partition in partitions.items():
             with partition.cond:  # type: ignore[attr-defined]
-                if partition.is_leader or partition.leader_id != self.leader_id:  # type: ignore[attr-defined]
+                if (partition.is_leader or partition.leader_id != self.leader_id  # type: ignore[attr-defined]
+                        or partition.removed):  # type: ignore[attr-defined]
                     continue
                 plog = partition.log  # type: ignore[attr-defined]
                 leo = plog.log_end_offset
@@ -172,7 +173,8 @@ class ReplicaFetcher:
 
     def _apply(self, partition, epoch: int, result: pb.FetchPartitionResult) -> None:
         with partition.cond:
-            if partition.is_leader or partition.leader_id != self.leader_id or partition.leader_epoch != epoch:
+            if (partition.is_leader or partition.removed or partition.leader_id != self.leader_id
+                    or partition.leader_epoch != epoch):
                 return
             plog = partition.log
             if result.HasField("diverging_epoch"):
