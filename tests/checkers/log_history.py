@@ -21,6 +21,7 @@ Every anomaly carries the offending operations so a failure message can print th
 """
 from __future__ import annotations
 
+import bisect
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Hashable, Iterable, Sequence
@@ -173,12 +174,15 @@ def _check_poll_order(polls: Sequence[Poll], finals: dict[Partition, FinalRead],
                         (prev_op, poll),
                     ))
                 else:
-                    skipped = [o for o in existing.get(poll.partition, ()) if prev_offset < o < offset]
+                    stored = existing.get(poll.partition, [])
+                    lo = bisect.bisect_right(stored, prev_offset)
+                    hi = bisect.bisect_left(stored, offset)
+                    skipped = stored[lo:min(hi, lo + 10)]
                     if skipped:
                         out.items.append(Anomaly(
                             "poll-skip",
                             f"consumer {poll.consumer!r} partition {poll.partition!r}: {prev_offset} then "
-                            f"{offset}, skipping {skipped[:10]}",
+                            f"{offset}, skipping {skipped}",
                             (prev_op, poll),
                         ))
             previous = (offset, poll)

@@ -67,3 +67,14 @@ def test_unseen() -> None:
     history = [Send(0, b"a", True, 0)]
     assert check(history).kinds() == {"unseen"}
     assert not check(history, ignore_unseen=True)
+
+
+def test_long_histories_are_checked() -> None:
+    """100k polled records (a quadratic poll-order check would run past the suite timeout)."""
+    n = 100_000
+    history: list[object] = [Send(0, b"%d" % i, True, i) for i in range(n)]
+    history += [Poll("c", 0, tuple((i, b"%d" % i) for i in range(k, min(k + 500, n)))) for k in range(0, n, 500)]
+    history.append(FinalRead(0, tuple((i, b"%d" % i) for i in range(n))))
+    assert not check(history)
+    history.append(Poll("c", 0, ((n - 1, b"%d" % (n - 1)),)))  # a re-read without a seek
+    assert check(history).kinds() == {"nonmonotonic-poll"}
