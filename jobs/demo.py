@@ -3,7 +3,7 @@
 The story, on the embedded local cluster (3 brokers that are also the 3 controllers):
 
 1. start the local cluster unless one is running in ``--data-dir`` (``brokers.launcher.local``);
-2. create a typed topic ``clicks`` (4 partitions) for click events;
+2. create a typed topic ``clicks-<id>`` (4 partitions, replication factor 3) for click events;
 3. a Spark ``writeStream`` turns the rate source into click events (user, page, country,
    event time) and writes them into the topic through the ``spark-log`` sink, with a
    checkpoint;
@@ -12,7 +12,7 @@ The story, on the embedded local cluster (3 brokers that are also the 3 controll
 5. every few seconds it prints both queries' progress: rows in/out, throughput, and the
    reader's lag (latest offsets minus the offsets it has reached), from ``lastProgress``;
 6. halfway through the writing it kills one broker (kill -9) and restarts it
-   ``--down-seconds`` later (replication factor 1: that broker's partitions pause);
+   ``--down-seconds`` later (its partitions' leadership moves to the other replicas);
 7. at the end it stops the writer, lets the reader drain, and checks that the aggregated
    counts equal the events written, each event id exactly once in the topic (nothing
    lost, nothing doubled).  It prints ``CHECK OK ...`` and exits 0, or ``CHECK FAILED
@@ -42,7 +42,7 @@ import pyarrow as pa
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin
 
-__all__ = ["CLICK_SCHEMA", "click_events", "lag_of", "main", "stop_between_batches", "window_counts"]
+__all__ = ["CLICK_SCHEMA", "click_events", "lag_of", "main", "stop_between_batches", "wait_topic_known", "window_counts"]
 
 COUNTRIES = ["US", "DE", "FR", "IN", "BR", "JP", "GB", "NG"]
 PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/help", "/account", "/blog"]
@@ -116,11 +116,32 @@ def _show(label: str, progress: dict[str, Any] | None, lag: bool) -> str:
     return text
 
 
+def wait_topic_known(cluster: LocalCluster, topic: str, timeout_s: float = 60.0) -> None:
+    """Until every node of ``cluster`` describes ``topic``: a restarted broker answers
+    "unknown topic" until its metadata image has caught up, and clients that ask it
+    first (the sink does, at each commit) fail meanwhile."""
+    deadline = time.monotonic() + timeout_s
+    for node in cluster.nodes:
+        admin = Admin(f"127.0.0.1:{node.port}")
+        try:
+            while True:
+                try:
+                    admin.describe_topic(topic)
+                    break
+                except Exception:  # noqa: BLE001 - not caught up yet
+                    if time.monotonic() >= deadline:
+                        raise
+                    time.sleep(0.2)  # polling the broker's metadata
+        finally:
+            admin.close()
+
+
 class _Chaos:
     """Kills one broker (kill -9) at ``kill_at`` and restarts it ``down_s`` later."""
 
-    def __init__(self, cluster: LocalCluster, node_id: int) -> None:
+    def __init__(self, cluster: LocalCluster, node_id: int, topic: str) -> None:
         self.cluster = cluster
+        self.topic = topic
         self.node = next(n for n in cluster.nodes if n.node_id == node_id)
         self.state = "up"
 
@@ -131,6 +152,7 @@ class _Chaos:
     def restart(self) -> None:
         try:
             self.cluster.up(timeout_s=90)  # starts the nodes that are not running, waits until healthy
+            wait_topic_known(self.cluster, self.topic)
             self.state = "restarted"
         except Exception as exc:  # noqa: BLE001 - reported by the final check
             self.state = f"restart failed: {exc}"
@@ -164,8 +186,8 @@ def run(args: argparse.Namespace) -> int:
     spark = None
     queries: list[Any] = []
     try:
-        admin.create_topic(topic, partitions=4, schema=CLICK_SCHEMA)
-        print(f"created topic {topic} (4 partitions) on {bootstrap}", flush=True)
+        admin.create_topic(topic, partitions=4, replication_factor=3, schema=CLICK_SCHEMA)
+        print(f"created topic {topic} (4 partitions, replication factor 3) on {bootstrap}", flush=True)
         spark = local_session(bootstrap, app_name="spark-log-demo", master="local[2,4]",
                               conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
         spark.sparkContext.setLogLevel("ERROR")
@@ -179,7 +201,7 @@ def run(args: argparse.Namespace) -> int:
                   .option("checkpointLocation", str(work / "reader")).trigger(processingTime="1 second").start())
         queries.append(reader)
         victim = admin.describe_topic(topic).partitions[0].leader
-        chaos = _Chaos(cluster, victim)
+        chaos = _Chaos(cluster, victim, topic)
         begin = time.monotonic()
         flowing: float | None = None  # when the writer's first micro-batch completed
         restarter: threading.Thread | None = None

@@ -39,7 +39,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
 from brokers.launcher.local import LocalCluster  # noqa: E402
 from connectors.session import local_session, register  # noqa: E402
-from jobs.demo import CLICK_SCHEMA, click_events, stop_between_batches, window_counts  # noqa: E402
+from jobs.demo import CLICK_SCHEMA, click_events, stop_between_batches, wait_topic_known, window_counts  # noqa: E402
 from spark_log import Admin  # noqa: E402
 
 local = None
@@ -66,7 +66,7 @@ print("brokers:", bootstrap)
 
 admin = Admin(bootstrap)
 topic = f"tour-clicks-{uuid.uuid4().hex[:6]}"
-admin.create_topic(topic, partitions=4, schema=CLICK_SCHEMA)
+admin.create_topic(topic, partitions=4, replication_factor=3, schema=CLICK_SCHEMA)
 print(admin.describe_topic(topic))
 
 sample = spark.createDataFrame(
@@ -117,8 +117,9 @@ spark.sql("SELECT window.start, country, clicks FROM tour_counts ORDER BY start,
 # COMMAND ----------
 
 # MAGIC %md ## 4. Lose a broker mid-stream
-# MAGIC With replication factor 1 the partitions of a lost broker pause; the streams retry and
-# MAGIC carry on once it is back.  (Locally we kill -9 one of the three brokers ourselves.)
+# MAGIC Every partition has three replicas: when a broker is lost, the controller fences it and
+# MAGIC moves leadership to an in-sync replica; the streams retry and carry on, and the broker
+# MAGIC rejoins when it is back.  (Locally we kill -9 one of the three brokers ourselves.)
 
 # COMMAND ----------
 
@@ -127,8 +128,9 @@ if local is not None:
     node = next(n for n in local.nodes if n.node_id == victim)
     print(f"killing broker {victim}")
     local.stop_node(node, kill=True)
-    time.sleep(5)             # the outage: partitions led by the victim pause, the others keep flowing
+    time.sleep(5)             # the outage: leadership moves off the victim, the streams keep flowing
     local.up(timeout_s=90)    # restarts it with the same data and id
+    wait_topic_known(local, topic)  # ... and lets it catch up with the metadata log
     print(f"broker {victim} is back")
 wait_for_batches(writer, 3)
 
