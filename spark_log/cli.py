@@ -44,6 +44,11 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default=None, help="default: $SPARK_LOG_DATA_DIR or .spark-log")
 
+    hosted = commands.add_parser(
+        "spark-cluster", help="brokers hosted on a Spark cluster (start|stop|status; see python -m jobs.spark_cluster -h)",
+        add_help=False)
+    hosted.add_argument("args", nargs=argparse.REMAINDER)
+
     topics = commands.add_parser("topics", help="create, list, describe, delete topics")
     actions = topics.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create")
@@ -202,6 +207,9 @@ def _render(record: Any, print_key: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["spark-cluster"]:  # every flag belongs to the hosting application's own CLI
+        return _run_module("jobs.spark_cluster", argv[1:], replace=False)
     args = _parser().parse_args(argv)
     try:
         if args.command == "broker":

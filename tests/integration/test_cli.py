@@ -80,3 +80,11 @@ def test_dev_up_status_down_keeps_data(tmp_path: Path) -> None:
         assert again.stdout.splitlines() == ["hello", "world"]
     finally:
         _cli("dev", "down", env=env)
+
+
+def test_spark_cluster_subcommand_reaches_the_hosting_application(tmp_path: Path) -> None:
+    """`spark-log spark-cluster ...` runs `python -m jobs.spark_cluster ...` with every flag."""
+    helped = _cli("spark-cluster", "--help")
+    assert helped.returncode == 0 and "start" in helped.stdout
+    status = _cli("spark-cluster", "status", "--data-dir", str(tmp_path / "none"))
+    assert status.returncode == 1 and "absent" in status.stdout
