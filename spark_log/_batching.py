@@ -34,6 +34,7 @@ class OpenBatch:
     size: int = 0
     sticky: bool = False
     seq: int = -1  # first sequence, reserved when the batch is closed (under the producer lock)
+    pid: int = -1  # the producer id the sequence was reserved under
     group: FutureGroup = field(default_factory=FutureGroup)
 
 

@@ -50,7 +50,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch
+from .frame import Codec, encode_batch, parse_header
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -105,6 +105,7 @@ class Producer:
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self.producer_id = producer_id if producer_id is not None else self._rng.getrandbits(63)
+        self._explicit_id = producer_id is not None
         self.producer_epoch = producer_epoch
         self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s)
         self._sticky = StickyPartitioner(self._rng)
@@ -193,7 +194,7 @@ class Producer:
             full = batch.size >= self._batch_size
             if full:
                 del self._open[slot]
-                batch.seq = self._reserve(slot, len(batch.values), closing=True)
+                batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
         if full:
             self._ship_open(topic, partition, batch)
         return future
@@ -233,7 +234,7 @@ class Producer:
         with self._lock:
             batches, self._open = self._open, {}
             for slot, batch in batches.items():
-                batch.seq = self._reserve(slot, len(batch.values), closing=True)
+                batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
         for (topic, partition), batch in batches.items():
             self._ship_open(topic, partition, batch)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -271,21 +272,36 @@ class Producer:
             info = self._cluster.topic(topic, refresh=True)
         return info
 
-    def _reserve(self, slot: tuple[str, int], count: int, *, closing: bool = False) -> int:
-        """Reserve ``count`` sequences of a partition (caller holds ``self._lock``).  Batches
-        get their sequences in the order they are closed; the broker appends them in that
-        order whatever order their calls arrive in.  ``closing``: an open batch left
-        ``_open`` and is on its way to ``_pending`` (``flush`` waits for both)."""
+    def _reserve(self, slot: tuple[str, int], count: int, *, closing: bool = False) -> tuple[int, int]:
+        """Reserve ``count`` sequences of a partition (caller holds ``self._lock``); returns
+        ``(producer_id, first sequence)``.  Batches get their sequences in the order they are
+        closed; the broker appends them in that order whatever order their calls arrive in.
+        ``closing``: an open batch left ``_open`` and is on its way to ``_pending`` (``flush``
+        waits for both)."""
         if closing:
             self._closing += 1
         seq = self._next_seq.get(slot, 0)
         self._next_seq[slot] = seq + count
-        return seq
+        return self.producer_id, seq
 
-    def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int) -> bytes:
+    def _lost_sequences(self, producer_id: int) -> None:
+        """A batch reserved under ``producer_id`` failed for good, leaving a hole in its
+        partition's sequences that would refuse every later batch (OUT_OF_ORDER_SEQUENCE).
+        A producer with a random id starts afresh under a new id, sequences from 0 (the
+        idea of Kafka's KIP-360); batches already encoded under the old id fail as they
+        would have.  An explicit ``producer_id`` (the Spark writer's idempotence key) is
+        kept: its owner retries with a new Producer, which replays the same sequences."""
+        if self._explicit_id:
+            return
+        with self._lock:
+            if producer_id == self.producer_id:
+                self.producer_id = self._rng.getrandbits(63)
+                self._next_seq.clear()
+
+    def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int, producer_id: int) -> bytes:
         return encode_batch(
             batch, schema_id=schema_id, compression=self._codec, timestamp_ms=self._clock.wall_ms(),
-            producer_id=self.producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
+            producer_id=producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
         )
 
     def _ship_open(self, topic: str, partition: int, batch: OpenBatch) -> None:
@@ -305,29 +321,31 @@ class Producer:
                 record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
+            self._lost_sequences(batch.pid)
             return
         except SparkLogError as exc:
             batch.group.fail(exc)
+            self._lost_sequences(batch.pid)
             return
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
         self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
-                          first_seq=batch.seq)
+                          first_seq=batch.seq, producer_id=batch.pid)
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
                      *, sticky: bool, group: FutureGroup | None = None,
-                     first_seq: int | None = None) -> "list[Future[tuple[int, int]]]":
+                     first_seq: int | None = None, producer_id: int = -1) -> "list[Future[tuple[int, int]]]":
         futures: list[Future[tuple[int, int]]] = []
         deadline = time.monotonic() + self._delivery_timeout_s
         request: list[Shipment] = []
         size = 0
         if first_seq is None:
             with self._lock:
-                first_seq = self._reserve((topic, partition), sum(b.num_rows for b, _ in frames))
+                producer_id, first_seq = self._reserve((topic, partition), sum(b.num_rows for b, _ in frames))
         seq = first_seq
         # frames of one call go out in sequence order; other calls may interleave (the broker reorders)
         for batch, schema_id in frames:
-            frame = self._encode(batch, schema_id, seq)
+            frame = self._encode(batch, schema_id, seq, producer_id)
             seq += batch.num_rows
             done: FutureGroup | Future[Any] = group if group is not None else Future()
             if isinstance(done, Future):
@@ -417,6 +435,7 @@ class Producer:
                 self._lock.notify_all()
             return
         shipment.fail(error)
+        self._lost_sequences(parse_header(shipment.frame).producer_id)
         self._settled(1)
 
     # -- the sender thread: linger expiry and retries ----------------------------------------
@@ -434,7 +453,7 @@ class Producer:
                     if now - batch.created >= self._linger_s:
                         due.append((slot[0], slot[1], batch))
                         del self._open[slot]
-                        batch.seq = self._reserve(slot, len(batch.values), closing=True)
+                        batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
                     else:
                         wake = min(wake, batch.created + self._linger_s)
                 while self._retries and self._retries[0][0] <= now:
