@@ -151,13 +151,14 @@ class Admin:
         self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
 
     def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
-        # Admin requests are answered from the controller's committed metadata, so an
-        # unknown topic is definitive here (as in Kafka's AdminClient), not worth retrying.
+        # An unknown topic is nearly always definitive (Kafka's AdminClient reports it at
+        # once), but a broker that just restarted answers it until its metadata catches up:
+        # retried briefly, not for the whole request timeout.
         def once() -> Any:
             return self._cluster.call_any(
                 lambda address: getattr(self._cluster.admin(address), method)(request, timeout=self._timeout_s))
         return retry(once, cluster=self._cluster, topics=topics, deadline_s=self._timeout_s,
-                     final=(errors.UnknownTopicOrPartitionError,))
+                     brief=(errors.UnknownTopicOrPartitionError,))
 
     def create_topic(
         self,

@@ -263,12 +263,15 @@ def retry(
     topics: Sequence[str] = (),
     deadline_s: float = 30.0,
     backoff_s: float = 0.05,
-    final: tuple[type[SparkLogError], ...] = (),
+    brief: tuple[type[SparkLogError], ...] = (),
+    brief_s: float = 5.0,
 ) -> T:
     """Run ``call`` and retry it on retriable errors until ``deadline_s``, refreshing the
     metadata of ``topics`` before a retry when the error asks for it.  Errors of a type in
-    ``final`` are raised at once even when retriable (the caller knows they are definitive)."""
-    deadline = time.monotonic() + deadline_s
+    ``brief`` are retried for ``brief_s`` only (long enough for a lagging broker to catch
+    up, short enough for a definitive answer not to look like a hang)."""
+    started = time.monotonic()
+    deadline = started + deadline_s
     delay = backoff_s
     while True:
         try:
@@ -277,7 +280,8 @@ def retry(
             error: SparkLogError = errors.from_rpc_error(exc)
         except SparkLogError as exc:
             error = exc
-        if not error.retriable or isinstance(error, final) or time.monotonic() + delay > deadline:
+        now = time.monotonic()
+        if not error.retriable or now + delay > deadline or (isinstance(error, brief) and now - started >= brief_s):
             raise error
         if error.refresh_metadata:
             for name in topics:
