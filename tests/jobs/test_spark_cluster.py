@@ -14,11 +14,10 @@ the same id and directory and rejoins.  The fault test checks, with
 ``tests/checkers/log_history.py``, that no acknowledged record is lost or doubled and
 that writes to the lost broker's partitions continue.
 
-Known client limitation (reported to the broker part): a long-lived ``Producer`` that
-keeps retrying sends through a broker's restart never gets them acknowledged afterwards
-(retries keep failing client-side with "partition t-N has no live leader right now"),
-while fresh producers work at once.  The writer here therefore uses a producer per
-failure, as the connector's write tasks do.
+The writer opens a new producer after a failed send, as the connector's write tasks do.
+(A long-lived ``Producer`` used to stay wedged after a failed send: the lost batch left a
+hole in its sequences.  It now starts afresh under a new producer id; see
+``tests/integration/test_replication.py``.)
 """
 from __future__ import annotations
 
@@ -146,9 +145,7 @@ class _Writer:
     """One thread per partition, each sending one record at a time and recording every
     outcome as a ``Send``.  A send that fails (after the producer's own retries, bounded
     by ``delivery_timeout_ms``) is recorded as indefinite and the thread carries on with
-    a new producer: a long-lived producer that retries through a broker restart does not
-    recover (see the module docstring), while the connector's write tasks, like this
-    writer, use fresh producers."""
+    a new producer, as the connector's write tasks do."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
         self.bootstrap = bootstrap
