@@ -12,14 +12,9 @@ records with ``start <= offset < end`` that pass ``row_filter``, in offset order
 once the consumer's position reaches ``end``.  Records below the log start offset are
 data loss: ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (default), else skipped.  A
 fetch that makes no progress for ``pollTimeoutMs`` raises ``RequestTimeoutError``.
-
-The client classes come from ``spark_log``, or from the module named by the environment
-variable ``SPARK_LOG_CONNECTOR_CLIENTS`` (a test seam: a module with the same ``Admin``,
-``Consumer`` and ``Producer`` API; Spark's Python workers inherit the variable).
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator, Mapping
@@ -58,9 +53,9 @@ class TopicView:
 
 
 def _clients() -> Any:
-    import importlib
+    import spark_log
 
-    return importlib.import_module(os.environ.get("SPARK_LOG_CONNECTOR_CLIENTS") or "spark_log")
+    return spark_log
 
 
 def open_admin(bootstrap: str | None) -> Any:

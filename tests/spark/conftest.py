@@ -2,9 +2,7 @@
 
 The cluster is the embedded local cluster (``python -m brokers.launcher.local up``: three
 real node processes on 127.0.0.1, stopped with ``down`` at the end).
-``SPARK_LOG_TEST_BOOTSTRAP=host:port,...`` reuses a running cluster instead, and
-``SPARK_LOG_TEST_FAKE_CLIENTS=1`` runs the same tests against the file-backed stand-in in
-``fake_clients.py`` (quick checks of the Spark side without brokers).
+``SPARK_LOG_TEST_BOOTSTRAP=host:port,...`` reuses a running cluster instead.
 Every test gets fresh topic names from ``topic_name``.
 """
 from __future__ import annotations
@@ -17,18 +15,6 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
-
-FAKE = os.environ.get("SPARK_LOG_TEST_FAKE_CLIENTS") == "1"
-
-
-class _FakeCluster:
-    bootstrap = "127.0.0.1:1"
-
-    def admin(self) -> Any:
-        from tests.spark import fake_clients
-
-        return fake_clients.Admin()
-
 
 class _RealCluster:
     def __init__(self, bootstrap: str) -> None:
@@ -43,12 +29,6 @@ class _RealCluster:
 @pytest.fixture(scope="session")
 def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The spark-log cluster the Spark tests read and write (``.bootstrap``, ``.admin()``)."""
-    if FAKE:
-        root = tmp_path_factory.mktemp("fake-log")
-        os.environ["SPARK_LOG_FAKE_DIR"] = str(root)
-        os.environ["SPARK_LOG_CONNECTOR_CLIENTS"] = "tests.spark.fake_clients"
-        yield _FakeCluster()
-        return
     if os.environ.get("SPARK_LOG_TEST_BOOTSTRAP"):
         yield _RealCluster(os.environ["SPARK_LOG_TEST_BOOTSTRAP"])
         return
