@@ -23,7 +23,7 @@ check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
 test: install check-java
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 demo: install check-java
 	$(PY) -m jobs.demo
