@@ -296,6 +296,68 @@ class ListOffsetsResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[ListOffsetsPartitionResult]
     def __init__(self, partitions: _Optional[_Iterable[_Union[ListOffsetsPartitionResult, _Mapping]]] = ...) -> None: ...
 
+class DescribePartitionsTopic(_message.Message):
+    __slots__ = ("topic", "partitions")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, topic: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DescribePartitionsRequest(_message.Message):
+    __slots__ = ("topics",)
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[DescribePartitionsTopic]
+    def __init__(self, topics: _Optional[_Iterable[_Union[DescribePartitionsTopic, _Mapping]]] = ...) -> None: ...
+
+class ReplicaProgress(_message.Message):
+    __slots__ = ("broker_id", "log_end_offset", "caught_up_ms_ago")
+    BROKER_ID_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    CAUGHT_UP_MS_AGO_FIELD_NUMBER: _ClassVar[int]
+    broker_id: int
+    log_end_offset: int
+    caught_up_ms_ago: int
+    def __init__(self, broker_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., caught_up_ms_ago: _Optional[int] = ...) -> None: ...
+
+class PartitionState(_message.Message):
+    __slots__ = ("topic", "partition", "error", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "pending_isr", "log_start_offset", "high_watermark", "last_stable_offset", "log_end_offset", "replicas_progress")
+    TOPIC_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    LEADER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ISR_FIELD_NUMBER: _ClassVar[int]
+    PENDING_ISR_FIELD_NUMBER: _ClassVar[int]
+    LOG_START_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    HIGH_WATERMARK_FIELD_NUMBER: _ClassVar[int]
+    LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    topic: str
+    partition: int
+    error: Error
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    replicas: _containers.RepeatedScalarFieldContainer[int]
+    isr: _containers.RepeatedScalarFieldContainer[int]
+    pending_isr: _containers.RepeatedScalarFieldContainer[int]
+    log_start_offset: int
+    high_watermark: int
+    last_stable_offset: int
+    log_end_offset: int
+    replicas_progress: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., pending_isr: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., replicas_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+
+class DescribePartitionsResponse(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedCompositeFieldContainer[PartitionState]
+    def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
+
 class CreateTopicRequest(_message.Message):
     __slots__ = ("name", "partitions", "replication_factor", "configs", "arrow_schema", "key_columns", "validate_only")
     class ConfigsEntry(_message.Message):

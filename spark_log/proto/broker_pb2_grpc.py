@@ -54,6 +54,11 @@ class BrokerStub:
                 request_serializer=spark__log_dot_proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
                 response_deserializer=spark__log_dot_proto_dot_broker__pb2.ListOffsetsResponse.FromString,
                 _registered_method=True)
+        self.DescribePartitions = channel.unary_unary(
+                '/spark_log.broker.v1.Broker/DescribePartitions',
+                request_serializer=spark__log_dot_proto_dot_broker__pb2.DescribePartitionsRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_broker__pb2.DescribePartitionsResponse.FromString,
+                _registered_method=True)
 
 
 class BrokerServicer:
@@ -83,6 +88,13 @@ class BrokerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribePartitions(self, request, context):
+        """The leader's live replication state of the partitions it leads (issue 5: describe).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_BrokerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -105,6 +117,11 @@ def add_BrokerServicer_to_server(servicer, server):
                     servicer.ListOffsets,
                     request_deserializer=spark__log_dot_proto_dot_broker__pb2.ListOffsetsRequest.FromString,
                     response_serializer=spark__log_dot_proto_dot_broker__pb2.ListOffsetsResponse.SerializeToString,
+            ),
+            'DescribePartitions': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribePartitions,
+                    request_deserializer=spark__log_dot_proto_dot_broker__pb2.DescribePartitionsRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_broker__pb2.DescribePartitionsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -215,6 +232,33 @@ class Broker:
             '/spark_log.broker.v1.Broker/ListOffsets',
             spark__log_dot_proto_dot_broker__pb2.ListOffsetsRequest.SerializeToString,
             spark__log_dot_proto_dot_broker__pb2.ListOffsetsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribePartitions(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.broker.v1.Broker/DescribePartitions',
+            spark__log_dot_proto_dot_broker__pb2.DescribePartitionsRequest.SerializeToString,
+            spark__log_dot_proto_dot_broker__pb2.DescribePartitionsResponse.FromString,
             options,
             channel_credentials,
             insecure,
