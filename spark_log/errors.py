@@ -14,6 +14,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   ├── InvalidReplicationFactorError
     │   ├── RecordTooLargeError
     │   ├── SchemaMismatchError
+    │   │   └── NoSchemaError          (a typed topic created without a schema, none registered yet)
     │   ├── CorruptRecordError         (bad magic, bad CRC, truncated frame)
     │   ├── OffsetOutOfRangeError
     │   ├── UnauthorizedError
@@ -69,6 +70,7 @@ class ErrorCode(enum.IntEnum):
     DUPLICATE_SEQUENCE = 22
     OUT_OF_ORDER_SEQUENCE = 23
     INVALID_SCHEMA = 24
+    NO_SCHEMA = 25
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -141,6 +143,15 @@ class SchemaMismatchError(InvalidRequestError):
 
 class InvalidSchemaError(InvalidRequestError):
     code = ErrorCode.INVALID_SCHEMA
+
+
+class NoSchemaError(SchemaMismatchError):
+    """A typed topic has no schema yet (created with ``kind="typed"`` and no schema, and
+    nothing registered since): there is nothing to write rows against or to read.  Register
+    one (``Admin.register_schema``) or write with the Spark sink, which registers the
+    DataFrame's."""
+
+    code = ErrorCode.NO_SCHEMA
 
 
 class CorruptRecordError(InvalidRequestError):
