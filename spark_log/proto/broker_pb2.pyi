@@ -359,7 +359,7 @@ class DescribePartitionsResponse(_message.Message):
     def __init__(self, partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "partitions", "replication_factor", "configs", "arrow_schema", "key_columns", "validate_only")
+    __slots__ = ("name", "partitions", "replication_factor", "configs", "arrow_schema", "key_columns", "validate_only", "kind")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -374,6 +374,7 @@ class CreateTopicRequest(_message.Message):
     ARROW_SCHEMA_FIELD_NUMBER: _ClassVar[int]
     KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: int
     replication_factor: int
@@ -381,7 +382,8 @@ class CreateTopicRequest(_message.Message):
     arrow_schema: bytes
     key_columns: _containers.RepeatedScalarFieldContainer[str]
     validate_only: bool
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., arrow_schema: _Optional[bytes] = ..., key_columns: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    kind: str
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., arrow_schema: _Optional[bytes] = ..., key_columns: _Optional[_Iterable[str]] = ..., validate_only: _Optional[bool] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class DeleteTopicRequest(_message.Message):
     __slots__ = ("name",)

@@ -86,7 +86,7 @@ class TopicDescription(_message.Message):
     def __init__(self, name: _Optional[str] = ..., topic_id: _Optional[str] = ..., kind: _Optional[str] = ..., key_columns: _Optional[_Iterable[str]] = ..., configs: _Optional[_Mapping[str, str]] = ..., partitions: _Optional[_Iterable[_Union[PartitionState, _Mapping]]] = ..., schema_id: _Optional[int] = ..., schema: _Optional[bytes] = ...) -> None: ...
 
 class CreateTopicRequest(_message.Message):
-    __slots__ = ("name", "partitions", "replication_factor", "configs", "schema", "key_columns")
+    __slots__ = ("name", "partitions", "replication_factor", "configs", "schema", "key_columns", "kind")
     class ConfigsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -100,13 +100,15 @@ class CreateTopicRequest(_message.Message):
     CONFIGS_FIELD_NUMBER: _ClassVar[int]
     SCHEMA_FIELD_NUMBER: _ClassVar[int]
     KEY_COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     name: str
     partitions: int
     replication_factor: int
     configs: _containers.ScalarMap[str, str]
     schema: bytes
     key_columns: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., schema: _Optional[bytes] = ..., key_columns: _Optional[_Iterable[str]] = ...) -> None: ...
+    kind: str
+    def __init__(self, name: _Optional[str] = ..., partitions: _Optional[int] = ..., replication_factor: _Optional[int] = ..., configs: _Optional[_Mapping[str, str]] = ..., schema: _Optional[bytes] = ..., key_columns: _Optional[_Iterable[str]] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class CreateTopicResponse(_message.Message):
     __slots__ = ("topic",)
