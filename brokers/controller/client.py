@@ -196,8 +196,10 @@ class ControllerClient:
         config: Mapping[str, Any] | None = None,
         schema: pa.Schema | None = None,
         key_columns: Sequence[str] = (),
+        kind: str | None = None,
     ) -> TopicImage:
-        """Create a topic; returns its image (``schemas`` holds only the first schema)."""
+        """Create a topic; returns its image (``schemas`` holds only the first schema, none
+        for ``kind="typed"`` without a schema)."""
         request = pb.CreateTopicRequest(
             name=name,
             partitions=partitions,
@@ -205,6 +207,7 @@ class ControllerClient:
             configs={str(k): _config_text(v) for k, v in (config or {}).items()},
             schema=schema_to_bytes(schema) if schema is not None else b"",
             key_columns=list(key_columns),
+            kind=kind or "",
         )
         return _topic_from_pb(self._call("CreateTopic", request, idempotent=False).topic)
 

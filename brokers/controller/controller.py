@@ -332,8 +332,9 @@ class QuorumController:
         config: Mapping[str, Any] | None = None,
         schema: pa.Schema | None = None,
         key_columns: Sequence[str] = (),
+        kind: str | None = None,
     ) -> TopicImage:
-        """Create a topic (see ``topics.py`` for the refusals); returns its image."""
+        """Create a topic (see ``topics.py`` for the refusals and ``kind``); returns its image."""
 
         def handle(image: MetadataImage) -> TopicImage:
             records = create_topic_records(
@@ -346,6 +347,7 @@ class QuorumController:
                 schema=schema,
                 key_columns=key_columns,
                 defaults=self.topic_defaults,
+                kind=kind,
             )
             self._propose(records)
             return self.image.topics[name]

@@ -6,8 +6,12 @@
   the end keep old readers working);
 - ``InvalidSchemaError``: the new schema breaks the typed-schema rules.
 
-Registering the latest schema again is a no-op that returns its id.  Returns
-``(records, schema_id)``.
+Registering the latest schema again is a no-op that returns its id.  A typed topic
+created without a schema takes the first one registered as schema id 0 (ids are dense
+per topic from 0, as for a schema given at creation); only the typed-schema rules and the
+topic's key columns apply to it.  Two registrations of the same first schema racing each
+other both return 0; of different ones, the second is an evolution of the first and is
+refused unless compatible.  Returns ``(records, schema_id)``.
 """
 from __future__ import annotations
 

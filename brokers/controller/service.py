@@ -73,6 +73,7 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
                 config=dict(request.configs),
                 schema=schema,
                 key_columns=tuple(request.key_columns),
+                kind=request.kind or None,
             )
 
         return pb.CreateTopicResponse(topic=topic_to_pb(_call(context, create)))

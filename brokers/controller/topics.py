@@ -11,12 +11,20 @@
   (registered, unfenced) brokers;
 - ``InvalidConfigError``: an unknown config key or a bad value (``TopicConfig``);
 - ``InvalidSchemaError`` / ``InvalidRequestError``: a typed topic's schema breaks the
-  schema rules, or key columns given for a bytes topic.
+  schema rules, key columns given for a bytes topic, an unknown ``kind``, or a schema
+  given with ``kind="bytes"``.
+
+The kind: ``kind=None`` (the default, and ``""`` on the wire) makes a typed topic iff a
+schema is given, else a bytes topic.  ``kind="typed"`` without a schema makes a typed
+topic with no schema yet: its first ``register_schema`` becomes schema id 0 (as a schema
+given at creation would), until then producers get ``NoSchemaError`` and there is
+nothing to read.  Its key columns (if any) must be distinct non-empty names; that they
+exist and are primitive is checked against the first schema.
 
 The records: ``TopicRecord`` (config resolved against the controller's defaults),
-``SchemaRecord`` id 0 (the bytes schema for a bytes topic), and one ``PartitionRecord``
-per partition with replicas from ``placement.py``, leader = first replica, ISR = all
-replicas, epochs 0.
+``SchemaRecord`` id 0 (the bytes schema for a bytes topic, the given schema for a typed
+one; none for a typed topic without a schema), and one ``PartitionRecord`` per partition
+with replicas from ``placement.py``, leader = first replica, ISR = all replicas, epochs 0.
 """
 from __future__ import annotations
 
@@ -40,7 +48,9 @@ from spark_log.errors import (
 
 from .placement import BrokerSlot, place_replicas
 
-__all__ = ["MAX_PARTITIONS", "create_topic_records", "delete_topic_records", "validate_topic_name"]
+__all__ = ["KINDS", "MAX_PARTITIONS", "create_topic_records", "delete_topic_records", "validate_topic_name"]
+
+KINDS = ("bytes", "typed")
 
 MAX_PARTITIONS = 10_000
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -71,8 +81,11 @@ def create_topic_records(
     schema: pa.Schema | None = None,
     key_columns: Sequence[str] = (),
     defaults: TopicConfig = TopicConfig(),
+    kind: str | None = None,
 ) -> list[MetadataRecord]:
     validate_topic_name(name)
+    if kind is not None and kind not in KINDS:
+        raise InvalidRequestError(f"topic kind must be 'bytes' or 'typed', got {kind!r}")
     if name in image.topics:
         raise TopicAlreadyExistsError(f"topic {name!r} already exists")
     folded = name.replace(".", "_")
@@ -93,11 +106,17 @@ def create_topic_records(
             f"replication factor {replication_factor} is larger than the {len(live)} live (registered, unfenced) brokers"
         )
     resolved = defaults.with_overrides(config or {})
-    if schema is None:
+    topic_schema: pa.Schema | None
+    if schema is None and kind != "typed":
         if key_columns:
-            raise InvalidRequestError("key columns need a typed topic (a schema); bytes topics are keyed by 'key'")
+            raise InvalidRequestError("key columns need a typed topic; bytes topics are keyed by 'key'")
         kind, topic_schema = "bytes", bytes_schema()
+    elif schema is None:
+        _check_key_names(key_columns)
+        topic_schema = None  # typed, schema set by the first register_schema
     else:
+        if kind == "bytes":
+            raise InvalidRequestError("a bytes topic has the fixed bytes schema; give kind='typed' with a schema")
         if not isinstance(schema, pa.Schema):
             raise InvalidRequestError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         validate_typed_schema(schema, tuple(key_columns))
@@ -112,13 +131,22 @@ def create_topic_records(
     )
     records: list[MetadataRecord] = [
         TopicRecord(name=name, topic_id=topic_id, kind=kind, key_columns=tuple(key_columns), config=resolved),
-        SchemaRecord(topic=name, schema_id=0, schema_bytes=schema_to_bytes(topic_schema)),
     ]
+    if topic_schema is not None:
+        records.append(SchemaRecord(topic=name, schema_id=0, schema_bytes=schema_to_bytes(topic_schema)))
     for index, replicas in enumerate(assignment):
         records.append(
             PartitionRecord(topic=name, partition=index, replicas=replicas, isr=replicas, leader=replicas[0])
         )
     return records
+
+
+def _check_key_names(key_columns: Sequence[str]) -> None:
+    names = list(key_columns)
+    if any(not isinstance(n, str) or not n for n in names):
+        raise InvalidRequestError(f"key columns must be non-empty names, got {names}")
+    if len(set(names)) != len(names):
+        raise InvalidRequestError(f"key columns must be distinct, got {names}")
 
 
 def delete_topic_records(image: MetadataImage, name: str) -> list[MetadataRecord]:
