@@ -16,6 +16,9 @@ failures (``BrokerNotAvailableError``) move to the next voter as well.
 registrations, describes), since a timed-out create may still have happened.  After
 ``timeout_s`` seconds in total, the last error is raised.  Refusals (invalid topic,
 fenced epoch, ...) are raised at once as their typed ``SparkLogError``.
+Fault hook (tests, off by default): a voter whose link to this process's node is cut by
+``SPARK_LOG_REPLICA_FAULTS`` (``brokers.replica.faults``) answers nothing: each call to it
+fails at once with ``BrokerNotAvailableError`` (needs ``voters`` as a mapping of ids).
 
 Thread-safety: one client may be shared by threads (channels are thread-safe; the
 leader hint is a plain attribute).  ``close()`` closes the channels.
@@ -34,6 +37,7 @@ import pyarrow as pa
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
 from brokers.metadata.schema_codec import schema_from_bytes, schema_to_bytes
 from brokers.metadata.snapshot import decode_image
+from brokers.replica import faults as link_faults
 from spark_log import errors
 from spark_log.config import TopicConfig
 from spark_log.proto import controller_pb2 as pb
@@ -42,7 +46,7 @@ from spark_log.proto import controller_pb2_grpc as pb_grpc
 from .controller import HeartbeatResult
 from .wire import partition_from_pb
 
-__all__ = ["ClusterDescription", "ControllerClient"]
+__all__ = ["ClusterDescription", "ControllerClient", "ElectionResult"]
 
 _CHANNEL_OPTIONS = [
     ("grpc.initial_reconnect_backoff_ms", 50),
@@ -63,6 +67,18 @@ class ClusterDescription:
     controller_epoch: int
     metadata_offset: int
     brokers: Mapping[int, BrokerInfo]
+
+
+@dataclass(frozen=True, slots=True)
+class ElectionResult:
+    """One partition's preferred-leader election: its leader afterwards (None: offline)
+    and, when the preferred replica does not lead, why (``reason``)."""
+
+    topic: str
+    partition: int
+    preferred: int | None
+    leader: int | None
+    reason: str | None
 
 
 def _topic_from_pb(desc: pb.TopicDescription) -> TopicImage:
@@ -106,6 +122,9 @@ class ControllerClient:
         self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
         self._rotation = itertools.cycle(range(len(addresses)))
         self.leader_hint: str | None = None
+        # tests' network-partition hook (brokers.replica.faults); None, one check per call, when off
+        self._voter_ids = {a: i for i, a in voters.items()} if isinstance(voters, Mapping) else {}
+        self._links = link_faults.process_links()
 
     def __enter__(self) -> "ControllerClient":
         return self
@@ -134,6 +153,8 @@ class ControllerClient:
             return self.voters[next(self._rotation)]
 
     def _once(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
+        if self._links is not None and self._links.cut_to(self._voter_ids.get(address)):
+            raise errors.BrokerNotAvailableError(f"link to controller voter {address} is cut (fault hook)")
         try:
             return getattr(self._stub(address), method)(request, timeout=timeout_s)
         except grpc.RpcError as exc:
@@ -251,6 +272,28 @@ class ControllerClient:
             new_isr=list(new_isr),
         )
         return partition_from_pb(self._call("AlterPartition", request, idempotent=False).partition)[1]
+
+    def alter_partition_reassignment(self, topic: str, partition: int, target: Sequence[int]) -> PartitionInfo:
+        """Start, replace or (empty ``target``) cancel a reassignment (see
+        ``brokers.controller.reassignment``); returns the partition's state afterwards.
+        Idempotent: the same target (or a cancel) again changes nothing."""
+        request = pb.AlterPartitionReassignmentsRequest(topic=topic, partition=partition, target_replicas=list(target))
+        return partition_from_pb(self._call("AlterPartitionReassignments", request, idempotent=True).partition)[1]
+
+    def elect_leaders(self, partitions: Sequence[tuple[str, int]] | None = None) -> list[ElectionResult]:
+        """Preferred-leader election now (every partition if ``partitions`` is None)."""
+        request = pb.ElectLeadersRequest(partitions=[pb.PartitionRef(topic=t, partition=p) for t, p in partitions or ()])
+        response = self._call("ElectLeaders", request, idempotent=True)
+        return [
+            ElectionResult(
+                topic=r.topic,
+                partition=r.partition,
+                preferred=None if r.preferred < 0 else r.preferred,
+                leader=None if r.leader < 0 else r.leader,
+                reason=r.reason or None,
+            )
+            for r in response.results
+        ]
 
     # --- describing ----------------------------------------------------------------------
 

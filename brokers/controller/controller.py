@@ -9,8 +9,12 @@ module that validates against the current image and returns records):
     check_leases      registration.py   fences brokers whose lease ran out (periodic)
     create_topic      topics.py         name/partitions/RF/config/schema, placement.py
     delete_topic      topics.py
-    alter_partition   alter_partition.py  ISR changes from leaders, stale epochs fenced
-    alter_configs     configs.py
+    alter_partition   alter_partition.py  ISR changes from leaders, stale epochs fenced;
+                      then completes a reassignment whose target is all in the ISR
+    alter_partition_reassignment  reassignment.py  start / replace / cancel (KIP-455)
+    complete_reassignments        reassignment.py  safety net (periodic, lease loop)
+    elect_leaders     brokers.replica.preferred_leader  on demand (periodic too)
+    alter_configs     configs.py        + election.py: unclean election enabled -> offline partitions elect now
     register_schema   schema_versions.py  compatible evolution only
 
 Activation: when this voter becomes the Raft leader, its lease loop (never a request
@@ -53,13 +57,21 @@ from brokers.metadata.publisher import MetadataListener
 from brokers.metadata.records import MetadataRecord, NoOpRecord, encode
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, TopicConfig
-from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError, ThrottledError
+from spark_log.errors import (
+    NotControllerError,
+    RequestTimeoutError,
+    SparkLogError,
+    ThrottledError,
+    UnknownTopicOrPartitionError,
+)
 
-from brokers.replica.preferred_leader import preferred_leader_changes
+from brokers.replica.preferred_leader import ElectionOutcome, elect_preferred, preferred_leader_changes
 
 from .alter_partition import alter_partition_records
 from .configs import alter_config_records
+from .election import offline_elections
 from .leases import BrokerLeases
+from .reassignment import completion_changes, reassignment_records
 from .registration import fence_records, heartbeat_records, register
 from .schema_versions import register_schema_records
 from .topics import create_topic_records, delete_topic_records
@@ -196,6 +208,7 @@ class QuorumController:
                     if now_ms >= self._next_preferred_check_ms:
                         self._next_preferred_check_ms = now_ms + self._preferred_interval_ms
                         self.elect_preferred_leaders()
+                    self.complete_reassignments()
             except SparkLogError as exc:
                 log.debug("controller loop on node %d: %s", self.node_id, exc)
             except Exception:  # noqa: BLE001 - keep checking leases
@@ -382,9 +395,65 @@ class QuorumController:
                 new_isr=new_isr,
             )
             self._propose(records)
+            if records:
+                self._complete(lambda t, p: t == topic and p == partition)
             info = self.image.partition(topic, partition)
             assert info is not None
             return info
+
+        return self._serve(handle)
+
+    # --- reassignment and on-demand election ------------------------------------------------
+
+    def alter_partition_reassignment(self, *, topic: str, partition: int, target: Sequence[int]) -> PartitionInfo:
+        """Start, replace or (empty ``target``) cancel the reassignment of one partition
+        (``reassignment.py``); completes it at once when the target is already in the ISR.
+        Returns the partition's state after the change."""
+
+        def handle(image: MetadataImage) -> PartitionInfo:
+            self._propose(reassignment_records(image, topic, partition, tuple(target)))
+            self._complete(lambda t, p: t == topic and p == partition)
+            info = self.image.partition(topic, partition)
+            assert info is not None
+            return info
+
+        return self._serve(handle)
+
+    def complete_reassignments(self) -> int:
+        """Complete every pending reassignment whose target is all in the ISR (the lease
+        loop's safety net; AlterPartition completes them as the ISR grows).  Returns how many."""
+        if not any(info.reassigning for _, _, info in self.image.iter_partitions()):
+            return 0
+        return self._serve(lambda image: self._complete(None))
+
+    def _complete(self, only: Callable[[str, int], bool] | None) -> int:
+        """Propose the completions due (under the request lock); a failure is logged, the
+        periodic loop retries."""
+        changes = completion_changes(self.image, only)
+        if not changes:
+            return 0
+        log.info("completing reassignments: %s", ", ".join(f"{c.topic}-{c.partition} -> {list(c.replicas or ())}"
+                                                           for c in changes))
+        try:
+            self._propose(changes)
+        except SparkLogError as exc:
+            log.warning("completing reassignments failed (the controller loop retries): %s", exc)
+            return 0
+        return len(changes)
+
+    def elect_leaders(self, *, partitions: Sequence[tuple[str, int]] | None = None) -> list[ElectionOutcome]:
+        """Preferred-leader election now for ``partitions`` (every partition if None);
+        ``UnknownTopicOrPartitionError`` if one does not exist.  Returns per partition its
+        leader afterwards, or why the preferred replica cannot lead."""
+
+        def handle(image: MetadataImage) -> list[ElectionOutcome]:
+            wanted = [(t, p) for t, p, _ in image.iter_partitions()] if partitions is None else list(partitions)
+            for topic, index in wanted:
+                if image.partition(topic, index) is None:
+                    raise UnknownTopicOrPartitionError(f"unknown partition {topic}-{index}")
+            outcomes = elect_preferred(image, wanted)
+            self._propose([o.change for o in outcomes if o.change is not None])
+            return outcomes
 
         return self._serve(handle)
 
@@ -393,6 +462,8 @@ class QuorumController:
     ) -> TopicConfig:
         def handle(image: MetadataImage) -> TopicConfig:
             records, config = alter_config_records(image, topic, set=set, delete=delete, defaults=self.topic_defaults)
+            if records:  # e.g. unclean.leader.election.enable=true elects offline partitions now
+                records = records + offline_elections(image, topic, unclean=config.unclean_leader_election_enable)
             self._propose(records)
             return config
 

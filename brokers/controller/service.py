@@ -130,6 +130,33 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         )
         return pb.RegisterSchemaResponse(schema_id=schema_id)
 
+    def AlterPartitionReassignments(
+        self, request: pb.AlterPartitionReassignmentsRequest, context: Any
+    ) -> pb.AlterPartitionReassignmentsResponse:
+        info = _call(
+            context,
+            lambda: self.controller.alter_partition_reassignment(
+                topic=request.topic, partition=request.partition, target=tuple(request.target_replicas)
+            ),
+        )
+        return pb.AlterPartitionReassignmentsResponse(partition=partition_to_pb(request.partition, info))
+
+    def ElectLeaders(self, request: pb.ElectLeadersRequest, context: Any) -> pb.ElectLeadersResponse:
+        partitions = [(p.topic, p.partition) for p in request.partitions] or None
+        outcomes = _call(context, lambda: self.controller.elect_leaders(partitions=partitions))
+        return pb.ElectLeadersResponse(
+            results=[
+                pb.ElectionResult(
+                    topic=o.topic,
+                    partition=o.partition,
+                    preferred=-1 if o.preferred is None else o.preferred,
+                    leader=-1 if o.leader is None else o.leader,
+                    reason=o.reason or "",
+                )
+                for o in outcomes
+            ]
+        )
+
 
 def add_to_server(controller: QuorumController, server: grpc.Server) -> None:
     pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(controller), server)

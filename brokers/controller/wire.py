@@ -20,6 +20,8 @@ def partition_to_pb(index: int, info: PartitionInfo) -> pb.PartitionState:
         leader=-1 if info.leader is None else info.leader,
         leader_epoch=info.leader_epoch,
         partition_epoch=info.partition_epoch,
+        adding_replicas=list(info.adding_replicas),
+        removing_replicas=list(info.removing_replicas),
     )
 
 
@@ -30,6 +32,8 @@ def partition_from_pb(state: pb.PartitionState) -> tuple[int, PartitionInfo]:
         leader=None if state.leader < 0 else state.leader,
         leader_epoch=state.leader_epoch,
         partition_epoch=state.partition_epoch,
+        adding_replicas=tuple(state.adding_replicas),
+        removing_replicas=tuple(state.removing_replicas),
     )
 
 

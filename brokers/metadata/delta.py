@@ -13,7 +13,8 @@ use.  ``MetadataDelta.between(old, new)`` is the delta a snapshot load produces:
 topic and broker in either image counts as touched.
 
 Replay rules (Kafka's): a ``PartitionChangeRecord`` bumps ``partition_epoch`` by one, and
-``leader_epoch`` by one when the leader changes.  Records that contradict the image (a
+``leader_epoch`` by one when the leader changes; its ``adding_replicas`` /
+``removing_replicas`` (a pending reassignment) replace the partition's unless ``None``.  Records that contradict the image (a
 partition of an unknown topic, a fence of an unknown broker) raise ``ReplayError`` and
 leave the delta unchanged: they mean a controller bug, and every node sees the same log.
 
@@ -158,6 +159,8 @@ class MetadataDelta:
                     leader=record.leader,
                     leader_epoch=record.leader_epoch,
                     partition_epoch=record.partition_epoch,
+                    adding_replicas=record.adding_replicas,
+                    removing_replicas=record.removing_replicas,
                 )
             case PartitionChangeRecord():
                 self._replay_change(record)
@@ -211,6 +214,10 @@ class MetadataDelta:
             leader=leader,
             leader_epoch=leader_epoch,
             partition_epoch=current.partition_epoch + 1,
+            adding_replicas=record.adding_replicas if record.adding_replicas is not None else current.adding_replicas,
+            removing_replicas=(
+                record.removing_replicas if record.removing_replicas is not None else current.removing_replicas
+            ),
         )
 
     # --- the result --------------------------------------------------------------------

@@ -58,13 +58,33 @@ class BrokerInfo:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionInfo:
-    """Replica assignment and leadership of one partition (``leader`` None: offline)."""
+    """Replica assignment and leadership of one partition (``leader`` None: offline).
+
+    A pending reassignment (KIP-455) shows as non-empty ``adding_replicas`` /
+    ``removing_replicas``; ``replicas`` then holds the target followed by the original
+    replicas being removed (``target`` gives the target alone)."""
 
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     leader: int | None
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target(self) -> tuple[int, ...]:
+        """The replica set once any pending reassignment completes, in its order."""
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
+
+    @property
+    def original(self) -> tuple[int, ...]:
+        """The replica set before any pending reassignment (what a cancel restores)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

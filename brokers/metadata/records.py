@@ -104,18 +104,28 @@ class PartitionRecord:
     leader: int | None
     leader_epoch: int = 0
     partition_epoch: int = 0
+    adding_replicas: tuple[int, ...] = ()  # a pending reassignment (see PartitionChangeRecord)
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChangeRecord:
-    """A change of ISR, leader and/or replicas.  Applying it bumps ``partition_epoch``
-    by one, and ``leader_epoch`` by one when the leader changes (Kafka's rules)."""
+    """A change of ISR, leader, replicas and/or pending reassignment.  Applying it bumps
+    ``partition_epoch`` by one, and ``leader_epoch`` by one when the leader changes
+    (Kafka's rules).
+
+    ``adding_replicas``/``removing_replicas`` record a reassignment in progress (KIP-455):
+    while one is pending, ``replicas`` is the target followed by the original replicas
+    that are not in it; ``adding`` = target - original, ``removing`` = original - target.
+    Both ``()`` means no reassignment; ``None`` leaves them unchanged."""
 
     topic: str
     partition: int
     leader: int = NO_CHANGE  # NO_CHANGE, NO_LEADER or a broker id
     isr: tuple[int, ...] | None = None  # None: unchanged
     replicas: tuple[int, ...] | None = None  # None: unchanged
+    adding_replicas: tuple[int, ...] | None = None  # None: unchanged; (): none pending
+    removing_replicas: tuple[int, ...] | None = None  # None: unchanged; (): none pending
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -74,6 +74,8 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     leader=info.leader,
                     leader_epoch=info.leader_epoch,
                     partition_epoch=info.partition_epoch,
+                    adding_replicas=info.adding_replicas,
+                    removing_replicas=info.removing_replicas,
                 )
             )
     return records

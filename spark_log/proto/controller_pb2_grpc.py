@@ -79,6 +79,16 @@ class ControllerServiceStub:
                 request_serializer=spark__log_dot_proto_dot_controller__pb2.RegisterSchemaRequest.SerializeToString,
                 response_deserializer=spark__log_dot_proto_dot_controller__pb2.RegisterSchemaResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/spark_log.controller.ControllerService/AlterPartitionReassignments',
+                request_serializer=spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/spark_log.controller.ControllerService/ElectLeaders',
+                request_serializer=spark__log_dot_proto_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_controller__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class ControllerServiceServicer:
@@ -138,6 +148,20 @@ class ControllerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Start, replace or (empty target_replicas) cancel a partition reassignment (KIP-455).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Preferred-leader election now, for the named partitions (all if none named).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_ControllerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -185,6 +209,16 @@ def add_ControllerServiceServicer_to_server(servicer, server):
                     servicer.RegisterSchema,
                     request_deserializer=spark__log_dot_proto_dot_controller__pb2.RegisterSchemaRequest.FromString,
                     response_serializer=spark__log_dot_proto_dot_controller__pb2.RegisterSchemaResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=spark__log_dot_proto_dot_controller__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_controller__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -430,6 +464,60 @@ class ControllerService:
             '/spark_log.controller.ControllerService/RegisterSchema',
             spark__log_dot_proto_dot_controller__pb2.RegisterSchemaRequest.SerializeToString,
             spark__log_dot_proto_dot_controller__pb2.RegisterSchemaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.controller.ControllerService/AlterPartitionReassignments',
+            spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            spark__log_dot_proto_dot_controller__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.controller.ControllerService/ElectLeaders',
+            spark__log_dot_proto_dot_controller__pb2.ElectLeadersRequest.SerializeToString,
+            spark__log_dot_proto_dot_controller__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
