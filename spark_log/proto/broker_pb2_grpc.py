@@ -309,6 +309,21 @@ class AdminStub:
                 request_serializer=spark__log_dot_proto_dot_broker__pb2.RegisterSchemaRequest.SerializeToString,
                 response_deserializer=spark__log_dot_proto_dot_broker__pb2.RegisterSchemaResponse.FromString,
                 _registered_method=True)
+        self.AlterPartitionReassignments = channel.unary_unary(
+                '/spark_log.broker.v1.Admin/AlterPartitionReassignments',
+                request_serializer=spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ListPartitionReassignments = channel.unary_unary(
+                '/spark_log.broker.v1.Admin/ListPartitionReassignments',
+                request_serializer=spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
+                _registered_method=True)
+        self.ElectLeaders = channel.unary_unary(
+                '/spark_log.broker.v1.Admin/ElectLeaders',
+                request_serializer=spark__log_dot_proto_dot_broker__pb2.ElectLeadersRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_broker__pb2.ElectLeadersResponse.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -350,6 +365,25 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AlterPartitionReassignments(self, request, context):
+        """Partition reassignment (KIP-455) and preferred-leader election, forwarded to the controller.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListPartitionReassignments(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ElectLeaders(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -382,6 +416,21 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.RegisterSchema,
                     request_deserializer=spark__log_dot_proto_dot_broker__pb2.RegisterSchemaRequest.FromString,
                     response_serializer=spark__log_dot_proto_dot_broker__pb2.RegisterSchemaResponse.SerializeToString,
+            ),
+            'AlterPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.AlterPartitionReassignments,
+                    request_deserializer=spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ListPartitionReassignments': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListPartitionReassignments,
+                    request_deserializer=spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsResponse.SerializeToString,
+            ),
+            'ElectLeaders': grpc.unary_unary_rpc_method_handler(
+                    servicer.ElectLeaders,
+                    request_deserializer=spark__log_dot_proto_dot_broker__pb2.ElectLeadersRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_broker__pb2.ElectLeadersResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -546,6 +595,87 @@ class Admin:
             '/spark_log.broker.v1.Admin/RegisterSchema',
             spark__log_dot_proto_dot_broker__pb2.RegisterSchemaRequest.SerializeToString,
             spark__log_dot_proto_dot_broker__pb2.RegisterSchemaResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AlterPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.broker.v1.Admin/AlterPartitionReassignments',
+            spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsRequest.SerializeToString,
+            spark__log_dot_proto_dot_broker__pb2.AlterPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListPartitionReassignments(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.broker.v1.Admin/ListPartitionReassignments',
+            spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsRequest.SerializeToString,
+            spark__log_dot_proto_dot_broker__pb2.ListPartitionReassignmentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ElectLeaders(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.broker.v1.Admin/ElectLeaders',
+            spark__log_dot_proto_dot_broker__pb2.ElectLeadersRequest.SerializeToString,
+            spark__log_dot_proto_dot_broker__pb2.ElectLeadersResponse.FromString,
             options,
             channel_credentials,
             insecure,
