@@ -169,23 +169,33 @@ class Admin:
         key_columns: Sequence[str] | None = None,
         config: Mapping[str, Any] | None = None,
         *,
+        kind: str | None = None,
         validate_only: bool = False,
     ) -> TopicDescription:
         """Create a topic: a bytes topic without ``schema``, a typed topic with one.
 
+        ``kind="typed"`` without ``schema`` creates a typed topic with no schema yet: the
+        first ``register_schema`` (or the first Spark write, which registers the
+        DataFrame's) sets it as schema id 0; until then ``Producer.send``/``send_batch``
+        raise ``NoSchemaError``, consumers find nothing to read and ``get_schema`` raises
+        ``NoSchemaError``.  ``kind="bytes"`` with a schema is an ``InvalidRequestError``.
         ``config`` takes Kafka names or snake_case (``{"retention.ms": 60000}``).  Returns
         once the topic is committed and (unless ``validate_only``) every partition's leader
         serves it.
         """
         if schema is not None and not isinstance(schema, pa.Schema):
             raise errors.InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
+        if kind not in (None, "bytes", "typed"):
+            raise InvalidRequestError(f"kind must be 'bytes' or 'typed', got {kind!r}")
+        if kind == "bytes" and schema is not None:
+            raise InvalidRequestError("a bytes topic has the fixed bytes schema; give kind='typed' with a schema")
         if isinstance(key_columns, str):
             key_columns = [key_columns]
         request = pb.CreateTopicRequest(
             name=name, partitions=int(partitions), replication_factor=int(replication_factor),
             configs={str(k): _config_text(v) for k, v in (config or {}).items()},
             arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
-            key_columns=list(key_columns or ()), validate_only=validate_only,
+            key_columns=list(key_columns or ()), validate_only=validate_only, kind=kind or "",
         )
         description = _describe(self._call("CreateTopic", request))
         if not validate_only:
@@ -236,9 +246,11 @@ class Admin:
         return schema_id
 
     def get_schema(self, name: str) -> pa.Schema:
+        """The topic's current schema; ``NoSchemaError`` for a typed topic without one yet."""
         description = self.describe_topic(name)
         if description.schema is None:
-            raise errors.InvalidSchemaError(f"topic {name!r} has no schema yet")
+            raise errors.NoSchemaError(
+                f"topic {name!r} has no schema yet; register one (Admin.register_schema) or write with the Spark sink")
         return description.schema
 
     def list_offsets(self, topic: str, spec: str | int = "latest", *,

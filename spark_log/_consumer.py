@@ -235,11 +235,15 @@ class Consumer:
         for (address, topic), offsets in groups.items():
             key = (address, topic)
             request = self._fetch_request(topic, offsets, max_wait_ms)
+            if request is None:
+                continue
             call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
             self._outstanding[key] = (call, offsets)
             call.add_done_callback(lambda _f, k=key: self._done.put(k))
 
-    def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int) -> pb.FetchRequest:
+    def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int) -> pb.FetchRequest | None:
+        """The Fetch for ``offsets``; None (fetch nothing) for a projected read of a typed
+        topic without a schema yet, whose partitions are empty."""
         request = pb.FetchRequest(
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes, max_bytes=self._max_bytes,
             isolation_level=self._isolation,
@@ -249,6 +253,10 @@ class Consumer:
         )
         if self._columns is not None or self._filter is not None:
             info = self._cluster.topic(topic)
+            if info.schema_id < 0:  # a typed topic without a schema yet holds nothing: nothing to project
+                info = self._cluster.topic(topic, refresh=True)
+                if info.schema_id < 0:
+                    return None
             request.project = True
             request.columns.extend(projection(self._columns, info.schema))
             if self._filter is not None:

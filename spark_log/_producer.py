@@ -267,9 +267,13 @@ class Producer:
     # -- partitioning and framing ---------------------------------------------------------
 
     def _topic(self, topic: str) -> TopicInfo:
+        """The topic's metadata; ``NoSchemaError`` for a typed topic without a schema yet."""
         info = self._cluster.topic(topic)
         if info.schema_id < 0:
             info = self._cluster.topic(topic, refresh=True)
+        if info.schema_id < 0:
+            raise errors.NoSchemaError(
+                f"topic {topic!r} has no schema yet; register one (Admin.register_schema) or write with the Spark sink")
         return info
 
     def _reserve(self, slot: tuple[str, int], count: int, *, closing: bool = False) -> tuple[int, int]:

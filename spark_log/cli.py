@@ -4,6 +4,7 @@
     spark-log dev up [--brokers 3] [--data-dir .spark-log]   start the local cluster
     spark-log dev status | dev down           inspect / stop it (data survives down/up)
     spark-log topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
+                            [--typed [--key-columns a,b]]   typed: schema set by the first write
     spark-log topics list | describe NAME | delete NAME
     spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("--partitions", type=int, default=1)
     create.add_argument("--replication-factor", type=int, default=1)
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
+    create.add_argument("--typed", action="store_true",
+                        help="a typed topic without a schema yet: the first Spark write (or register_schema) sets it")
+    create.add_argument("--key-columns", default=None, metavar="A,B", help="typed topics: columns hashed to partition")
     actions.add_parser("list")
     describe = actions.add_parser("describe")
     describe.add_argument("name")
@@ -95,11 +99,15 @@ def _topics(args: argparse.Namespace) -> int:
                 if not sep or not key:
                     raise InvalidConfigError(f"--config takes KEY=VALUE, got {item!r}")
                 config[key.strip()] = value.strip()
+            if args.key_columns is not None and not args.typed:
+                raise InvalidConfigError("--key-columns applies to typed topics: add --typed")
+            keys = [k.strip() for k in args.key_columns.split(",")] if args.key_columns else None
             created = admin.create_topic(args.name, partitions=args.partitions,
-                                         replication_factor=args.replication_factor, config=config)
+                                         replication_factor=args.replication_factor, config=config,
+                                         key_columns=keys, kind="typed" if args.typed else None)
             count = created.num_partitions
-            print(f"created topic {created.name} ({count} partition{'' if count == 1 else 's'}, "
-                  f"replication factor {created.replication_factor})")
+            print(f"created {'typed ' if args.typed else ''}topic {created.name} ({count} partition"
+                  f"{'' if count == 1 else 's'}, replication factor {created.replication_factor})")
         elif args.action == "list":
             for name in admin.list_topics():
                 print(name)
@@ -107,9 +115,12 @@ def _topics(args: argparse.Namespace) -> int:
             d = admin.describe_topic(args.name)
             print(f"topic {d.name}  id {d.topic_id}  kind {d.kind}  partitions {d.num_partitions}  "
                   f"replication factor {d.replication_factor}")
-            if d.kind == "typed" and d.schema is not None:
-                print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema)
-                      + (f"  (keys: {', '.join(d.key_columns)})" if d.key_columns else ""))
+            if d.kind == "typed":
+                keys = f"  (keys: {', '.join(d.key_columns)})" if d.key_columns else ""
+                if d.schema is None:
+                    print("schema: none yet (set by the first write or register_schema)" + keys)
+                else:
+                    print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema) + keys)
             for p in d.partitions.values():
                 print(f"  partition {p.partition}  leader {p.leader if p.leader is not None else '-'}  "
                       f"epoch {p.leader_epoch}  replicas {list(p.replicas)}  isr {list(p.isr)}")

@@ -20,6 +20,7 @@ from spark_log.config import TopicConfig
 from spark_log.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
+    InvalidRequestError,
     InvalidSchemaError,
     RequestTimeoutError,
     UnknownTopicOrPartitionError,
@@ -67,11 +68,16 @@ class AdminHandler:
             if request.replication_factor < 1:
                 raise InvalidReplicationFactorError(f"replication factor must be >= 1, got {request.replication_factor}")
             config = TopicConfig().with_overrides(dict(request.configs))
-            return pb.TopicDescription(name=request.name, kind="typed" if schema is not None else "bytes",
+            kind = request.kind or ("typed" if schema is not None else "bytes")
+            if kind not in ("bytes", "typed") or (kind == "bytes" and schema is not None):
+                raise InvalidRequestError(f"kind must be 'bytes' (no schema) or 'typed', got {request.kind!r}"
+                                          f"{' with a schema' if schema is not None else ''}")
+            return pb.TopicDescription(name=request.name, kind=kind,
                                        configs=config.to_kafka_names(), replication_factor=request.replication_factor)
         created = self.controller.create_topic(
             request.name, partitions=request.partitions, replication_factor=request.replication_factor,
-            config=dict(request.configs), schema=schema, key_columns=list(request.key_columns))
+            config=dict(request.configs), schema=schema, key_columns=list(request.key_columns),
+            kind=request.kind or None)
         wanted = len(created.partitions) or request.partitions
         image = self._await(lambda img: (t := img.topics.get(request.name)) is not None
                             and t.topic_id == created.topic_id and len(t.partitions) >= wanted)
