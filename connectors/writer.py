@@ -150,7 +150,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
 
 def _partition_of_rows(batch: pa.RecordBatch, target: WriteTarget, n: int, fallback: int) -> np.ndarray:
     """Target partition of every row (vectorised)."""
-    from spark_log._partitioner import key_array, partitions_for_keys
+    from spark_log.partitioner import key_array, partitions_for_keys
 
     out = np.full(batch.num_rows, fallback % n, dtype=np.int32)
     keys = [k for k in target.key_columns if k in batch.schema.names]

@@ -3,6 +3,7 @@
 The public surface is small and explicit; everything else lives in private modules.
 """
 from . import errors as errors
+from . import partitioner as partitioner
 from ._admin import Admin as Admin
 from ._admin import PartitionDescription as PartitionDescription
 from ._admin import TopicDescription as TopicDescription
@@ -28,4 +29,5 @@ __all__ = [
     "TopicConfig",
     "TopicDescription",
     "errors",
+    "partitioner",
 ]

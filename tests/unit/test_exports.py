@@ -50,5 +50,29 @@ def test_dependencies_point_one_way(package: str, forbidden: set[str]) -> None:
     assert not offenders, f"{package} must not import {sorted(forbidden)}: {offenders}"
 
 
+def test_connectors_use_only_public_spark_log_names() -> None:
+    """The connector is a client like any other: no ``spark_log._private`` module."""
+    offenders: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "connectors").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            modules = []
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+            private = [m for m in modules if m.startswith("spark_log.") and any(
+                part.startswith("_") for part in m.split(".")[1:])]
+            if private:
+                offenders.setdefault(str(path.relative_to(ROOT)), []).extend(private)
+    assert not offenders, f"connectors must import only public spark_log names: {offenders}"
+
+
+def test_partitioner_is_public() -> None:
+    from spark_log import partitioner
+
+    assert partitioner.partition_for_key(b"key", 7) == spark_log.partitioner.partition_for_key("key", 7)
+    assert set(partitioner.__all__) >= {"key_array", "partitions_for_keys", "partition_for_key", "murmur2"}
+
+
 def test_package_ships_type_marker() -> None:
     assert (ROOT / "spark_log" / "py.typed").exists()
