@@ -10,6 +10,8 @@ from ._admin import TopicDescription as TopicDescription
 from ._consumer import Consumer as Consumer
 from ._consumer import ConsumerRecord as ConsumerRecord
 from ._producer import Producer as Producer
+from ._reassignment import ElectionResult as ElectionResult
+from ._reassignment import PartitionReassignment as PartitionReassignment
 from .config import BrokerConfig as BrokerConfig
 from .config import RaftConfig as RaftConfig
 from .config import TopicConfig as TopicConfig
@@ -22,7 +24,9 @@ __all__ = [
     "BrokerConfig",
     "Consumer",
     "ConsumerRecord",
+    "ElectionResult",
     "PartitionDescription",
+    "PartitionReassignment",
     "Producer",
     "RaftConfig",
     "SparkLogError",

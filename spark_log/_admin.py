@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from . import errors
 from ._client import Cluster, error_from_pb, retry
+from . import _reassignment
 from ._records import schema_from_bytes, schema_to_bytes
 from .errors import InvalidRequestError, SparkLogError
 from .proto import broker_pb2 as pb
@@ -264,6 +265,42 @@ class Admin:
         offsets = list_offsets_for(self._cluster, [(topic, p) for p in sorted(info.partitions)], wire, isolation,
                                    deadline_s=self._timeout_s)
         return {p: o for (_, p), o in sorted(offsets.items())}
+
+    # --- reassignment and preferred-leader election (spark_log/_reassignment.py) ------------
+
+    def alter_partition_reassignments(
+        self, reassignments: Mapping[tuple[str, int], Sequence[int] | None], *, wait: bool = False,
+        timeout_s: float | None = None,
+    ) -> dict[tuple[str, int], _reassignment.PartitionReassignment]:
+        """Move partitions to new replica sets online: ``{(topic, partition): [broker ids]}``
+        starts (or replaces) a reassignment, ``None`` cancels one (a no-op if none is
+        pending).  The target's first broker becomes the preferred leader.  Returns each
+        partition's state after the request; with ``wait``, returns once every reassignment
+        completed (``RequestTimeoutError`` after ``timeout_s``, default the request timeout;
+        the moves continue).  Refusals: ``UnknownTopicOrPartitionError``,
+        ``InvalidRequestError`` (duplicate, unknown or negative broker ids, an empty list)."""
+        out = _reassignment.alter(self._call, reassignments)
+        if wait:
+            self.wait_for_reassignments(list(out), timeout_s=timeout_s)
+        return out
+
+    def list_partition_reassignments(self, topic: str | None = None
+                                     ) -> dict[tuple[str, int], _reassignment.PartitionReassignment]:
+        """Pending reassignments (of ``topic``, or of every topic): replicas, adding, removing."""
+        return _reassignment.list_pending(self._call, topic)
+
+    def wait_for_reassignments(self, partitions: Sequence[tuple[str, int]] | None = None, *,
+                               timeout_s: float | None = None) -> None:
+        """Wait until none of ``partitions`` (every partition if None) is being reassigned."""
+        _reassignment.wait_done(self._call, partitions, self._timeout_s if timeout_s is None else timeout_s)
+
+    def elect_leaders(self, topic: str | None = None, partitions: Sequence[int] | None = None
+                      ) -> dict[tuple[str, int], _reassignment.ElectionResult]:
+        """Preferred-leader election now, for every partition, every partition of ``topic``,
+        or ``partitions`` of ``topic``: leadership moves to each partition's first replica if
+        it is live and in the ISR.  Returns per partition the leader afterwards and, when the
+        preferred replica does not lead, the reason (``ElectionResult.reason``)."""
+        return _reassignment.elect(self._call, topic, partitions)
 
     def close(self) -> None:
         self._cluster.close()

@@ -9,6 +9,8 @@
     spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
                             [--timeout-ms T]
+    spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
+    spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
 
 Clients find the cluster through ``--bootstrap``, else ``SPARK_LOG_BOOTSTRAP``, else the
 local cluster's ``bootstrap`` file.  Typed topics take and print rows as JSON objects.
@@ -65,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     describe.add_argument("name")
     delete = actions.add_parser("delete")
     delete.add_argument("name")
+    from . import _cli_reassign
+
+    _cli_reassign.add_parsers(actions)  # topics reassign, topics elect-leaders
 
     produce = commands.add_parser("produce", help="send stdin lines as records")
     produce.add_argument("topic")
@@ -231,7 +236,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 extra += ["--data-dir", args.data_dir]
             return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
         if args.command == "topics":
-            return _topics(args)
+            from . import _cli_reassign
+
+            return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)
         return _consume(args)

@@ -20,6 +20,7 @@ from spark_log.proto import broker_pb2_grpc as rpc
 from .admin import AdminHandler
 from .fetch import FetchHandler
 from .list_offsets import ListOffsetsHandler
+from .reassignment_admin import ReassignmentAdmin
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .produce import ProduceHandler
@@ -92,3 +93,22 @@ class AdminServicer(rpc.AdminServicer):
 
     def RegisterSchema(self, request: pb.RegisterSchemaRequest, context: grpc.ServicerContext) -> pb.RegisterSchemaResponse:  # noqa: N802
         return self._run("RegisterSchema", context, lambda: self.handler.register_schema(request))
+
+    # reassignment and preferred-leader election (brokers/server/reassignment_admin.py)
+
+    @property
+    def reassignments(self) -> ReassignmentAdmin:
+        return ReassignmentAdmin(controller=self.handler.controller, image=self.handler.image,
+                                 wait_for=self.handler.wait_for, wait_s=self.handler.wait_s)
+
+    def AlterPartitionReassignments(self, request: pb.AlterPartitionReassignmentsRequest,  # noqa: N802
+                                    context: grpc.ServicerContext) -> pb.AlterPartitionReassignmentsResponse:
+        return self._run("AlterPartitionReassignments", context, lambda: self.reassignments.alter(request))
+
+    def ListPartitionReassignments(self, request: pb.ListPartitionReassignmentsRequest,  # noqa: N802
+                                   context: grpc.ServicerContext) -> pb.ListPartitionReassignmentsResponse:
+        return self._run("ListPartitionReassignments", context, lambda: self.reassignments.list(request))
+
+    def ElectLeaders(self, request: pb.ElectLeadersRequest,  # noqa: N802
+                     context: grpc.ServicerContext) -> pb.ElectLeadersResponse:
+        return self._run("ElectLeaders", context, lambda: self.reassignments.elect(request))
