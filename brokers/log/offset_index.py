@@ -22,11 +22,12 @@ Thread-safety: none; caller holds the partition lock.
 """
 from __future__ import annotations
 
-import os
 import sys
 from array import array
 from bisect import bisect_right
 from pathlib import Path
+
+from .index_file import IndexFile
 
 __all__ = ["OffsetIndex"]
 
@@ -34,19 +35,13 @@ ENTRY_BYTES = 8
 _MAX_U32 = 2**32 - 1
 
 
-class OffsetIndex:
+class OffsetIndex(IndexFile):
     """Sparse ``offset -> position`` map for the segment starting at ``base_offset``."""
 
-    def __init__(self, path: Path, base_offset: int) -> None:
-        self.path = path
-        self.base_offset = base_offset
-        self._offsets = array("q")  # absolute offsets
-        self._positions = array("q")
-        self._written = 0  # entries already in the file
-        self._synced = 0  # entries known to be fsynced
+    ENTRY_BYTES = ENTRY_BYTES
 
-    def __len__(self) -> int:
-        return len(self._offsets)
+    def _offsets(self) -> array:
+        return self._first
 
     @classmethod
     def load(cls, path: Path, base_offset: int, *, data_size: int) -> "OffsetIndex | None":
@@ -68,9 +63,9 @@ class OffsetIndex:
             if r <= previous_rel or p <= previous_pos or p >= data_size:
                 return None
             previous_rel, previous_pos = r, p
-        index._offsets = array("q", (base_offset + r for r in rel))
-        index._positions = array("q", pos)
-        index._written = index._synced = len(index._offsets)
+        index._first = array("q", (base_offset + r for r in rel))
+        index._second = array("q", pos)
+        index._loaded()
         return index
 
     def append(self, offset: int, position: int) -> None:
@@ -78,65 +73,28 @@ class OffsetIndex:
         relative = offset - self.base_offset
         if relative <= 0 or position <= 0 or relative > _MAX_U32 or position > _MAX_U32:
             return
-        if self._offsets and (offset <= self._offsets[-1] or position <= self._positions[-1]):
+        if self._first and (offset <= self._first[-1] or position <= self._second[-1]):
             return
-        self._offsets.append(offset)
-        self._positions.append(position)
+        self._push(offset, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry ``(offset, position)`` at or before ``offset`` (the segment start if none)."""
-        i = bisect_right(self._offsets, offset)
+        i = bisect_right(self._first, offset)
         if i == 0:
             return self.base_offset, 0
-        return self._offsets[i - 1], self._positions[i - 1]
+        return self._first[i - 1], self._second[i - 1]
 
     def last(self) -> tuple[int, int]:
         """The last entry, or the implicit segment start."""
-        if not self._offsets:
+        if not self._first:
             return self.base_offset, 0
-        return self._offsets[-1], self._positions[-1]
+        return self._first[-1], self._second[-1]
 
-    def truncate_to(self, offset: int) -> None:
-        """Drop entries whose offset is >= ``offset`` (in memory and in the file)."""
-        i = bisect_right(self._offsets, offset - 1)
-        if i == len(self._offsets):
-            return
-        del self._offsets[i:]
-        del self._positions[i:]
-        self._synced = min(self._synced, i)
-        if self._written > i:
-            self._written = i
-            if self.path.exists():
-                os.truncate(self.path, i * ENTRY_BYTES)
-
-    def reset(self) -> None:
-        """Forget every entry and empty the file (before a rebuild)."""
-        self._offsets = array("q")
-        self._positions = array("q")
-        self._written = self._synced = 0
-        self.path.write_bytes(b"")
-
-    def write(self, *, fsync: bool) -> None:
-        """Append the entries not yet in the file; fsync it when asked."""
-        pending = len(self._offsets) - self._written
-        if pending == 0 and (not fsync or self._synced == len(self._offsets)):
-            return
+    def _encode(self, start: int, stop: int) -> bytes:
         values = array("I")
-        for i in range(self._written, len(self._offsets)):
-            values.append(self._offsets[i] - self.base_offset)
-            values.append(self._positions[i])
+        for i in range(start, stop):
+            values.append(self._first[i] - self.base_offset)
+            values.append(self._second[i])
         if sys.byteorder != "little":
             values.byteswap()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.pwrite(fd, values.tobytes(), self._written * ENTRY_BYTES)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._written = len(self._offsets)
-        if fsync:
-            self._synced = self._written
-
-    def delete(self) -> None:
-        self.path.unlink(missing_ok=True)
+        return values.tobytes()

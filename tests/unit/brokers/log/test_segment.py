@@ -87,7 +87,7 @@ def test_open_trusted_and_recover(tmp_path: Path, segment: Segment) -> None:
 def test_a_wrong_index_entry_is_detected_and_rebuilt(tmp_path: Path, segment: Segment) -> None:
     fill(segment, 30)
     entries = len(segment.offset_index)
-    segment.offset_index._positions[1] += 1  # points inside a frame now
+    segment.offset_index._second[1] += 1  # points inside a frame now
     assert segment.locate(150) is not None and segment.locate(150).base_offset == 150  # type: ignore[union-attr]
     assert len(segment.offset_index) == entries
 
@@ -95,7 +95,7 @@ def test_a_wrong_index_entry_is_detected_and_rebuilt(tmp_path: Path, segment: Se
 def test_an_index_entry_pointing_inside_a_frame_is_rebuilt(segment: Segment) -> None:
     frames = fill(segment, 30)
     for i in range(len(segment.offset_index)):
-        segment.offset_index._positions[i] += 3  # every entry now points inside a frame
+        segment.offset_index._second[i] += 3  # every entry now points inside a frame
     for offset in (100, 131, 159):
         header = segment.locate(offset)
         assert header is not None and header.base_offset == offset - offset % 2
