@@ -81,9 +81,8 @@ def run(args: argparse.Namespace) -> int:
         target = None if args.cancel else _replicas(args.replicas)
         (state,) = admin.alter_partition_reassignments({key: target}, wait=args.wait,
                                                        timeout_s=args.timeout_ms / 1000).values()
-        if args.wait:
-            described = admin.describe_topic(args.topic).partitions[args.partition]
-            print(f"{args.topic}-{args.partition}  replicas {list(described.replicas)}  (reassignment complete)")
+        if args.wait:  # completed: the replica set is now the target
+            print(f"{args.topic}-{args.partition}  replicas {list(state.target)}  (reassignment complete)")
             return 0
         print(("cancelled: " if args.cancel else "") + _line(state))
     return 0
