@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["ReplicaState", "FollowerProgress"]
+__all__ = ["ReplicaState", "FollowerProgress", "ReplicaView"]
 
 
 @dataclass(slots=True)
@@ -32,6 +32,25 @@ class FollowerProgress:
     log_end_offset: int = -1          # -1: has not fetched in this leader epoch
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaView:
+    """A read-only copy of the replication state (``ReplicaState.view``), for describe.
+
+    ``log_end_offsets`` and ``caught_up_ms_ago`` name every replica (the leader's own LEO
+    included; ``caught_up_ms_ago`` 0 for it); -1 for a follower that has not fetched in this
+    leader epoch / whose catch-up time is unknown.  Followers' entries are empty off the leader."""
+
+    is_leader: bool
+    leader_epoch: int
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    pending_isr: tuple[int, ...]
+    high_watermark: int
+    log_end_offsets: dict[int, int]
+    caught_up_ms_ago: dict[int, int]
 
 
 @dataclass(slots=True)
@@ -131,6 +150,24 @@ class ReplicaState:
 
     def in_sync_count(self) -> int:
         return len(self.isr)
+
+    def view(self, *, log_end_offset: int, now_ms: int) -> ReplicaView:
+        """A copy of the state for describe (read only); ``log_end_offset`` is this broker's LEO."""
+        leos: dict[int, int] = {}
+        ages: dict[int, int] = {}
+        if self.is_leader:
+            for r in self.replicas:
+                if r == self.broker_id:
+                    leos[r], ages[r] = log_end_offset, 0
+                    continue
+                progress = self.followers.get(r)
+                fetched = progress is not None and progress.log_end_offset >= 0
+                leos[r] = progress.log_end_offset if progress is not None else -1
+                ages[r] = max(0, now_ms - progress.last_caught_up_ms) if fetched and progress is not None else -1
+        return ReplicaView(is_leader=self.is_leader, leader_epoch=self.leader_epoch,
+                           partition_epoch=self.partition_epoch, replicas=self.replicas, isr=self.isr,
+                           pending_isr=self.pending_isr, high_watermark=min(self.high_watermark, log_end_offset),
+                           log_end_offsets=leos, caught_up_ms_ago=ages)
 
     # -- follower ---------------------------------------------------------------------------
 

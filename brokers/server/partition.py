@@ -36,7 +36,7 @@ from spark_log.config import TopicConfig
 from spark_log.errors import InvalidRequestError, NotLeaderError, OutOfOrderSequenceError, UnknownTopicOrPartitionError
 from spark_log.frame import FrameHeader, iter_frames
 
-from brokers.replica.replica_state import ReplicaState
+from brokers.replica.replica_state import ReplicaState, ReplicaView
 
 from .producer_state import ProducerStateTable, Verdict
 
@@ -133,6 +133,14 @@ class Partition:
         with self.cond:
             self._check_open()
             return self.log.log_start_offset, self.high_watermark, self.log.log_end_offset
+
+    def replication_view(self) -> tuple[ReplicaView, int, int]:
+        """``(ReplicaView, log start, high watermark)`` read together (describe); the view's
+        LEO of this broker is the log's."""
+        with self.cond:
+            self._check_open()
+            view = self.replica.view(log_end_offset=self.log.log_end_offset, now_ms=self._clock.monotonic_ms())
+            return view, self.log.log_start_offset, self.high_watermark
 
     # -- append ---------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 
 from .admin import AdminHandler
+from .describe_partitions import DescribePartitionsHandler
 from .fetch import FetchHandler
 from .list_offsets import ListOffsetsHandler
 from .reassignment_admin import ReassignmentAdmin
@@ -53,6 +54,7 @@ class BrokerServicer(rpc.BrokerServicer):
         self.produce = ProduceHandler(manager)
         self.fetch = FetchHandler(manager)
         self.list_offsets = ListOffsetsHandler(manager)
+        self.describe_partitions = DescribePartitionsHandler(manager)
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:  # noqa: N802
         return _guard(context, "Metadata",
@@ -67,6 +69,10 @@ class BrokerServicer(rpc.BrokerServicer):
 
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:  # noqa: N802
         return _guard(context, "ListOffsets", lambda: self.list_offsets.handle(request))
+
+    def DescribePartitions(self, request: pb.DescribePartitionsRequest,  # noqa: N802
+                           context: grpc.ServicerContext) -> pb.DescribePartitionsResponse:
+        return _guard(context, "DescribePartitions", lambda: self.describe_partitions.handle(request))
 
 
 class AdminServicer(rpc.AdminServicer):

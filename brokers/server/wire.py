@@ -59,4 +59,6 @@ def broker_handler(servicer: Any) -> grpc.GenericRpcHandler:
         "Produce": unary(servicer.Produce, pb.ProduceRequest, pb.ProduceResponse.SerializeToString),
         "Fetch": unary(servicer.Fetch, pb.FetchRequest, bytes),
         "ListOffsets": unary(servicer.ListOffsets, pb.ListOffsetsRequest, pb.ListOffsetsResponse.SerializeToString),
+        "DescribePartitions": unary(servicer.DescribePartitions, pb.DescribePartitionsRequest,
+                                    pb.DescribePartitionsResponse.SerializeToString),
     })
