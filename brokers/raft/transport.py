@@ -9,6 +9,9 @@ sent as new calls to the destination voter's address.
 ``transport_filter(from_id, to_id) -> bool`` decides whether a message may travel; it is
 checked when sending, when a call arrives and when replying, so a filter in one process
 is enough to cut a link both ways (fault injection: network partitions in tests).
+Without an explicit filter, the tests' fault file (``brokers.replica.faults``, env
+``SPARK_LOG_REPLICA_FAULTS``; ``isolated``/``cut`` keys) is the filter; with neither,
+every message travels.
 Thread-safety: ``Peers.send`` is safe from any thread; reply callbacks run on gRPC
 threads and must only enqueue.
 """
@@ -20,6 +23,7 @@ from typing import Any, Callable, Mapping
 
 import grpc
 
+from brokers.replica import faults as link_faults
 from spark_log.proto import raft_pb2 as pb
 from spark_log.proto import raft_pb2_grpc as pb_grpc
 
@@ -52,7 +56,7 @@ class Peers:
     def __init__(self, node_id: int, addresses: Mapping[int, str], transport_filter: Filter | None) -> None:
         self.node_id = node_id
         self.addresses = dict(addresses)
-        self.allowed: Filter = transport_filter or (lambda _a, _b: True)
+        self.allowed: Filter = transport_filter or link_faults.link_filter(node_id) or (lambda _a, _b: True)
         self._lock = threading.Lock()
         self._stubs: dict[int, Any] = {}
         self._channels: list[grpc.Channel] = []
@@ -110,7 +114,7 @@ class RaftServicer(pb_grpc.RaftServiceServicer):
     def __init__(self, node_id: int, handle: Callable[[Message], Message | None], transport_filter: Filter | None) -> None:
         self.node_id = node_id
         self.handle = handle
-        self.allowed: Filter = transport_filter or (lambda _a, _b: True)
+        self.allowed: Filter = transport_filter or link_faults.link_filter(node_id) or (lambda _a, _b: True)
 
     def Call(self, request: pb.RaftMessage, context: grpc.ServicerContext) -> pb.RaftReply:  # noqa: N802
         try:
