@@ -11,9 +11,13 @@ Rules (Kafka's, before eligible leader replicas):
   that is what the config means).
 - *Unfencing* B makes it leader of every offline partition whose ISR holds it, and,
   when unclean election is enabled, of offline partitions it is a replica of.
+- *Enabling* ``unclean.leader.election.enable`` on a topic (a config change) elects at
+  once, in every offline partition of the topic, the first live replica (Kafka's
+  behaviour with dynamic topic configs): no fence or unfence event is needed.
 
-``fence_changes`` and ``unfence_changes`` return the ``PartitionChangeRecord``s; the
-fence/unfence record itself is the caller's.  Live means registered and unfenced.
+``fence_changes``, ``unfence_changes`` and ``offline_elections`` return the
+``PartitionChangeRecord``s; the fence/unfence/config record itself is the caller's.
+Live means registered and unfenced.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ from typing import Callable
 from brokers.metadata.image import MetadataImage, PartitionInfo
 from brokers.metadata.records import NO_CHANGE, NO_LEADER, PartitionChangeRecord
 
-__all__ = ["elect_leader", "fence_changes", "unfence_changes"]
+__all__ = ["elect_leader", "fence_changes", "offline_elections", "unfence_changes"]
 
 
 def elect_leader(
@@ -83,4 +87,27 @@ def unfence_changes(image: MetadataImage, broker_id: int) -> list[PartitionChang
             changes.append(PartitionChangeRecord(topic=name, partition=index, leader=broker_id))
         elif image.topics[name].config.unclean_leader_election_enable:
             changes.append(PartitionChangeRecord(topic=name, partition=index, leader=broker_id, isr=(broker_id,)))
+    return changes
+
+
+def offline_elections(image: MetadataImage, topic: str, *, unclean: bool) -> list[PartitionChangeRecord]:
+    """Leaders for ``topic``'s offline partitions under ``unclean`` (the topic's setting
+    after a config change): a live ISR replica if any, else (``unclean``) the first live
+    replica, whose ISR becomes just itself.  Partitions that stay offline get no record."""
+    current = image.topics.get(topic)
+    if current is None:
+        return []
+
+    def is_live(b: int) -> bool:
+        info = image.brokers.get(b)
+        return info is not None and not info.fenced
+
+    changes: list[PartitionChangeRecord] = []
+    for index, info in sorted(current.partitions.items()):
+        if info.leader is not None:
+            continue
+        leader, isr = elect_leader(info, is_live=is_live, unclean=unclean)
+        if leader is not None:
+            changes.append(PartitionChangeRecord(topic=topic, partition=index, leader=leader,
+                                                 isr=None if isr == info.isr else isr))
     return changes
