@@ -1,7 +1,8 @@
 """ISR shrink/expand, min.insync.replicas and fencing, on real brokers with the fetch fault hook.
 
 The fault hook (``brokers.replica.faults``) is one JSON file named by
-``SPARK_LOG_REPLICA_FAULTS`` in every node's environment, keyed by broker id.
+``SPARK_LOG_REPLICA_FAULTS`` in every node's environment, keyed by broker id.  The fixture
+and helpers here are shared with ``test_replication_partition``.
 """
 from __future__ import annotations
 
@@ -101,10 +102,13 @@ def test_slow_follower_leaves_and_rejoins_isr_and_min_insync(faulty_cluster) -> 
             thread.join(timeout=30)
 
 
-def test_partitioned_old_leader_cannot_acknowledge_acks_all(faulty_cluster) -> None:
-    """SIGSTOP cuts the old leader off (no heartbeats, no fetches); the controller fences it
-    and elects a new leader; a write sent straight to the old leader while it is cut off is
-    answered only after it resumes, and must not be acknowledged; it never reaches a log."""
+def test_paused_old_leader_cannot_acknowledge_acks_all(faulty_cluster) -> None:
+    """SIGSTOP pauses the old leader (no heartbeats, no fetches, no answers to anyone); the
+    controller fences it and elects a new leader; a write sent straight to the old leader
+    while it is paused is answered only after it resumes, with its stale view of the
+    partition, and must not be acknowledged; it never reaches a log.  (A network partition,
+    where the old leader keeps running and answering clients, is
+    ``test_replication_partition``; this one covers a leader that wakes up late.)"""
     cluster, _ = faulty_cluster
     topic = "fenced"
     history = []
