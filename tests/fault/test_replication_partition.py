@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
@@ -87,6 +88,13 @@ def produce_direct(port: int, value: bytes, *, timeout_ms: int = 2500) -> tuple[
     return result.error.code, result.error.message
 
 
+def fenced_brokers(port: int) -> set[int]:
+    """The brokers the node at ``port`` knows to be fenced (its metadata image)."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=10)
+    return {b.broker_id for b in response.brokers if b.fenced}
+
+
 def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faulty_cluster) -> None:
     cluster, faults = faulty_cluster
     history: list[Op] = []
@@ -99,10 +107,15 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
     others = ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes if n.node_id != old)
     writer = Writer(cluster.bootstrap)
     writer.thread.start()
+    pool = ThreadPoolExecutor(1)
     try:
         wait_until(lambda: writer.acked() >= 30, timeout=30, message="first acknowledgements")
 
         set_faults(faults, {old: {"isolated": True}})
+        # a write straight to the old leader before it is even fenced: never acknowledged
+        # (its followers cannot fetch); it may survive (a follower's fetch already in flight
+        # may have carried it), so it is an indefinite failure in the history
+        early = pool.submit(produce_direct, node.port, b"early-direct")
         with Admin(others) as survivors:
             def new_leader() -> int | None:
                 info = survivors.describe_topic(TOPIC, live=False).partitions[0]
@@ -110,6 +123,13 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
 
             leader = wait_until(new_leader, timeout=30,
                                 message=f"the controller fences isolated broker {old} and elects a new leader")
+            survivor = next(n for n in cluster.nodes if n.node_id == leader)
+            wait_until(lambda: old in fenced_brokers(survivor.port), timeout=10,
+                       message=f"new leader {leader}'s metadata shows broker {old} fenced (session timeout)")
+            code, message = early.result(timeout=60)
+            assert code != 0, f"isolated old leader {old} acknowledged an acks=all write before it was fenced"
+            assert code == -1 or code in REFUSALS, f"unexpected answer {code}: {message}"
+            history.append(Send(0, b"early-direct", False, definite=False))
             # the old leader still believes it leads: it appends what it is sent, but can
             # never acknowledge it (its followers cannot fetch, its ISR shrink cannot reach
             # the controller)
@@ -139,8 +159,9 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
         wait_until(lambda: writer.acked() >= before + 20, timeout=30, message="the writer goes on after healing")
     finally:
         writer.stop.set()
-        writer.thread.join(timeout=90)
         set_faults(faults, {})
+        pool.shutdown(wait=True)
+        writer.thread.join(timeout=90)
     history = writer.history + history
 
     with Admin(cluster.bootstrap) as admin:
