@@ -12,6 +12,7 @@ retriable ones are retried until ``request_timeout_ms`` first.
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -21,6 +22,7 @@ import pyarrow as pa
 
 from . import errors
 from ._client import Cluster, error_from_pb, retry
+from ._live_state import live_states
 from . import _reassignment
 from ._records import schema_from_bytes, schema_to_bytes
 from .errors import InvalidRequestError, SparkLogError
@@ -31,11 +33,25 @@ __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_fo
 
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
+    """One partition: the controller's view (``leader`` None: offline), then the live state
+    its leader reported (``Admin.describe_topic``).  The live fields are None when the
+    leader could not be asked (offline, unreachable, or a description that does not carry
+    them, such as ``create_topic``'s).  ``log_end_offsets`` maps every replica to its log end
+    offset as the leader knows it (None: that follower has not fetched since the leader was
+    elected).  ``under_replicated``: fewer in-sync replicas than replicas (Kafka's
+    ``--under-replicated-partitions``)."""
+
     partition: int
     leader: int | None
     leader_epoch: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
+    high_watermark: int | None = None
+    log_start_offset: int | None = None
+    last_stable_offset: int | None = None
+    log_end_offsets: dict[int, int | None] | None = None
+    under_replicated: bool = False
+    offline: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +84,8 @@ def _describe(message: pb.TopicDescription) -> TopicDescription:
         kind=message.kind or "bytes",
         partitions={
             p.partition: PartitionDescription(p.partition, p.leader_id if p.leader_id >= 0 else None,
-                                              p.leader_epoch, tuple(p.replicas), tuple(p.isr))
+                                              p.leader_epoch, tuple(p.replicas), tuple(p.isr),
+                                              under_replicated=len(p.isr) < len(p.replicas), offline=p.leader_id < 0)
             for p in message.partitions
         },
         config=dict(message.configs),
@@ -222,8 +239,69 @@ class Admin:
     def list_topics(self) -> list[str]:
         return sorted(self._call("ListTopics", pb.ListTopicsRequest()).names)
 
-    def describe_topic(self, name: str) -> TopicDescription:
+    def describe_topic(self, name: str, *, live: bool = True) -> TopicDescription:
+        """The topic as the controller committed it and, with ``live``, each partition's live
+        state from its leader (high watermark, log start, log end offset per replica; one
+        ``DescribePartitions`` per leader, all in flight at once).  A leader that cannot be
+        reached (or a partition with no leader) leaves that partition's live fields None
+        instead of failing the describe; ``UnknownTopicOrPartitionError`` if there is no
+        such topic."""
+        description = self._describe_committed(name)
+        return self._with_live_state({name: description})[name] if live else description
+
+    def describe_topics(self, names: Sequence[str] | None = None, *, live: bool = True) -> dict[str, TopicDescription]:
+        """``{name: description}`` of ``names`` (default: every topic), as ``describe_topic``;
+        the leaders are asked once for all of them.  Without ``names`` a topic deleted while
+        describing is left out; a named topic that does not exist raises."""
+        explicit = names is not None
+        descriptions: dict[str, TopicDescription] = {}
+        for name in (list(names) if names is not None else self.list_topics()):
+            try:
+                descriptions[name] = self._describe_committed(name)
+            except errors.UnknownTopicOrPartitionError:
+                if explicit:
+                    raise
+        return self._with_live_state(descriptions) if live else descriptions
+
+    def under_replicated_partitions(self, names: Sequence[str] | None = None) -> list[tuple[str, PartitionDescription]]:
+        """``(topic, partition)`` descriptions, by topic then partition, of every partition
+        that is under-replicated or offline (``describe_topics``)."""
+        return [(name, p) for name, d in sorted(self.describe_topics(names).items())
+                for _, p in sorted(d.partitions.items()) if p.under_replicated or p.offline]
+
+    def _describe_committed(self, name: str) -> TopicDescription:
         return _describe(self._call("DescribeTopic", pb.DescribeTopicRequest(name=name), [name]))
+
+    def _with_live_state(self, descriptions: dict[str, TopicDescription]) -> dict[str, TopicDescription]:
+        wanted = {(name, p.partition): p for name, d in descriptions.items() for p in d.partitions.values()}
+
+        def fresh(names: Sequence[str]) -> dict[tuple[str, int], PartitionDescription]:
+            out: dict[tuple[str, int], PartitionDescription] = {}
+            for name in names:
+                try:
+                    d = descriptions[name] = self._describe_committed(name)
+                except SparkLogError:
+                    continue          # keep the view we have; its live fields stay unknown
+                out.update({(name, p.partition): p for p in d.partitions.values()})
+            return out
+
+        states, views = live_states(self._cluster, wanted, describe=fresh, deadline_s=min(self._timeout_s, 5.0),
+                                    call_timeout_s=min(self._timeout_s, 5.0))
+        out: dict[str, TopicDescription] = {}
+        for name, d in descriptions.items():
+            partitions: dict[int, PartitionDescription] = {}
+            for index in d.partitions:
+                view = views.get((name, index), d.partitions[index])
+                assert isinstance(view, PartitionDescription)
+                state = states.get((name, index))
+                if state is not None:
+                    view = dataclasses.replace(
+                        view, high_watermark=state.high_watermark, log_start_offset=state.log_start_offset,
+                        last_stable_offset=state.last_stable_offset,
+                        log_end_offsets={r: state.log_end_offsets.get(r) for r in view.replicas})
+                partitions[index] = view
+            out[name] = dataclasses.replace(d, partitions=partitions)
+        return out
 
     def delete_topic(self, name: str) -> None:
         self._call("DeleteTopic", pb.DeleteTopicRequest(name=name))
@@ -248,7 +326,7 @@ class Admin:
 
     def get_schema(self, name: str) -> pa.Schema:
         """The topic's current schema; ``NoSchemaError`` for a typed topic without one yet."""
-        description = self.describe_topic(name)
+        description = self.describe_topic(name, live=False)
         if description.schema is None:
             raise errors.NoSchemaError(
                 f"topic {name!r} has no schema yet; register one (Admin.register_schema) or write with the Spark sink")

@@ -5,7 +5,8 @@
     spark-log dev status | dev down           inspect / stop it (data survives down/up)
     spark-log topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
                             [--typed [--key-columns a,b]]   typed: schema set by the first write
-    spark-log topics list | describe NAME | delete NAME
+    spark-log topics list | describe NAME [--json] | delete NAME
+    spark-log topics describe --under-replicated [NAME] [--json]   under-replicated/offline partitions
     spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
                             [--timeout-ms T]
@@ -63,8 +64,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="a typed topic without a schema yet: the first Spark write (or register_schema) sets it")
     create.add_argument("--key-columns", default=None, metavar="A,B", help="typed topics: columns hashed to partition")
     actions.add_parser("list")
-    describe = actions.add_parser("describe")
-    describe.add_argument("name")
+    describe = actions.add_parser("describe", help="a topic's partitions: leader, ISR, HW, log end offsets")
+    describe.add_argument("name", nargs="?", help="the topic (with --under-replicated: optional, default all)")
+    describe.add_argument("--under-replicated", action="store_true",
+                          help="only partitions that are under-replicated or offline, across all topics")
+    describe.add_argument("--json", action="store_true", help="print JSON instead of a table")
     delete = actions.add_parser("delete")
     delete.add_argument("name")
     from . import _cli_reassign
@@ -95,6 +99,7 @@ def _run_module(module: str, args: list[str], *, replace: bool) -> int:
 
 def _topics(args: argparse.Namespace) -> int:
     from ._admin import Admin
+    from ._cli_describe import partition_table
 
     with Admin(args.bootstrap) as admin:
         if args.action == "create":
@@ -116,6 +121,8 @@ def _topics(args: argparse.Namespace) -> int:
         elif args.action == "list":
             for name in admin.list_topics():
                 print(name)
+        elif args.action == "describe" and (args.under_replicated or args.json or args.name is None):
+            _describe_partitions(admin, args)
         elif args.action == "describe":
             d = admin.describe_topic(args.name)
             print(f"topic {d.name}  id {d.topic_id}  kind {d.kind}  partitions {d.num_partitions}  "
@@ -126,9 +133,8 @@ def _topics(args: argparse.Namespace) -> int:
                     print("schema: none yet (set by the first write or register_schema)" + keys)
                 else:
                     print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema) + keys)
-            for p in d.partitions.values():
-                print(f"  partition {p.partition}  leader {p.leader if p.leader is not None else '-'}  "
-                      f"epoch {p.leader_epoch}  replicas {list(p.replicas)}  isr {list(p.isr)}")
+            for line in partition_table([(d.name, p) for _, p in sorted(d.partitions.items())], with_topic=False):
+                print("  " + line)
             defaults = _default_topic_config()
             overrides = {k: v for k, v in sorted(d.config.items()) if defaults.get(k) != v}
             print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
@@ -136,6 +142,25 @@ def _topics(args: argparse.Namespace) -> int:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
     return 0
+
+
+def _describe_partitions(admin: Any, args: argparse.Namespace) -> None:
+    """``describe --under-replicated`` (table or JSON list) and ``describe NAME --json``.
+    Exit code 0 whether or not any partition is under-replicated."""
+    from ._cli_describe import partition_json, partition_table, topic_json
+
+    if not args.under_replicated:
+        if args.name is None:
+            raise InvalidConfigError("topics describe needs a topic NAME (or --under-replicated)")
+        print(json.dumps(topic_json(admin.describe_topic(args.name)), indent=1))
+        return
+    rows = admin.under_replicated_partitions([args.name] if args.name else None)
+    if args.json:
+        print(json.dumps([partition_json(p, topic) for topic, p in rows], indent=1))
+    elif rows:
+        print("\n".join(partition_table(rows, with_topic=True)))
+    else:
+        print("no under-replicated or offline partitions", file=sys.stderr)
 
 
 def _default_topic_config() -> dict[str, str]:
