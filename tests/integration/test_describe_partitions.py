@@ -1,0 +1,186 @@
+"""Describe shows each partition's live replication state (issue 5), on real 3-node clusters.
+
+``Admin.describe_topic`` asks every partition's leader (``Broker.DescribePartitions``) for its
+high watermark and the log end offset of each replica; ``spark-log topics describe`` prints
+them, with ``--under-replicated`` and ``--json``.  The values are checked against the
+replicas' segment files on disk, the consumers' view (``list_offsets``) and what the
+producers had acknowledged.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from brokers.launcher.local import LocalCluster
+from spark_log import Admin, PartitionDescription, Producer, TopicDescription
+from spark_log.errors import UnknownTopicOrPartitionError
+from tests.support.replica_logs import read_replica, replica_dir
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+# A follower that stops fetching leaves the ISR after 1.5 s; a dead broker is fenced after 2 s.
+FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 1500}
+
+
+def _cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOG_BOOTSTRAP=bootstrap)
+    return subprocess.run([sys.executable, "-m", "spark_log.cli", "topics", "describe", *args], capture_output=True,
+                          text=True, timeout=120, env=env, cwd=REPO)
+
+
+def _write(bootstrap: str, topic: str, count: int, *, partition: int | None = None, tag: str = "v") -> None:
+    with Producer(bootstrap, acks="all", linger_ms=2) as producer:
+        futures = [producer.send(topic, f"{tag}{i}".encode(), key=f"k{i % 7}".encode(), partition=partition)
+                   for i in range(count)]
+        for future in futures:
+            future.result(timeout=60)
+
+
+def _consistent(p: PartitionDescription, end: int) -> bool:
+    """HW and every replica's LEO at ``end``, the ISR full."""
+    return (p.high_watermark == end and p.log_end_offsets is not None
+            and all(p.log_end_offsets.get(r) == end for r in p.replicas)
+            and not p.under_replicated and not p.offline and set(p.isr) == set(p.replicas))
+
+
+def test_after_acks_all_writes_every_replica_is_at_the_high_watermark(cluster: LocalCluster, bootstrap: str,
+                                                                      topic_name: str) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=2, replication_factor=3)
+        _write(bootstrap, topic_name, 300)
+        ends = admin.list_offsets(topic_name, "latest")
+        assert sum(ends.values()) == 300
+        # acks=all returned, so every ISR member has fetched past the writes; the followers'
+        # LEOs reach the leader with their next fetch
+        def settled() -> TopicDescription | None:
+            d = admin.describe_topic(topic_name)
+            return d if all(_consistent(d.partitions[p], ends[p]) for p in ends) else None
+
+        described = wait_until(settled, timeout=30, message=lambda: f"HW == LEO on every replica: "
+                                                                    f"{admin.describe_topic(topic_name).partitions}")
+    for index, p in described.partitions.items():
+        assert p.log_start_offset == 0 and p.last_stable_offset == ends[index]
+        assert list(p.log_end_offsets) == list(p.replicas)
+        for replica in p.replicas:   # what each broker holds on disk is what the leader reports
+            on_disk = read_replica(replica_dir(cluster.node_dir(replica), topic_name, index))
+            assert [offset for offset, _ in on_disk] == list(range(ends[index]))
+
+    table = _cli(bootstrap, topic_name)
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if "PARTITION" in line)
+    assert lines[header].split()[:6] == ["PARTITION", "LEADER", "EPOCH", "REPLICAS", "ISR", "HW"]
+    for index, p in described.partitions.items():
+        row = lines[header + 1 + index].split()
+        assert row[0] == str(index) and row[5] == str(ends[index])
+        assert row[6:9] == [f"{r}:{ends[index]}" for r in p.replicas]
+        assert "UNDER-REPLICATED" not in lines[header + 1 + index]
+    answer = _cli(bootstrap, topic_name, "--json")
+    assert answer.returncode == 0, answer.stderr
+    parsed = json.loads(answer.stdout)
+    assert parsed["name"] == topic_name and parsed["replication_factor"] == 3
+    assert [(p["partition"], p["high_watermark"], p["under_replicated"]) for p in parsed["partitions"]] == [
+        (0, ends[0], False), (1, ends[1], False)]
+    assert parsed["partitions"][0]["log_end_offsets"] == {str(r): ends[0] for r in described.partitions[0].replicas}
+
+
+def test_a_missing_topic_is_an_error_and_no_topic_needs_a_flag(bootstrap: str) -> None:
+    with Admin(bootstrap) as admin:
+        with pytest.raises(UnknownTopicOrPartitionError):
+            admin.describe_topics(["no-such-topic-describe"])
+    missing = _cli(bootstrap, "no-such-topic-describe", "--json")
+    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
+    bare = _cli(bootstrap)
+    assert bare.returncode == 1 and "--under-replicated" in bare.stderr and "Traceback" not in bare.stderr
+
+
+@pytest.fixture()
+def fast_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """This module's own cluster (its nodes get killed), with fast ISR shrink and fencing."""
+    cluster = LocalCluster(tmp_path / "cluster", brokers=3, extra_config=FAST)
+    try:
+        cluster.up(timeout_s=60)
+        yield cluster
+    finally:
+        cluster.down(timeout_s=15)
+
+
+@pytest.mark.slow
+def test_a_killed_follower_shows_under_replicated_then_catches_up(fast_cluster: LocalCluster) -> None:
+    cluster = fast_cluster
+    bootstrap = cluster.bootstrap
+    with Admin(bootstrap) as admin:
+        solo = admin.create_topic("solo", partitions=3, replication_factor=1)   # one partition per broker
+        topic = admin.create_topic("rf3", partitions=1, replication_factor=3).partitions[0]
+        leader = topic.leader
+        # the follower to kill is neither the leader nor the preferred leader, so leadership stays put
+        victim = next(r for r in topic.replicas if r not in (leader, topic.replicas[0]))
+        orphan = next(i for i, p in solo.partitions.items() if p.replicas == (victim,))
+        _write(bootstrap, "rf3", 100, partition=0, tag="a")
+        wait_until(lambda: _consistent(admin.describe_topic("rf3").partitions[0], 100), timeout=30,
+                   message="every replica at 100 before the kill")
+
+        cluster.stop_node(next(n for n in cluster.nodes if n.node_id == victim), kill=True)
+        _write(bootstrap, "rf3", 50, partition=0, tag="b")     # acks=all completes once the ISR shrank
+
+        def shrunk() -> PartitionDescription | None:
+            p = admin.describe_topic("rf3").partitions[0]
+            return p if p.under_replicated and victim not in p.isr and p.high_watermark == 150 else None
+
+        after = wait_until(shrunk, timeout=30, message=f"broker {victim} leaves the ISR of rf3-0")
+        assert after.leader == leader and not after.offline and after.log_end_offsets is not None
+        stuck = after.log_end_offsets[victim]
+        assert stuck == 100
+        assert all(after.log_end_offsets[r] == 150 for r in after.replicas if r != victim)
+
+        _write(bootstrap, "rf3", 30, partition=0, tag="c")
+        later = admin.describe_topic("rf3").partitions[0]
+        assert later.high_watermark == 180 and later.log_end_offsets is not None
+        assert later.log_end_offsets[victim] == stuck, "a dead follower's log end offset must not advance"
+        assert all(later.log_end_offsets[r] == 180 for r in later.replicas if r != victim)
+
+        wait_until(lambda: admin.describe_topic("solo").partitions[orphan].offline, timeout=30,
+                   message=f"solo-{orphan} (only on broker {victim}) goes offline once {victim} is fenced")
+        listed = _cli(bootstrap, "--under-replicated", "--json")
+        assert listed.returncode == 0, listed.stderr
+        rows = {(r["topic"], r["partition"]): r for r in json.loads(listed.stdout)}
+        assert rows[("rf3", 0)]["under_replicated"] and not rows[("rf3", 0)]["offline"]
+        assert rows[("solo", orphan)]["offline"] and rows[("solo", orphan)]["high_watermark"] is None
+        assert set(rows) == {("rf3", 0), ("solo", orphan)}, "healthy partitions are not listed"
+        table = _cli(bootstrap, "--under-replicated")
+        assert table.returncode == 0
+        marked = {line.split()[0] + "-" + line.split()[1]: line for line in table.stdout.splitlines()[1:]}
+        assert "UNDER-REPLICATED" in marked["rf3-0"] and "OFFLINE" in marked[f"solo-{orphan}"]
+
+        cluster.start_node(next(n for n in cluster.nodes if n.node_id == victim))
+        cluster.wait_healthy(timeout_s=45)   # raises at once if the restarted node exits
+        wait_until(lambda: _consistent(admin.describe_topic("rf3").partitions[0], 180), timeout=45,
+                   message=lambda: f"broker {victim} catches up to 180 and rejoins the ISR: "
+                                   f"{admin.describe_topic('rf3').partitions[0]}")
+        wait_until(lambda: not admin.under_replicated_partitions(), timeout=45,
+                   message=lambda: f"nothing under-replicated: {admin.under_replicated_partitions()}")
+        healthy = _cli(bootstrap, "--under-replicated", "--json")
+        assert healthy.returncode == 0 and json.loads(healthy.stdout) == []
+
+        # a leader that cannot be reached: describe still answers, without live fields for it
+        node = next(n for n in cluster.nodes if n.node_id == leader)
+        cluster.stop_node(node, kill=True)
+    others = ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes if n.node_id != leader)
+    with Admin(others) as survivors:
+        p = survivors.describe_topic("rf3").partitions[0]
+        if p.leader == leader:          # not fenced yet: the controller still names the dead broker
+            assert p.high_watermark is None and p.log_end_offsets is None and not p.offline
+        else:                           # already failed over: the new leader answers
+            assert p.high_watermark is not None
+        moved = wait_until(lambda: (q := survivors.describe_topic("rf3").partitions[0]).leader not in (None, leader)
+                           and (q.high_watermark or 0) >= 180 and q, timeout=30,
+                           message="a new leader answers with every acknowledged record below its HW")
+        assert moved.under_replicated and leader not in moved.isr
