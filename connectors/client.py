@@ -2,6 +2,7 @@
 
 - Driver side: ``open_admin``, ``list_topics``, ``describe`` (kind, partition count,
   schema, key columns, timestamp type), ``list_offsets``, ``check_writable``,
+  ``create_typed_topic`` and ``register_schema`` (the sink's schema on first write),
   ``bytes_per_record`` (a sampled estimate for ``maxBytesPerTrigger``).
 - Executor side: ``read_range`` yields the records of exactly one offset range as Arrow
   batches; ``open_producer`` wraps an idempotent ``Producer`` for one write task.
@@ -34,6 +35,8 @@ __all__ = [
     "describe",
     "list_offsets",
     "check_writable",
+    "create_typed_topic",
+    "register_schema",
     "bytes_per_record",
     "read_range",
     "open_producer",
@@ -101,6 +104,27 @@ def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None
             pa.array([], have[name]).cast(type_)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             raise SchemaMismatchError(f"column '{name}' of topic '{topic}' is {type_}; the DataFrame has {have[name]}") from None
+
+
+def create_typed_topic(admin: Any, topic: str, *, partitions: int, replication_factor: int,
+                       key_columns: tuple[str, ...]) -> TopicView:
+    """Create ``topic`` as a typed topic without a schema (the caller registers one);
+    a topic that another writer created first is described instead."""
+    from spark_log.errors import TopicAlreadyExistsError
+
+    try:
+        admin.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
+                           key_columns=list(key_columns) or None, kind="typed")
+    except TopicAlreadyExistsError:
+        pass
+    return describe(admin, topic)
+
+
+def register_schema(admin: Any, topic: str, schema: pa.Schema) -> int:
+    """Register ``schema`` as the topic's next schema version (the first one: id 0);
+    the latest schema again is a no-op.  Raises ``SchemaMismatchError`` /
+    ``InvalidSchemaError`` as ``Admin.register_schema``."""
+    return int(admin.register_schema(topic, schema))
 
 
 def bytes_per_record(options: ReaderOptions, begin: Mapping[off.TopicPartition, int], end: Mapping[off.TopicPartition, int]) -> dict[off.TopicPartition, float]:

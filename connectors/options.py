@@ -53,6 +53,10 @@ WRITER_OPTIONS: dict[str, tuple[str, str]] = {
     "compression": ("lz4, zstd or none", "lz4"),
     "batchSize": ("target frame size in bytes (the producer cuts frames of at least 1 MiB)", "4194304"),
     "timeoutMs": ("how long a task waits for acknowledgements before failing", "120000"),
+    "createTopic": ("true: a missing 'topic' is created as a typed topic with the DataFrame's schema "
+                    "(keyColumns become its key columns); false: a missing topic fails the query at start", "false"),
+    "partitions": ("with createTopic=true: partitions of the created topic", "1"),
+    "replicationFactor": ("with createTopic=true: replication factor of the created topic", "1"),
 }
 
 # Options Spark itself may place in the map; they are not the source's to judge.
@@ -226,6 +230,9 @@ class WriterOptions:
     compression: str = "lz4"
     batch_size: int = 4 * 1024 * 1024
     timeout_ms: int = 120_000
+    create_topic: bool = False
+    partitions: int = 1
+    replication_factor: int = 1
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriterOptions":
@@ -247,6 +254,12 @@ class WriterOptions:
         bootstrap = v.get("bootstrap")
         if bootstrap is not None and not bootstrap.strip():
             raise InvalidConfigError("option 'bootstrap' must not be empty", key="bootstrap")
+        create = _bool(v, "createTopic", False)
+        for name in ("partitions", "replicationFactor"):
+            if name in v and not create:
+                raise InvalidConfigError(f"option '{name}' applies only with createTopic=true", key=name)
+        if create and not topic:
+            raise InvalidConfigError("option 'createTopic' needs option 'topic' (the topic to create)", key="createTopic")
         return cls(
             bootstrap=bootstrap.strip() if bootstrap else None,
             topic=topic.strip() if topic else None,
@@ -255,4 +268,7 @@ class WriterOptions:
             compression=compression,
             batch_size=_int(v, "batchSize", minimum=1024) or 4 * 1024 * 1024,
             timeout_ms=_int(v, "timeoutMs", minimum=1) or 120_000,
+            create_topic=create,
+            partitions=_int(v, "partitions", minimum=1) or 1,
+            replication_factor=_int(v, "replicationFactor", minimum=1) or 1,
         )

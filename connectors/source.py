@@ -32,7 +32,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_log.errors import InvalidConfigError, SchemaMismatchError
+from spark_log.errors import InvalidConfigError, NoSchemaError, SchemaMismatchError
 
 from . import client
 from .options import ReaderOptions, WriterOptions
@@ -107,6 +107,12 @@ def build_plan(options: ReaderOptions) -> ReadPlan:
         infos = [client.describe(admin, topic) for topic in topics]
     finally:
         admin.close()
+    schemaless = [info.name for info in infos if info.kind == "typed" and info.schema is None]
+    if schemaless:
+        raise NoSchemaError(
+            f"typed topic(s) {', '.join(schemaless)} have no schema yet, so there is nothing to read and no columns "
+            f"to infer: write to them first (the spark-log sink registers the DataFrame's schema) or register one "
+            f"with Admin.register_schema")
     kinds = {(info.kind, info.schema if info.kind == "typed" else None) for info in infos}
     if len(kinds) > 1:
         listing = ", ".join(f"{i.name} ({i.kind})" for i in infos)
@@ -115,8 +121,7 @@ def build_plan(options: ReaderOptions) -> ReadPlan:
     if kind == "typed":
         if options.include_headers:
             raise InvalidConfigError("option 'includeHeaders' applies to bytes topics only", key="includeHeaders")
-        if topic_schema is None:
-            raise SchemaMismatchError(f"typed topic(s) {topics} have no schema yet: write to them first")
+        assert topic_schema is not None
         full = typed_source_schema(topic_schema)
     else:
         full = bytes_source_schema(include_headers=options.include_headers)

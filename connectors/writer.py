@@ -50,8 +50,9 @@ the ``topic`` option a string column ``topic`` names each row's topic (bytes top
 from __future__ import annotations
 
 import hashlib
+import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator
 
 import numpy as np
@@ -59,7 +60,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from spark_log.errors import InvalidConfigError, SchemaMismatchError
+from spark_log.errors import (
+    InvalidConfigError,
+    InvalidSchemaError,
+    SchemaMismatchError,
+    UnknownTopicOrPartitionError,
+)
 
 from . import client
 from .options import WriterOptions
@@ -109,13 +115,22 @@ class WriteCommit(WriterCommitMessage):
 
 
 def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> WriteTarget:
-    """Check the sink against the brokers on the driver, at query start.
+    """Check the sink against the brokers on the driver, at query start (``df.write``:
+    at write start); nothing is written when it raises.
 
-    Raises ``UnknownTopicOrPartitionError`` for a missing topic, ``InvalidConfigError``
-    when neither ``topic`` nor a ``topic`` column is given, and ``SchemaMismatchError``
-    when the DataFrame cannot be written to the topic: a bytes topic needs ``value``
-    (binary or string); a typed topic needs the topic's columns, in types that cast
-    to the topic's (a topic's kind and schema are fixed when it is created).
+    - A missing topic: ``UnknownTopicOrPartitionError`` naming it and how to create it,
+      unless ``createTopic=true``, which creates it as a typed topic (``partitions``,
+      ``replicationFactor``, key columns from ``keyColumns``) and registers the
+      DataFrame's schema as below.  (Spark's Kafka sink relies on the brokers'
+      auto-create; spark-log has none, so creating is explicit.)
+    - A typed topic without a schema yet: the DataFrame's data columns (as the sink
+      writes them: without ``topic, partition, offset, timestamp, timestampType``) are
+      registered as its schema (id 0).  Two writers racing: the same schema is a no-op for
+      the second; a different one is checked as below against the schema that won.
+    - A typed topic with a schema needs the topic's columns in types that cast to the
+      topic's; else ``SchemaMismatchError`` naming the columns.
+    - A bytes topic needs ``value`` (binary or string).
+    - ``InvalidConfigError`` when neither ``topic`` nor a ``topic`` column is given.
     """
     names = spark_arrow_schema.names
     admin = client.open_admin(options.bootstrap)
@@ -124,7 +139,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
             if "topic" not in names:
                 raise InvalidConfigError("option 'topic' is required unless the DataFrame has a 'topic' column", key="topic")
             return WriteTarget(options, "bytes", None, {}, ("key",))
-        info = client.describe(admin, options.topic)
+        info = _describe_or_create(admin, options)
         if info.kind == "bytes":
             if "value" not in names:
                 raise SchemaMismatchError(
@@ -137,7 +152,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
             return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
         if info.schema is None:
-            raise SchemaMismatchError(f"typed topic '{options.topic}' has no schema")
+            info = _register_first_schema(admin, info, data.schema)
         client.check_writable(data.schema, info.schema, options.topic)
         keys = options.key_columns if options.key_columns is not None else tuple(info.key_columns)
         missing = [k for k in keys if k not in data.schema.names]
@@ -146,6 +161,45 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
         return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, info.schema)
     finally:
         admin.close()
+
+
+def _describe_or_create(admin: Any, options: WriterOptions) -> client.TopicView:
+    topic = options.topic
+    assert topic is not None
+    try:
+        return client.describe(admin, topic)
+    except UnknownTopicOrPartitionError:
+        if not options.create_topic:
+            raise UnknownTopicOrPartitionError(
+                f"topic '{topic}' does not exist; create it first (Admin.create_topic('{topic}', kind='typed') or "
+                f"`spark-log topics create {topic} --typed`: the first write sets its schema; or a bytes topic), "
+                f"or set option createTopic=true (with partitions / replicationFactor) to create a typed topic "
+                f"from the DataFrame's schema") from None
+    return client.create_typed_topic(admin, topic, partitions=options.partitions,
+                                     replication_factor=options.replication_factor,
+                                     key_columns=options.key_columns or ())
+
+
+def _register_first_schema(admin: Any, info: client.TopicView, schema: pa.Schema) -> client.TopicView:
+    """Give a typed topic without a schema the DataFrame's; returns the topic afterwards."""
+    columns = ", ".join(f"{f.name}: {f.type}" for f in schema)
+    try:
+        client.register_schema(admin, info.name, schema)
+        return replace(info, schema=schema)
+    except InvalidSchemaError as exc:
+        raise InvalidSchemaError(
+            f"the DataFrame's columns ({columns}) cannot be the schema of typed topic '{info.name}': {exc.message}"
+        ) from None
+    except SchemaMismatchError as exc:
+        refused = exc  # another writer registered a different schema first: check against that one
+    deadline = time.monotonic() + 10.0
+    while True:  # the broker describing may lag the one that refused; metadata polling, not synchronisation
+        current = client.describe(admin, info.name)
+        if current.schema is not None:
+            return current
+        if time.monotonic() > deadline:
+            raise refused
+        time.sleep(0.05)
 
 
 def _partition_of_rows(batch: pa.RecordBatch, target: WriteTarget, n: int, fallback: int) -> np.ndarray:

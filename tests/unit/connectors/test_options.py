@@ -99,6 +99,10 @@ def test_writer_options() -> None:
                              "keyColumns": "a,b", "timeoutMs": "10", "checkpointLocation": "/x"})
     assert (o.acks, o.compression, o.batch_size, o.key_columns, o.timeout_ms) == ("all", "zstd", 65536, ("a", "b"), 10)
     assert WriterOptions.parse({"acks": "1"}).acks == "1"
+    o = WriterOptions.parse({"topic": "t"})
+    assert (o.create_topic, o.partitions, o.replication_factor) == (False, 1, 1)
+    o = WriterOptions.parse({"topic": "t", "createTopic": "TRUE", "partitions": "4", "replicationFactor": "3"})
+    assert (o.create_topic, o.partitions, o.replication_factor) == (True, 4, 3)
 
 
 @pytest.mark.parametrize(
@@ -111,6 +115,11 @@ def test_writer_options() -> None:
         ({"topic": "t", "batchSize": "10"}, "batchSize"),
         ({"topic": ""}, "topic"),
         ({"topic": "t", "keyColumns": ","}, "keyColumns"),
+        ({"topic": "t", "partitions": "3"}, "partitions"),
+        ({"topic": "t", "replicationFactor": "3"}, "replicationFactor"),
+        ({"topic": "t", "createTopic": "yes"}, "createTopic"),
+        ({"createTopic": "true"}, "createTopic"),
+        ({"topic": "t", "createTopic": "true", "partitions": "0"}, "partitions"),
     ],
 )
 def test_writer_refusals_name_the_option(options: dict, named: str) -> None:
