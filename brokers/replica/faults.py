@@ -39,9 +39,10 @@ import json
 import logging
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import ClassVar
 
 __all__ = ["ENV_VAR", "FaultFile", "FaultSpec", "FetchFaults", "ProcessLinks", "link_filter", "process_links"]
 
@@ -60,17 +61,20 @@ class FaultSpec:
     cut: dict[int, frozenset[int]] = field(default_factory=dict)
 
     @classmethod
-    def parse(cls, text: str) -> "FaultSpec":
+    def parse(cls, text: str) -> FaultSpec:
         """Raises ``ValueError``/``TypeError``/``AttributeError`` on a malformed file."""
         raw = json.loads(text or "{}")
         if not isinstance(raw, dict):
-            raise ValueError("the fault file must hold a JSON object keyed by broker id")
+            raise TypeError("the fault file must hold a JSON object keyed by broker id")
         delays, blocked, isolated, cut = {}, {}, set(), {}
         for key, spec in raw.items():
             node = int(key)
             delays[node] = max(0, int(spec.get("delay_ms", 0)))
             blocked[node] = frozenset(int(b) for b in spec.get("blocked", ()))
-            if spec.get("isolated", False) is True:
+            flag = spec.get("isolated", False)
+            if not isinstance(flag, bool):
+                raise TypeError(f"broker {node}: 'isolated' must be true or false, got {flag!r}")
+            if flag:
                 isolated.add(node)
             cut[node] = frozenset(int(b) for b in spec.get("cut", ()))
         return cls(delays_ms=delays, blocked=blocked, isolated=frozenset(isolated), cut=cut)
@@ -93,16 +97,15 @@ _EMPTY = FaultSpec()
 class FaultFile:
     """The fault file at ``path``, parsed again whenever it changes (one per path per process)."""
 
-    _shared: dict[Path, "FaultFile"] = {}
-    _shared_lock = threading.Lock()
+    _shared: ClassVar[dict[Path, FaultFile]] = {}
+    _shared_lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._stamp: tuple[int, int, int] | None = None
-        self._spec = _EMPTY
+        self._state: tuple[tuple[int, int, int] | None, FaultSpec] = (None, _EMPTY)  # (file stamp, spec)
 
     @classmethod
-    def shared(cls, path: Path) -> "FaultFile":
+    def shared(cls, path: Path) -> FaultFile:
         with cls._shared_lock:
             file = cls._shared.get(path)
             if file is None:
@@ -114,17 +117,18 @@ class FaultFile:
         try:
             st = self.path.stat()
         except OSError:
-            self._stamp, self._spec = None, _EMPTY
+            self._state = (None, _EMPTY)
             return _EMPTY
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if stamp == self._stamp:
-            return self._spec
+        known, spec = self._state
+        if stamp == known:
+            return spec
         try:
             spec = FaultSpec.parse(self.path.read_text())
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             log.warning("ignoring fault file %s: %s", self.path, exc)
             spec = _EMPTY
-        self._spec, self._stamp = spec, stamp
+        self._state = (stamp, spec)
         return spec
 
 
@@ -144,7 +148,7 @@ class FetchFaults:
         self._spec = _EMPTY
 
     @classmethod
-    def from_env(cls, broker_id: int) -> "FetchFaults":
+    def from_env(cls, broker_id: int) -> FetchFaults:
         value = os.environ.get(ENV_VAR)
         return cls(Path(value) if value else None, broker_id)
 

@@ -85,3 +85,12 @@ def test_two_nodes_in_one_process_disable_controller_filtering(tmp_path, monkeyp
     assert links is not None and links.cut_to(1)
     faults.link_filter(3)
     assert not links.cut_to(1)
+
+
+def test_a_malformed_file_means_no_faults(tmp_path) -> None:
+    with pytest.raises(TypeError):
+        FaultSpec.parse(json.dumps({"2": {"isolated": "yes"}}))
+    path = tmp_path / "faults.json"
+    write(path, {"2": {"isolated": "yes"}})
+    spec = faults.FaultFile(path).spec()
+    assert not spec.link_cut(1, 2) and not spec.isolated
