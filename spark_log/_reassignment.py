@@ -10,8 +10,9 @@ partition's ``replicas`` are the target followed by the replicas being removed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from . import errors
 from .errors import InvalidRequestError

@@ -34,7 +34,7 @@ unfenced; a target may name fenced brokers (the move then waits for them).
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from brokers.metadata.image import MetadataImage, PartitionInfo
 from brokers.metadata.records import NO_CHANGE, NO_LEADER, PartitionChangeRecord

@@ -13,7 +13,7 @@ broker ids, ...).  Thread-safety: called from the server's worker threads; state
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from brokers.controller.client import ControllerClient
 from brokers.metadata.image import MetadataImage, PartitionInfo

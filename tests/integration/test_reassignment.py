@@ -14,15 +14,19 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 from spark_log.cli import main
-from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
+from spark_log.errors import (
+    InvalidRequestError,
+    SparkLogError,
+    UnknownTopicOrPartitionError,
+)
 from tests.checkers.log_history import FinalRead, Op, Send, check
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until

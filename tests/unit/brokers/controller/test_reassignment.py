@@ -3,7 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from brokers.controller.reassignment import cancel_records, completion_changes, reassignment_records
+from brokers.controller.reassignment import (
+    cancel_records,
+    completion_changes,
+    reassignment_records,
+)
 from brokers.metadata import records as r
 from brokers.metadata.delta import MetadataDelta
 from brokers.metadata.image import MetadataImage
