@@ -77,3 +77,29 @@ def test_elect_leaders_on_demand(controller: QuorumController) -> None:
     assert controller.image.partition("a", 0).leader == preferred  # type: ignore[union-attr]
     with pytest.raises(UnknownTopicOrPartitionError):
         controller.elect_leaders(partitions=[("a", 9)])
+
+
+def test_controller_loop_completes_a_move_whose_isr_grew_elsewhere(controller: QuorumController) -> None:
+    """The safety net: an ISR that already holds the target (e.g. expanded under an earlier
+    controller that failed before completing) is completed by ``complete_reassignments``."""
+    created = controller.create_topic(name="a", partitions=1, replication_factor=2).partitions[0]
+    spare = next(b for b in range(1, 5) if b not in created.replicas)
+    target = (created.replicas[1], spare)
+    controller.alter_partition_reassignment(topic="a", partition=0, target=target)
+    controller._propose([PartitionChangeRecord(topic="a", partition=0, isr=created.isr + (spare,))])
+    assert controller.image.partition("a", 0).reassigning  # type: ignore[union-attr]
+    assert controller.complete_reassignments() == 1
+    done = controller.image.partition("a", 0)
+    assert done is not None and done.replicas == target and not done.reassigning and done.leader == target[0]
+    assert controller.complete_reassignments() == 0
+
+
+def test_a_new_target_replaces_the_pending_one(controller: QuorumController) -> None:
+    created = controller.create_topic(name="a", partitions=1, replication_factor=2).partitions[0]
+    spares = [b for b in range(1, 5) if b not in created.replicas]
+    controller.alter_partition_reassignment(topic="a", partition=0, target=(spares[0], created.replicas[0]))
+    replaced = controller.alter_partition_reassignment(topic="a", partition=0, target=(spares[1], created.replicas[0]))
+    assert replaced.adding_replicas == (spares[1],) and replaced.removing_replicas == (created.replicas[1],)
+    assert spares[0] not in replaced.replicas
+    cancelled = controller.alter_partition_reassignment(topic="a", partition=0, target=())
+    assert set(cancelled.replicas) == set(created.replicas) and not cancelled.reassigning
