@@ -13,9 +13,9 @@ Thread-safety: none; the owner serialises calls.
 """
 from __future__ import annotations
 
-import bisect
 from typing import Protocol, Sequence
 
+from .entry_buffer import EntryBuffer, end_offset_for_epoch
 from .messages import Entry, Snapshot, SnapshotId
 
 __all__ = ["RaftLog", "MemoryRaftLog", "end_offset_for_epoch"]
@@ -68,92 +68,23 @@ class RaftLog(Protocol):
         """Make every appended entry durable."""
 
 
-def end_offset_for_epoch(epoch_starts: Sequence[tuple[int, int]], end_offset: int,
-                         start_offset: int, snapshot_epoch: int, epoch: int) -> SnapshotId:
-    """Shared OffsetsForLeaderEpoch over a list of ``(epoch, start offset)`` boundaries.
-
-    ``epoch_starts`` is sorted and holds the first offset of each epoch that still has
-    entries.  The snapshot's epoch ends at ``start_offset``.  An epoch older than all of
-    them answers ``(0, start_offset)``.
-    """
-    index = bisect.bisect_right(epoch_starts, (epoch, float("inf"))) - 1
-    if index < 0:
-        if snapshot_epoch and snapshot_epoch <= epoch:
-            return SnapshotId(start_offset, snapshot_epoch)
-        return SnapshotId(start_offset, 0)
-    found = epoch_starts[index][0]
-    end = epoch_starts[index + 1][1] if index + 1 < len(epoch_starts) else end_offset
-    return SnapshotId(end, found)
-
-
-class MemoryRaftLog:
+class MemoryRaftLog(EntryBuffer):
     """``RaftLog`` in memory.  ``crash()`` keeps only flushed entries, as a power cut would.
 
     Thread-safety: none.
     """
 
     def __init__(self) -> None:
-        self._entries: list[Entry] = []
-        self._start = 0
-        self._flushed = 0
-        self._snapshot: Snapshot | None = None
+        super().__init__()
 
-    # --- RaftLog -------------------------------------------------------------------
-    @property
-    def start_offset(self) -> int:
-        return self._start
-
-    @property
-    def end_offset(self) -> int:
-        return self._start + len(self._entries)
-
-    @property
-    def flushed_end_offset(self) -> int:
-        return self._flushed
-
-    @property
-    def last_epoch(self) -> int:
-        if self._entries:
-            return self._entries[-1].epoch
-        return self._snapshot.snapshot_id.epoch if self._snapshot else 0
-
+    # --- RaftLog (the read side is EntryBuffer's) ---------------------------------
     def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
-        if not payloads:
-            raise ValueError("nothing to append")
-        if epoch < self.last_epoch:
-            raise ValueError(f"epoch {epoch} is older than the log's last epoch {self.last_epoch}")
-        for payload in payloads:
-            self._entries.append(Entry(self.end_offset, epoch, bytes(payload), control))
+        self._entries.extend(self._leader_entries(payloads, epoch, control))
         return self.end_offset - 1
 
     def append_as_follower(self, entries: Sequence[Entry]) -> None:
-        for entry in entries:
-            if entry.offset != self.end_offset:
-                raise ValueError(f"entry offset {entry.offset} != log end offset {self.end_offset}")
-            if entry.epoch < self.last_epoch:
-                raise ValueError(f"entry epoch {entry.epoch} < last epoch {self.last_epoch}")
-            self._entries.append(entry)
-
-    def read(self, offset: int, max_entries: int) -> list[Entry]:
-        if not self._start <= offset <= self.end_offset:
-            raise ValueError(f"offset {offset} outside [{self._start}, {self.end_offset}]")
-        first = offset - self._start
-        return self._entries[first:first + max_entries]
-
-    def epoch_at(self, offset: int) -> int:
-        if offset == self._start - 1 and self._snapshot is not None:
-            return self._snapshot.snapshot_id.epoch
-        if offset == -1:
-            return 0
-        return self._entries[offset - self._start].epoch
-
-    def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
-        starts: list[tuple[int, int]] = []
-        for entry in self._entries:
-            if not starts or starts[-1][0] != entry.epoch:
-                starts.append((entry.epoch, entry.offset))
-        snap_epoch = self._snapshot.snapshot_id.epoch if self._snapshot else 0
-        return end_offset_for_epoch(starts, self.end_offset, self._start, snap_epoch, epoch)
+        self._check_follower_entries(entries)
+        self._entries.extend(entries)
 
     def truncate_to(self, offset: int) -> None:
         if offset < self._start:
@@ -162,9 +93,7 @@ class MemoryRaftLog:
         self._flushed = min(self._flushed, offset)
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
-        end = snapshot.snapshot_id.end_offset
-        if not self._start <= end <= self.end_offset:
-            raise ValueError(f"snapshot end {end} outside [{self._start}, {self.end_offset}]")
+        end = self._check_snapshot_end(snapshot)
         del self._entries[: end - self._start]
         self._start = end
         self._flushed = max(self._flushed, end)
@@ -174,9 +103,6 @@ class MemoryRaftLog:
         self._entries.clear()
         self._start = self._flushed = snapshot.snapshot_id.end_offset
         self._snapshot = snapshot
-
-    def latest_snapshot(self) -> Snapshot | None:
-        return self._snapshot
 
     def flush(self) -> None:
         self._flushed = self.end_offset

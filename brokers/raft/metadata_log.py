@@ -28,8 +28,8 @@ from spark_log.config import TopicConfig
 from spark_log.errors import StorageError
 
 from .codec import decode_entries, encode_entries
-from .log import end_offset_for_epoch
-from .messages import Entry, Snapshot, SnapshotId
+from .entry_buffer import EntryBuffer
+from .messages import Entry, Snapshot
 from .snapshot_store import SnapshotStore
 
 __all__ = ["MetadataLog"]
@@ -39,11 +39,12 @@ _LOG_CONFIG = TopicConfig(retention_ms=-1, retention_bytes=-1, flush_messages=0,
 _READ_BYTES = 8 * 1024 * 1024
 
 
-class MetadataLog:
+class MetadataLog(EntryBuffer):
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
         self._snapshots = SnapshotStore(self.directory / "snapshots")
-        self._snapshot = self._snapshots.load_latest()
+        snapshot = self._snapshots.load_latest()
+        super().__init__(start=snapshot.snapshot_id.end_offset if snapshot else 0, snapshot=snapshot)
         self._log = PartitionLog(self.directory / "log", _LOG_CONFIG)
         snap_end = self._snapshot.snapshot_id.end_offset if self._snapshot else 0
         if self._log.log_end_offset < snap_end:
@@ -62,8 +63,7 @@ class MetadataLog:
         self._rebuild_starts()
 
     def _rebuild_starts(self) -> None:
-        self._starts = []
-        self._extend_starts(self._entries)
+        self._starts = EntryBuffer._epoch_starts(self)
 
     def _extend_starts(self, entries: Sequence[Entry]) -> None:
         for entry in entries:
@@ -81,43 +81,15 @@ class MetadataLog:
             offset = result.next_offset
         return out
 
-    # --- RaftLog -------------------------------------------------------------------
-    @property
-    def start_offset(self) -> int:
-        return self._start
-
-    @property
-    def end_offset(self) -> int:
-        return self._start + len(self._entries)
-
-    @property
-    def flushed_end_offset(self) -> int:
-        return self._flushed
-
-    @property
-    def last_epoch(self) -> int:
-        if self._entries:
-            return self._entries[-1].epoch
-        return self._snapshot.snapshot_id.epoch if self._snapshot else 0
-
+    # --- RaftLog (the read side is EntryBuffer's) ---------------------------------
     def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
-        if not payloads:
-            raise ValueError("nothing to append")
-        if epoch < self.last_epoch:
-            raise ValueError(f"epoch {epoch} is older than the log's last epoch {self.last_epoch}")
-        first = self.end_offset
-        self._write([Entry(first + i, epoch, bytes(p), control) for i, p in enumerate(payloads)])
+        self._write(self._leader_entries(payloads, epoch, control))
         return self.end_offset - 1
 
     def append_as_follower(self, entries: Sequence[Entry]) -> None:
         if not entries:
             return
-        for previous, entry in zip([None, *entries], entries):
-            expected = self.end_offset if previous is None else previous.offset + 1
-            if entry.offset != expected:
-                raise ValueError(f"entry offset {entry.offset} != expected {expected}")
-        if entries[0].epoch < self.last_epoch:
-            raise ValueError(f"entry epoch {entries[0].epoch} < last epoch {self.last_epoch}")
+        self._check_follower_entries(entries)
         self._write(list(entries))
 
     def _write(self, entries: list[Entry]) -> None:
@@ -125,22 +97,8 @@ class MetadataLog:
         self._entries.extend(entries)
         self._extend_starts(entries)
 
-    def read(self, offset: int, max_entries: int) -> list[Entry]:
-        if not self._start <= offset <= self.end_offset:
-            raise ValueError(f"offset {offset} outside [{self._start}, {self.end_offset}]")
-        first = offset - self._start
-        return self._entries[first:first + max_entries]
-
-    def epoch_at(self, offset: int) -> int:
-        if offset == self._start - 1 and self._snapshot is not None:
-            return self._snapshot.snapshot_id.epoch
-        if offset == -1:
-            return 0
-        return self._entries[offset - self._start].epoch
-
-    def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
-        snap_epoch = self._snapshot.snapshot_id.epoch if self._snapshot else 0
-        return end_offset_for_epoch(self._starts, self.end_offset, self._start, snap_epoch, epoch)
+    def _epoch_starts(self) -> list[tuple[int, int]]:
+        return self._starts
 
     def truncate_to(self, offset: int) -> None:
         if offset < self._start:
@@ -157,9 +115,7 @@ class MetadataLog:
         self._rebuild_starts()
 
     def create_snapshot(self, snapshot: Snapshot) -> None:
-        end = snapshot.snapshot_id.end_offset
-        if not self._start <= end <= self.end_offset:
-            raise ValueError(f"snapshot end {end} outside [{self._start}, {self.end_offset}]")
+        end = self._check_snapshot_end(snapshot)
         self._log.flush()
         self._snapshots.write(snapshot)
         self._snapshot = snapshot
@@ -177,9 +133,6 @@ class MetadataLog:
         self._entries = []
         self._start = self._flushed = end
         self._starts = []
-
-    def latest_snapshot(self) -> Snapshot | None:
-        return self._snapshot
 
     def flush(self) -> None:
         if self._flushed != self.end_offset:
