@@ -225,3 +225,42 @@ def test_cli_reassign(cluster4: LocalCluster, admin: Admin, topic_name: str, cap
     assert "--replicas" in capsys.readouterr().err
     wait_until(lambda: list(admin.describe_topic(topic_name).partitions[0].replicas) == [other, only], timeout=10,
                message="describe shows the CLI's target")
+
+
+@pytest.mark.slow
+def test_replace_a_dead_leader_while_writes_go_on(cluster4: LocalCluster, admin: Admin, topic_name: str) -> None:
+    """The usual reason to reassign: broker ``a`` died (kill -9, its leadership already moved
+    within the ISR); its replica moves to the spare ``d`` while an acks=all producer writes.
+    Nothing acknowledged is lost and every replica of the target holds the log.  (Runs last:
+    it restarts the killed node.)"""
+    brokers = sorted(n.node_id for n in cluster4.nodes)
+    info = admin.create_topic(topic_name, partitions=1, replication_factor=3).partitions[0]
+    dead = info.replicas[0]
+    target = [*info.replicas[1:], next(b for b in brokers if b not in info.replicas)]
+    node = next(n for n in cluster4.nodes if n.node_id == dead)
+    writer = Writer(cluster4.bootstrap, topic_name)
+    writer.thread.start()
+    try:
+        wait_until(lambda: writer.acked() > 50, timeout=30, message="first acknowledgements")
+        cluster4.stop_node(node, kill=True)
+        wait_until(lambda: admin.describe_topic(topic_name).partitions[0].leader not in (None, dead), timeout=30,
+                   message=f"a new leader after killing {dead}")
+        admin.alter_partition_reassignments({(topic_name, 0): target}, wait=True, timeout_s=60)
+        wait_until(lambda: settled(admin, topic_name, 0, target), timeout=30, message=f"replicas {target}")
+        before = writer.acked()
+        wait_until(lambda: writer.acked() > before + 50, timeout=30, message="writes go on after the move")
+    finally:
+        writer.stop.set()
+        writer.thread.join(timeout=90)
+        cluster4.start_node(node)
+    end = admin.list_offsets(topic_name, "latest")[0]
+    final: list[tuple[int, bytes]] = []
+    with Consumer(cluster4.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic_name, 0)])
+        wait_until(lambda: final.extend((r.offset, r.value) for r in consumer.poll(0.5)) or len(final) >= end,
+                   timeout=60, message="final read reaches the end")
+    anomalies = check([*writer.history, FinalRead(0, tuple(final))], ignore_unseen=True)
+    assert not anomalies, str(anomalies)
+    wait_until(lambda: all(read_replica(node_dir(cluster4, b, topic_name, 0)) == final for b in target), timeout=30,
+               message="every target replica's log equals the final read")
+    cluster4.wait_healthy(timeout_s=60)
