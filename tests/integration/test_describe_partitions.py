@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -170,17 +171,32 @@ def test_a_killed_follower_shows_under_replicated_then_catches_up(fast_cluster: 
         healthy = _cli(bootstrap, "--under-replicated", "--json")
         assert healthy.returncode == 0 and json.loads(healthy.stdout) == []
 
-        # a leader that cannot be reached: describe still answers, without live fields for it
-        node = next(n for n in cluster.nodes if n.node_id == leader)
-        cluster.stop_node(node, kill=True)
-    others = ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes if n.node_id != leader)
-    with Admin(others) as survivors:
-        p = survivors.describe_topic("rf3").partitions[0]
-        if p.leader == leader:          # not fenced yet: the controller still names the dead broker
-            assert p.high_watermark is None and p.log_end_offsets is None and not p.offline
-        else:                           # already failed over: the new leader answers
-            assert p.high_watermark is not None
-        moved = wait_until(lambda: (q := survivors.describe_topic("rf3").partitions[0]).leader not in (None, leader)
-                           and (q.high_watermark or 0) >= 180 and q, timeout=30,
-                           message="a new leader answers with every acknowledged record below its HW")
-        assert moved.under_replicated and leader not in moved.isr
+        # A leader that cannot be reached: describe still answers, without live fields for it.
+        # SIGSTOP a follower, then kill -9 the leader: the one node left has no quorum, so its
+        # metadata keeps naming the dead leader (no fencing can be committed meanwhile).
+        leader = admin.describe_topic("rf3").partitions[0].leader
+        stopped = next(n for n in cluster.nodes if n.node_id != leader)
+        alone = next(n for n in cluster.nodes if n.node_id not in (leader, stopped.node_id))
+        os.kill(stopped.pid, signal.SIGSTOP)
+        try:
+            cluster.stop_node(next(n for n in cluster.nodes if n.node_id == leader), kill=True)
+            # fresh clients: one that learnt every broker's address would try the stopped one
+            # first for its next call (Cluster.call_any) and wait out the request timeout
+            with Admin(f"127.0.0.1:{alone.port}") as last:
+                committed = last.describe_topic("rf3", live=False).partitions[0]
+            with Admin(f"127.0.0.1:{alone.port}") as last:
+                p = last.describe_topic("rf3").partitions[0]
+            assert p.leader == leader and not p.offline, "no quorum: the metadata still names the dead leader"
+            assert p.high_watermark is None and p.log_end_offsets is None and p.log_start_offset is None
+            assert p == committed
+        finally:
+            os.kill(stopped.pid, signal.SIGCONT)
+        with Admin(f"127.0.0.1:{alone.port},127.0.0.1:{stopped.port}") as survivors:
+            def failed_over() -> PartitionDescription | None:
+                q = survivors.describe_topic("rf3").partitions[0]
+                return q if q.leader not in (None, leader) and q.high_watermark is not None else None
+
+            moved = wait_until(failed_over, timeout=45, message="once the quorum is back, a new leader answers")
+            assert moved.high_watermark is not None and moved.high_watermark >= 180, "acknowledged records lost"
+            assert moved.log_end_offsets is not None and moved.log_end_offsets[moved.leader] >= 180
+            assert moved.under_replicated and leader not in moved.isr
