@@ -31,7 +31,13 @@ from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 from tests.checkers.log_history import FinalRead, Op, Send, check
-from tests.fault.test_replication_isr import _frames, faulty_cluster, isr, set_faults  # noqa: F401 - fixture
+from tests.fault.test_replication_isr import (  # noqa: F401 - fixture
+    _frames,
+    faulty_cluster,
+    isr,
+    seen_by,
+    set_faults,
+)
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until
 
@@ -88,13 +94,6 @@ def produce_direct(port: int, value: bytes, *, timeout_ms: int = 2500) -> tuple[
     return result.error.code, result.error.message
 
 
-def fenced_brokers(port: int) -> set[int]:
-    """The brokers the node at ``port`` knows to be fenced (its metadata image)."""
-    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=10)
-    return {b.broker_id for b in response.brokers if b.fenced}
-
-
 def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faulty_cluster) -> None:
     cluster, faults = faulty_cluster
     history: list[Op] = []
@@ -105,6 +104,7 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
         wait_until(lambda: len(isr(admin, TOPIC)) == 3, timeout=20, message="full ISR")
     node = next(n for n in cluster.nodes if n.node_id == old)
     others = ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes if n.node_id != old)
+    survivor_ports = [n.port for n in cluster.nodes if n.node_id != old]
     writer = Writer(cluster.bootstrap)
     writer.thread.start()
     pool = ThreadPoolExecutor(1)
@@ -116,45 +116,47 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
         # (its followers cannot fetch); it may survive (a follower's fetch already in flight
         # may have carried it), so it is an indefinite failure in the history
         early = pool.submit(produce_direct, node.port, b"early-direct")
-        with Admin(others) as survivors:
-            def new_leader() -> int | None:
-                info = survivors.describe_topic(TOPIC, live=False).partitions[0]
-                return info.leader if info.leader not in (None, old) and old not in info.isr else None
 
-            leader = wait_until(new_leader, timeout=30,
-                                message=f"the controller fences isolated broker {old} and elects a new leader")
-            survivor = next(n for n in cluster.nodes if n.node_id == leader)
-            wait_until(lambda: old in fenced_brokers(survivor.port), timeout=10,
-                       message=f"new leader {leader}'s metadata shows broker {old} fenced (session timeout)")
-            code, message = early.result(timeout=60)
-            assert code != 0, f"isolated old leader {old} acknowledged an acks=all write before it was fenced"
+        def new_leader() -> int | None:
+            # both survivors' own images (an Admin could route to the isolated node and
+            # get its stale view): old fenced (session timeout), out of the ISR, a new leader
+            views = [seen_by(port, TOPIC) for port in survivor_ports]
+            leaders = {leader for leader, _, _ in views}
+            settled = all(old in fenced and old not in isr_ for _, isr_, fenced in views)
+            (leader,) = leaders if len(leaders) == 1 else (None,)
+            return leader if settled and leader not in (None, old) else None
+
+        leader = wait_until(new_leader, timeout=30,
+                            message=f"the controller fences isolated broker {old} and elects a new leader")
+        code, message = early.result(timeout=60)
+        assert code != 0, f"isolated old leader {old} acknowledged an acks=all write before it was fenced"
+        assert code == -1 or code in REFUSALS, f"unexpected answer {code}: {message}"
+        history.append(Send(0, b"early-direct", False, definite=False))
+        # the old leader still believes it leads: it appends what it is sent, but can
+        # never acknowledge it (its followers cannot fetch, its ISR shrink cannot reach
+        # the controller)
+        stale = [f"stale-{i}".encode() for i in range(3)]
+        for value in stale:
+            code, message = produce_direct(node.port, value)
+            assert code != 0, f"isolated old leader {old} acknowledged an acks=all write {value!r}"
             assert code == -1 or code in REFUSALS, f"unexpected answer {code}: {message}"
-            history.append(Send(0, b"early-direct", False, definite=False))
-            # the old leader still believes it leads: it appends what it is sent, but can
-            # never acknowledge it (its followers cannot fetch, its ISR shrink cannot reach
-            # the controller)
-            stale = [f"stale-{i}".encode() for i in range(3)]
-            for value in stale:
-                code, message = produce_direct(node.port, value)
-                assert code != 0, f"isolated old leader {old} acknowledged an acks=all write {value!r}"
-                assert code == -1 or code in REFUSALS, f"unexpected answer {code}: {message}"
-                history.append(Send(0, value, False, definite=False))
-            new_log = dict(read_replica(replica_dir(cluster.node_dir(leader), TOPIC, 0)))
-            divergent = [(o, v) for o, v in read_replica(replica_dir(cluster.node_dir(old), TOPIC, 0))
-                         if new_log.get(o) != v]
-            assert set(stale) <= {v for _, v in divergent}, (
-                f"the isolated leader should have appended the direct writes locally: divergent suffix {divergent}")
+            history.append(Send(0, value, False, definite=False))
+        new_log = dict(read_replica(replica_dir(cluster.node_dir(leader), TOPIC, 0)))
+        divergent = [(o, v) for o, v in read_replica(replica_dir(cluster.node_dir(old), TOPIC, 0))
+                     if new_log.get(o) != v]
+        assert set(stale) <= {v for _, v in divergent}, (
+            f"the isolated leader should have appended the direct writes locally: divergent suffix {divergent}")
 
-            # the majority side keeps acknowledging acks=all writes through the new leader
-            with Producer(others, acks="all", linger_ms=1) as producer:
-                for i in range(10):
-                    value = f"majority-{i}".encode()
-                    partition, offset = producer.send(TOPIC, value, partition=0).result(timeout=30)
-                    history.append(Send(partition, value, True, offset))
+        # the majority side keeps acknowledging acks=all writes through the new leader
+        with Producer(others, acks="all", linger_ms=1) as producer:
+            for i in range(10):
+                value = f"majority-{i}".encode()
+                partition, offset = producer.send(TOPIC, value, partition=0).result(timeout=30)
+                history.append(Send(partition, value, True, offset))
 
-            set_faults(faults, {})
-            wait_until(lambda: len(isr(survivors, TOPIC)) == 3, timeout=45,
-                       message=f"broker {old} rejoins the ISR as a follower after healing")
+        set_faults(faults, {})
+        wait_until(lambda: all(len(seen_by(n.port, TOPIC)[1]) == 3 for n in cluster.nodes), timeout=45,
+                   message=f"broker {old} rejoins the ISR as a follower after healing")
         before = writer.acked()
         wait_until(lambda: writer.acked() >= before + 20, timeout=30, message="the writer goes on after healing")
     finally:
