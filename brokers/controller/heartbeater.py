@@ -6,6 +6,9 @@ the registration) makes it register again with the same incarnation; other error
 (no controller reachable) are retried on the next beat.  ``broker_epoch`` is the
 current registration's epoch (None until registered); ``fenced`` the controller's
 last answer.  ``wait_registered(timeout_s)`` blocks until the first registration.
+``first_metadata_offset`` is the controller's metadata offset in the first heartbeat
+answer of this process (None before): the broker serves partitions only once its own
+image has reached it (``PartitionManager``'s metadata floor).
 
 Thread-safety: ``start``/``stop`` from the owning thread; attributes are plain reads.
 """
@@ -43,6 +46,7 @@ class BrokerHeartbeater:
         self.incarnation = incarnation or uuid.uuid4().hex
         self.broker_epoch: int | None = None
         self.fenced = True
+        self.first_metadata_offset: int | None = None
         self._registered = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -74,6 +78,8 @@ class BrokerHeartbeater:
         try:
             result = self.client.heartbeat(broker_id=self.broker_id, broker_epoch=self.broker_epoch)
             self.fenced = result.fenced
+            if self.first_metadata_offset is None:
+                self.first_metadata_offset = result.metadata_offset
         except FencedEpochError as exc:
             log.warning("broker %d must register again: %s", self.broker_id, exc.message)
             self.broker_epoch = None

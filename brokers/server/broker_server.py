@@ -38,9 +38,11 @@ __all__ = ["BrokerServer", "register"]
 class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
                  clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
-                 replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200) -> None:
+                 replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
+                 metadata_floor: Callable[[], int | None] | None = None) -> None:
         self.metadata = metadata
-        self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock())
+        self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
+                                        metadata_floor=metadata_floor)
         self.replicas = ReplicaManager(broker_id=broker_id, manager=self.manager, clock=clock or SystemClock(),
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        to_pb=to_pb, lag_time_max_ms=replica_lag_time_max_ms,
@@ -77,8 +79,13 @@ def register(node: "Node") -> Callable[[], None]:
         heartbeater = node.heartbeater
         return heartbeater.broker_epoch if heartbeater is not None and heartbeater.broker_epoch is not None else -1
 
+    def metadata_floor() -> int | None:  # None until the first heartbeat was answered
+        heartbeater = node.heartbeater
+        return heartbeater.first_metadata_offset if heartbeater is not None else None
+
     server = BrokerServer(broker_id=node.config.broker_id, data_dir=node.data_dir, metadata=node.metadata,
                           controller=node.controller_client, clock=node.clock, broker_epoch=broker_epoch,
+                          metadata_floor=metadata_floor,
                           replica_lag_time_max_ms=node.config.replica_lag_time_max_ms,
                           replica_fetch_wait_max_ms=node.config.replica_fetch_wait_max_ms)
     server.add_to_server(node.server)

@@ -15,6 +15,14 @@ on the manager thread, which:
 Request threads call ``get(topic, partition)``, which opens a replica on demand when the
 current image assigns it here but the manager thread has not got to it yet.
 
+Catching up first (Kafka's KIP-631 rule): a broker that restarts replays its local copy of
+the metadata log, whose images can be far behind; acting on them would let it lead (and
+acknowledge writes to) partitions that moved on long ago.  With ``metadata_floor`` (the
+controller's metadata offset in this process's first heartbeat answer; None until known)
+the manager ignores every image below that floor: no replica is opened or led, and ``get``
+answers a retriable ``NotLeaderError`` ("catching up").  Once an image reaches the floor
+the manager serves as usual, for good.  Without ``metadata_floor`` it serves at once.
+
 Long polls: ``data_version`` grows on every append; ``wait_for_data(seen, timeout)`` waits
 on one broker-wide condition for it to change (or ``wake_all`` at shutdown).
 
@@ -39,12 +47,14 @@ __all__ = ["PartitionManager"]
 log = logging.getLogger(__name__)
 
 _MAINTENANCE_INTERVAL_S = 5.0
+_CATCH_UP_POLL_S = 0.05
 
 
 class PartitionManager:
     """Hosted replicas of broker ``broker_id`` under ``data_dir`` (see the module docstring)."""
 
-    def __init__(self, *, broker_id: int, data_dir: Path, clock: Clock | None = None) -> None:
+    def __init__(self, *, broker_id: int, data_dir: Path, clock: Clock | None = None,
+                 metadata_floor: Callable[[], int | None] | None = None) -> None:
         self.broker_id = broker_id
         self.data_dir = Path(data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -52,6 +62,9 @@ class PartitionManager:
         self._lock = threading.RLock()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._image: MetadataImage = EMPTY
+        self._latest: MetadataImage = EMPTY  # newest published, served once caught up
+        self._metadata_floor = metadata_floor
+        self._caught_up = metadata_floor is None
         self._reconciled: MetadataImage = EMPTY
         self._wakeup = threading.Condition()
         self._pending = False
@@ -95,15 +108,37 @@ class PartitionManager:
     def publish(self, delta: Any, image: MetadataImage) -> None:
         """Metadata publisher: remember the image; the manager thread applies it."""
         with self._wakeup:
-            self._image = image
-            self._pending = True
-            self._wakeup.notify_all()
+            self._latest = image
+            self._serve_latest()
+
+    @property
+    def caught_up(self) -> bool:
+        """Whether the images served have reached the metadata floor (see the module docstring)."""
+        return self._caught_up
+
+    def _serve_latest(self) -> None:
+        """Serve ``_latest`` if caught up (caller holds ``_wakeup``)."""
+        if not self._caught_up:
+            floor = self._metadata_floor() if self._metadata_floor is not None else 0
+            if floor is None or self._latest.offset < floor:
+                return
+            self._caught_up = True
+            log.info("broker %d caught up with the metadata log at offset %d (floor %d)",
+                     self.broker_id, self._latest.offset, floor)
+        self._image = self._latest
+        self._pending = True
+        self._wakeup.notify_all()
 
     def _run(self) -> None:
         next_maintenance = time.monotonic() + _MAINTENANCE_INTERVAL_S
         while True:
             with self._wakeup:
                 while not self._pending and not self._stopped:
+                    if not self._caught_up:  # the floor arrives with a heartbeat, not an image
+                        self._serve_latest()
+                        if not self._pending:
+                            self._wakeup.wait(_CATCH_UP_POLL_S)
+                        continue
                     if not self._wakeup.wait(max(0.0, next_maintenance - time.monotonic())):
                         break
                 if self._stopped:
@@ -185,6 +220,9 @@ class PartitionManager:
 
         Raises ``UnknownTopicOrPartitionError`` (no such topic/partition) or
         ``NotLeaderError`` carrying the leader's address."""
+        if not self._caught_up:
+            raise NotLeaderError(f"broker {self.broker_id} is catching up with the metadata log; "
+                                 "ask again after a metadata refresh")
         image = self._image
         topic_image = image.topics.get(topic)
         if topic_image is None:
