@@ -8,18 +8,21 @@ producers had acknowledged.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pytest
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, PartitionDescription, Producer, TopicDescription
+from spark_log._client import Cluster
+from spark_log._live_state import live_states
 from spark_log.errors import UnknownTopicOrPartitionError
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until
@@ -97,10 +100,47 @@ def test_a_missing_topic_is_an_error_and_no_topic_needs_a_flag(bootstrap: str) -
     with Admin(bootstrap) as admin:
         with pytest.raises(UnknownTopicOrPartitionError):
             admin.describe_topics(["no-such-topic-describe"])
-    missing = _cli(bootstrap, "no-such-topic-describe", "--json")
-    assert missing.returncode == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in missing.stderr
     bare = _cli(bootstrap)
     assert bare.returncode == 1 and "--under-replicated" in bare.stderr and "Traceback" not in bare.stderr
+
+
+def test_a_stale_view_is_refreshed_and_asked_again(bootstrap: str, topic_name: str) -> None:
+    """``live_states`` given a view that names a follower as leader, or an old leader epoch:
+    the follower answers NOT_LEADER / the leader answers in another epoch, so the view is
+    described again and the real leader asked; answers only count in the view's epoch."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=2, replication_factor=3)
+        _write(bootstrap, topic_name, 40, partition=0)
+        current = admin.describe_topic(topic_name, live=False).partitions
+        follower = next(r for r in current[0].replicas if r != current[0].leader)
+        stale = {(topic_name, 0): dataclasses.replace(current[0], leader=follower),
+                 (topic_name, 1): dataclasses.replace(current[1], leader_epoch=current[1].leader_epoch + 5)}
+        asked: list[list[str]] = []
+
+        def describe(names: Sequence[str]) -> dict[tuple[str, int], PartitionDescription]:
+            asked.append(list(names))
+            fresh = admin.describe_topic(topic_name, live=False).partitions
+            return {(topic_name, i): p for i, p in fresh.items()}
+
+        cluster = Cluster(bootstrap)
+        try:
+            states, views = live_states(cluster, stale, describe=describe, deadline_s=10)
+        finally:
+            cluster.close()
+    assert asked and asked[0] == [topic_name]
+    assert views[(topic_name, 0)] == current[0] and views[(topic_name, 1)] == current[1]
+    assert states[(topic_name, 0)].leader == current[0].leader and states[(topic_name, 0)].high_watermark == 40
+    assert states[(topic_name, 1)].leader_epoch == current[1].leader_epoch
+
+
+def test_live_false_is_the_committed_view_only(bootstrap: str, topic_name: str) -> None:
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1, replication_factor=3)
+        committed = admin.describe_topic(topic_name, live=False).partitions[0]
+        assert committed.high_watermark is None and committed.log_end_offsets is None
+        live = admin.describe_topic(topic_name).partitions[0]
+    assert live.high_watermark == 0 and live.log_start_offset == 0
+    assert (live.leader, live.replicas) == (committed.leader, committed.replicas)
 
 
 @pytest.fixture()
