@@ -8,9 +8,9 @@ leadership the description shows.  A partition answered ``NOT_LEADER`` (or by a 
 another epoch, or with another retriable error) is asked again after ``describe`` gave a
 fresh view of its topic, until ``deadline_s``.
 
-What is *not* retried: a partition without a leader (offline), and a leader that cannot be
+What is *not* retried: a partition without a leader (offline), a leader that cannot be
 reached (connection refused, timeout after ``call_timeout_s``) or answers a non-retriable
-error.  Those partitions get no ``LiveState``: describe shows their live fields as unknown
+error, and anything once no broker answers a metadata request.  Those partitions get no ``LiveState``: describe shows their live fields as unknown
 rather than failing as a whole.
 
 Thread-safe (no state of its own; ``Cluster`` is thread-safe).
@@ -24,6 +24,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 import grpc
 
 from ._client import Cluster, error_from_pb
+from .errors import SparkLogError
 from .proto import broker_pb2 as pb
 
 __all__ = ["LiveState", "live_states"]
@@ -81,8 +82,8 @@ def live_states(
     todo = [tp for tp, view in views.items() if view.leader is not None]
     deadline = time.monotonic() + deadline_s
     delay = 0.05
-    if todo:
-        cluster.refresh(sorted({t for t, _ in todo}))  # the leaders' addresses
+    if todo and not _refresh(cluster, todo):
+        return states, views
     while todo:
         retry = _ask_leaders(cluster, todo, views, states, call_timeout_s)
         if not retry or time.monotonic() + delay > deadline:
@@ -91,9 +92,19 @@ def live_states(
         delay = min(delay * 2, 0.5)
         fresh = describe(sorted({t for t, _ in retry}))
         views.update({tp: view for tp, view in fresh.items() if tp in views and tp not in states})
-        cluster.refresh(sorted({t for t, _ in retry}))
+        if not _refresh(cluster, retry):
+            break
         todo = [tp for tp in retry if views[tp].leader is not None]
     return states, views
+
+
+def _refresh(cluster: Cluster, tps: list[TopicPartition]) -> bool:
+    """Learn the leaders' addresses; False (give up on the live state) when no broker answers."""
+    try:
+        cluster.refresh(sorted({t for t, _ in tps}))
+        return True
+    except SparkLogError:
+        return False
 
 
 def _ask_leaders(cluster: Cluster, todo: list[TopicPartition], views: Mapping[TopicPartition, Leadership],
