@@ -18,6 +18,13 @@ request and answer discards the answer).  Transport failures back off
 ``retry_backoff_ms`` on the thread's condition (woken at once by ``stop``), never sleep.
 Fault hook: ``FetchFaults`` may delay each round or block this leader entirely.
 
+Latency: the next fetch goes out as soon as an answer is applied, since its ``fetch_offset``
+is what advances the leader's high watermark (acks=all waits on it).  The fetch is a
+*blocking* call on this thread: gRPC Python serves a ``.future()`` call from a spin thread
+that it starts each time a channel goes from 0 to 1 calls in flight, which for a fetcher
+(one call at a time) is a new thread and two thread handoffs per round.  ``stop`` cancels
+the call in flight by closing the channel.
+
 Thread-safety: ``set_partitions``/``stop`` may be called from any thread.
 """
 from __future__ import annotations
@@ -54,7 +61,6 @@ class ReplicaFetcher:
         self._cond = threading.Condition()
         self._partitions: dict[tuple[str, int], object] = {}
         self._stopped = False
-        self._call: grpc.Future | None = None
         self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
         self._stub = rpc.BrokerStub(self._channel)
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}",
@@ -64,17 +70,15 @@ class ReplicaFetcher:
         self._thread.start()
 
     def stop(self, *, join: bool = True) -> None:
-        """Stop the thread; an in-flight fetch is cancelled (a leader that stopped answering
-        must not hold up a leadership change).  ``join=False`` returns at once."""
+        """Stop the thread; an in-flight fetch is cancelled (closing the channel cancels it:
+        a leader that stopped answering must not hold up a leadership change).  ``join=False``
+        returns at once."""
         with self._cond:
             self._stopped = True
-            call = self._call
             self._cond.notify_all()
-        if call is not None:
-            call.cancel()
+        self._channel.close()
         if join:
             self._thread.join(timeout=10)
-            self._channel.close()
 
     def set_partitions(self, partitions: dict[tuple[str, int], object]) -> None:
         with self._cond:
@@ -91,11 +95,7 @@ class ReplicaFetcher:
     # -- the loop -----------------------------------------------------------------------------
 
     def _run(self) -> None:
-        try:
-            self._loop()
-        finally:
-            if self._stopped:
-                self._channel.close()
+        self._loop()
 
     def _loop(self) -> None:
         while True:
@@ -114,14 +114,13 @@ class ReplicaFetcher:
                 return
             try:
                 self._round(partitions)
-            except grpc.FutureCancelledError:
-                return  # stop() cancelled the in-flight fetch
-            except grpc.RpcError as exc:
-                log.debug("fetch from broker %d at %s failed: %s", self.leader_id, self.address, exc.code())
-                if not self._pause(self.retry_backoff_ms / 1000):
-                    return
-            except Exception:  # noqa: BLE001 - keep following; the next round retries
-                log.exception("replica fetch round from broker %d failed", self.leader_id)
+            except Exception as exc:  # noqa: BLE001 - keep following; the next round retries
+                if self._stopped:
+                    return  # stop() closed the channel: the call was cancelled (or refused)
+                if isinstance(exc, grpc.RpcError):
+                    log.debug("fetch from broker %d at %s failed: %s", self.leader_id, self.address, exc.code())
+                else:
+                    log.exception("replica fetch round from broker %d failed", self.leader_id)
                 if not self._pause(self.retry_backoff_ms / 1000):
                     return
 
@@ -144,16 +143,9 @@ class ReplicaFetcher:
         if not request.partitions:
             self._pause(self.retry_backoff_ms / 1000)
             return
-        timeout_s = self.fetch_wait_max_ms / 1000 + 5.0
-        with self._cond:
-            if self._stopped:
-                return
-            call = self._call = self._stub.Fetch.future(request, timeout=timeout_s)
-        try:
-            response = call.result()
-        finally:
-            with self._cond:
-                self._call = None
+        if self._stopped:
+            return
+        response = self._stub.Fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0)
         errors = 0
         for result in response.partitions:
             key = (result.topic, result.partition)

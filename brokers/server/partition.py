@@ -63,6 +63,7 @@ class AppendOutcome:
     duplicate: bool
     log_start_offset: int
     high_watermark: int
+    leader_epoch: int = -1  # the epoch this broker led in when it appended (or found the duplicate)
 
 
 class Partition:
@@ -144,11 +145,13 @@ class Partition:
 
     # -- append ---------------------------------------------------------------------------
 
-    def append(self, frames: memoryview, headers: list[FrameHeader], *, gap_timeout_s: float) -> AppendOutcome:
+    def append(self, frames: memoryview, headers: list[FrameHeader], *, gap_timeout_s: float,
+               notify: bool = True) -> AppendOutcome:
         """Append one entry's frames as leader (see the module docstring); raises typed errors
         (``NotLeaderError`` via the caller's checks, ``FencedEpochError``,
         ``OutOfOrderSequenceError``, ``DuplicateSequenceError``, ``CorruptRecordError``,
-        ``RecordTooLargeError``, ``StorageError``) and then appends nothing."""
+        ``RecordTooLargeError``, ``StorageError``) and then appends nothing.  ``notify=False``
+        leaves waking the long polls (``on_append``) to the caller, which appends more first."""
         first = headers[0]
         pid, epoch = first.producer_id, first.producer_epoch
         count = 0
@@ -175,7 +178,7 @@ class Partition:
                 self.cond.wait(remaining)
             if check.verdict is Verdict.DUPLICATE:
                 return AppendOutcome(check.first_offset, check.last_offset, True, self.log.log_start_offset,
-                                     self.high_watermark)
+                                     self.high_watermark, self.leader_epoch)
             info = self.log.append_as_leader(frames, leader_epoch=self.leader_epoch)
             self.replica.maybe_advance(self.log.log_end_offset)
             if pid >= 0:
@@ -186,8 +189,9 @@ class Partition:
                     offset += header.record_count
             self.cond.notify_all()
             outcome = AppendOutcome(info.first_offset, info.last_offset, False, self.log.log_start_offset,
-                                    self.high_watermark)
-        self._on_append()
+                                    self.high_watermark, self.leader_epoch)
+        if notify:
+            self._on_append()
         return outcome
 
     def _check_open(self) -> None:
@@ -199,20 +203,24 @@ class Partition:
         if not self.is_leader:
             raise NotLeaderError(f"this broker no longer leads {self.topic}-{self.partition}")
 
-    def wait_for_high_watermark(self, offset: int, timeout_s: float) -> bool:
-        """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once."""
+    def wait_for_high_watermark(self, offset: int, timeout_s: float, *, leader_epoch: int | None = None) -> bool:
+        """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once.  False
+        after ``timeout_s``; ``NotLeaderError`` once this broker stops leading in
+        ``leader_epoch`` (default: the epoch at the call; pass ``AppendOutcome.leader_epoch``
+        when other work ran between the append and the wait)."""
         deadline = time.monotonic() + timeout_s
         with self.cond:
-            epoch = self.leader_epoch
-            while self.high_watermark <= offset:
+            epoch = self.leader_epoch if leader_epoch is None else leader_epoch
+            while True:
                 if not self.is_leader or self.leader_epoch != epoch or self.removed:
                     raise NotLeaderError(f"{self.topic}-{self.partition}: leadership changed before offset {offset} "
                                          "was replicated; it was not acknowledged")
+                if self.high_watermark > offset:
+                    return True
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False
                 self.cond.wait(remaining)
-            return True
 
     # -- follower -------------------------------------------------------------------------
 

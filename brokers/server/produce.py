@@ -15,10 +15,17 @@ Then ``Partition.append`` decides idempotence and appends; acks=all is refused u
 watermark (``timeout_ms``; ``NotEnoughReplicasError`` if it does not get there).  Every
 entry is answered independently in the response, in request order; entries are processed
 in request order, so a producer's frames for one partition keep their order.
+
+acks=all appends *every* entry of the request before waiting for any of them to replicate
+(one deadline for the request), and wakes the long polls (followers, consumers) once, after
+the last append, so followers fetch the request's frames together and the request costs
+one replication round trip, not one per entry.  A wait fails with
+``NotLeaderError`` if this broker stopped leading in the epoch the entry was appended in.
 """
 from __future__ import annotations
 
 import logging
+import time
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -42,6 +49,7 @@ from spark_log.proto import broker_pb2 as pb
 from brokers.replica.manager import check_min_insync
 
 from .errors import to_pb
+from .partition import AppendOutcome, Partition
 from .partition_manager import PartitionManager
 
 __all__ = ["ProduceHandler", "validate_frames"]
@@ -96,22 +104,42 @@ class ProduceHandler:
         if request.transactional_id:
             raise InvalidRequestError("transactions are not supported yet")
         timeout_s = (request.timeout_ms if request.timeout_ms > 0 else 30_000) / 1000
+        deadline = time.monotonic() + timeout_s
         response = pb.ProduceResponse()
+        replicating = []  # acks=all: (entry, partition, outcome, result), waited for once all are appended
+        appended = False
         for entry in request.partitions:
             result = response.partitions.add(topic=entry.topic, partition=entry.partition, base_offset=-1,
                                              last_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                                              high_watermark=-1)
             try:
-                self._append(entry, request.acks, timeout_s, result)
+                partition, outcome = self._append(entry, request.acks, timeout_s, result)
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
             except Exception as exc:  # noqa: BLE001 - one partition's failure must not fail the others
                 log.exception("produce to %s-%d failed", entry.topic, entry.partition)
                 result.error.CopyFrom(to_pb(StorageError(f"unexpected broker error: {exc}")))
+            else:
+                appended = appended or not outcome.duplicate
+                if request.acks == -1:
+                    replicating.append((entry, partition, outcome, result))
+        if appended:
+            self.manager.wake_all()  # one wake-up for the whole request (appends pass notify=False)
+        for entry, partition, outcome, result in replicating:
+            try:
+                if not partition.wait_for_high_watermark(outcome.last_offset, max(0.0, deadline - time.monotonic()),
+                                                         leader_epoch=outcome.leader_epoch):
+                    raise NotEnoughReplicasError(
+                        f"{entry.topic}-{entry.partition}: offsets {outcome.base_offset}..{outcome.last_offset} were "
+                        f"appended but not replicated within {timeout_s:.1f}s")
+            except SparkLogError as exc:
+                result.error.CopyFrom(to_pb(exc))
         return response
 
     def _append(self, entry: pb.PartitionRecords, acks: int, timeout_s: float,
-                result: pb.PartitionProduceResult) -> None:
+                result: pb.PartitionProduceResult) -> tuple[Partition, AppendOutcome]:
+        """Validate and append one entry (acks=all: after the min.insync.replicas check);
+        the caller waits for replication."""
         partition = self.manager.get(entry.topic, entry.partition)
         if entry.current_leader_epoch >= 0 and entry.current_leader_epoch != partition.leader_epoch:
             if entry.current_leader_epoch < partition.leader_epoch:
@@ -125,13 +153,10 @@ class ProduceHandler:
         headers = validate_frames(data, topic)
         if acks == -1:
             check_min_insync(partition)
-        outcome = partition.append(data, headers, gap_timeout_s=min(timeout_s, _MAX_GAP_WAIT_S))
+        outcome = partition.append(data, headers, gap_timeout_s=min(timeout_s, _MAX_GAP_WAIT_S), notify=False)
         result.base_offset = outcome.base_offset
         result.last_offset = outcome.last_offset
         result.duplicate = outcome.duplicate
         result.log_start_offset = outcome.log_start_offset
         result.high_watermark = outcome.high_watermark
-        if acks == -1 and not partition.wait_for_high_watermark(outcome.last_offset, timeout_s):
-            raise NotEnoughReplicasError(
-                f"{entry.topic}-{entry.partition}: offsets {outcome.base_offset}..{outcome.last_offset} were appended "
-                f"but not replicated within {timeout_s:.1f}s")
+        return partition, outcome
