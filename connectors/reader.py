@@ -161,11 +161,9 @@ class _DriverSide:
     def _offsets(self, spec: str | int) -> off.Offsets:
         o = self.plan.options
         out: off.Offsets = {}
-        for topic in self.topics():
-            for partition, offset in client.list_offsets(self.admin, topic, spec, o.isolation_level).items():
-                tp = off.TopicPartition(topic, partition)
-                if o.assign is None or tp in o.assign:
-                    out[tp] = offset
+        for tp, offset in client.list_offsets_for_topics(self.admin, self.topics(), spec, o.isolation_level).items():
+            if o.assign is None or tp in o.assign:
+                out[tp] = offset
         if o.assign is not None:
             missing = sorted(set(o.assign) - set(out))
             if missing:

@@ -344,6 +344,24 @@ class Admin:
                                    deadline_s=self._timeout_s)
         return {p: o for (_, p), o in sorted(offsets.items())}
 
+    def list_offsets_for_topics(self, topics: Sequence[str], spec: str | int = "latest", *,
+                                isolation_level: str = "read_uncommitted") -> dict[tuple[str, int], int]:
+        """``{(topic, partition): offset}`` for every partition of ``topics`` (``spec`` as
+        ``list_offsets``), in one metadata request plus one ListOffsets request per leader
+        broker, however many topics.  ``UnknownTopicOrPartitionError`` if a topic does not
+        exist."""
+        wire = _spec_to_wire(spec)
+        if isinstance(topics, str) or any(not isinstance(t, str) for t in topics):
+            raise InvalidRequestError(f"topics must be a sequence of topic names, got {topics!r}")
+        names = list(dict.fromkeys(topics))
+        if not names:
+            return {}
+        self._cluster.refresh(names)
+        tps = [(name, p) for name in names for p in sorted(self._cluster.topic(name).partitions)]
+        isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
+        offsets = list_offsets_for(self._cluster, tps, wire, isolation, deadline_s=self._timeout_s)
+        return {tp: offsets[tp] for tp in tps}
+
     # --- reassignment and preferred-leader election (spark_log/_reassignment.py) ------------
 
     def alter_partition_reassignments(

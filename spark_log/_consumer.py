@@ -16,6 +16,12 @@ Output.  ``poll_arrow`` returns record batches with the topic's columns (or the 
 ones) plus ``timestamp`` (timestamp[ms]), ``topic``, ``partition`` (int32) and ``offset``
 (int64); batches written with an older compatible schema are widened with null columns.
 
+Bounds.  ``seek(topic, partition, start, end=E)`` makes the partition a bounded range
+``[start, E)``: fetches carry ``max_offset=E`` so the broker sends no frame at or past ``E``
+(only a frame straddling ``E`` comes whole), nothing is fetched or prefetched once the
+position reaches ``E``, and ``poll`` returns no record at or past ``E`` (the position then
+stays at ``E``).  A ``seek`` without ``end`` removes the bound.
+
 Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
 or "earliest"); the same policy answers an out-of-range position ("none": raise
 ``OffsetOutOfRangeError``).  Thread-safety: one thread at a time.
@@ -29,6 +35,7 @@ from typing import Any, Iterable, Sequence
 import grpc
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import errors
@@ -94,6 +101,7 @@ class Consumer:
         self._outstanding: dict[tuple[str, str], tuple[Any, dict[TopicPartition, int]]] = {}
         self._done: "queue.SimpleQueue[tuple[str, str]]" = queue.SimpleQueue()
         self._filters: dict[tuple[str, int], bytes] = {}
+        self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
 
     # -- assignment and positions ----------------------------------------------------------
@@ -106,19 +114,27 @@ class Consumer:
             if partition not in info.partitions:
                 raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        self._ends = {tp: end for tp, end in self._ends.items() if tp in self._positions}
         self._outstanding.clear()
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
 
-    def seek(self, topic: str, partition: int, offset: int) -> None:
-        """Read ``(topic, partition)`` from ``offset`` next."""
+    def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
+        """Read ``(topic, partition)`` from ``offset`` next; with ``end``, only the records
+        below ``end`` (see "Bounds" in the module docstring)."""
         tp = (topic, partition)
         if tp not in self._positions:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
         if offset < 0:
             raise OffsetOutOfRangeError(f"offset must be >= 0, got {offset}")
+        if end is not None and (isinstance(end, bool) or not isinstance(end, int) or end < offset):
+            raise errors.InvalidRequestError(f"end must be an offset >= {offset} (the start), got {end!r}")
         self._positions[tp] = offset
+        if end is None:
+            self._ends.pop(tp, None)
+        else:
+            self._ends[tp] = end
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
         self._seek_to(partitions, EARLIEST)
@@ -222,7 +238,7 @@ class Consumer:
         groups: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         busy = {tp for _, offsets in self._outstanding.values() for tp in offsets}
         for tp, position in self._positions.items():
-            if tp in busy or position is None:
+            if tp in busy or position is None or position >= self._ends.get(tp, position + 1):
                 continue
             try:
                 address, _ = self._cluster.leader(*tp)
@@ -248,7 +264,8 @@ class Consumer:
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes, max_bytes=self._max_bytes,
             isolation_level=self._isolation,
             partitions=[pb.FetchPartition(topic=t, partition=p, fetch_offset=o, partition_max_bytes=self._partition_max,
-                                          current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1)
+                                          current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1,
+                                          max_offset=self._ends.get((t, p), 0))
                         for (t, p), o in offsets.items()],
         )
         if self._columns is not None or self._filter is not None:
@@ -334,7 +351,23 @@ class Consumer:
             self._positions[tp] = result.next_fetch_offset
         elif batches:
             self._positions[tp] = int(batches[-1].column("offset")[-1].as_py()) + 1
+        end = self._ends.get(tp)
+        if end is not None:
+            batches = _below(batches, end)
+            self._positions[tp] = min(self._positions[tp] or 0, end)
         return batches
+
+
+def _below(batches: list[pa.RecordBatch], end: int) -> list[pa.RecordBatch]:
+    """``batches`` without the rows at or past offset ``end`` (the tail of a straddling frame)."""
+    out = []
+    for batch in batches:
+        offsets = batch.column("offset")
+        if batch.num_rows and offsets[batch.num_rows - 1].as_py() >= end:
+            batch = batch.filter(pc.less(offsets, end))
+        if batch.num_rows:
+            out.append(batch)
+    return out
 
 
 def _finish_projected(batch: pa.RecordBatch, topic: str, partition: int) -> pa.RecordBatch:

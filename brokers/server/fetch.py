@@ -9,7 +9,10 @@ Budget: ``max_bytes`` (default 64 MiB) over the whole answer and ``partition_max
 per partition; the first partition with data gets at least one whole frame even when that
 frame is larger (so a consumer always makes progress).
 
-Consumers (``replica_id`` < 0) read below the high watermark.  Without pushdown the answer
+Consumers (``replica_id`` < 0) read below the high watermark, and below a partition's
+``max_offset`` when it is > 0 (a bounded reader of ``[start, end)``: no frame whose base
+offset is >= ``max_offset``, the frame straddling it comes whole; a request whose every
+partition is already at its bound is answered at once).  Without pushdown the answer
 holds the stored frames as they are (the first may start before ``fetch_offset``).  Every
 partition answer carries ``next_fetch_offset``: where the next fetch should start.
 """
@@ -60,6 +63,8 @@ class FetchHandler:
                 if topic is not None:
                     pushdowns[name] = self._pushdown(request, topic)
         deadline = time.monotonic() + request.max_wait_ms / 1000
+        if request.partitions and all(0 < p.max_offset <= p.fetch_offset for p in request.partitions):
+            deadline = 0.0  # every partition is at its bound: nothing to wait for
         while True:
             seen = self.manager.data_version
             parts, scanned, failed = self._read_all(request, pushdowns)
@@ -105,7 +110,8 @@ class FetchHandler:
             result.high_watermark, result.last_stable_offset = hw, hw
             result.log_start_offset, result.log_end_offset = start, end
             return 0
-        read, start, hw, end = partition.read(wanted.fetch_offset, max_bytes=max(1, limit))
+        read, start, hw, end = partition.read(wanted.fetch_offset, max_bytes=max(1, limit),
+                                              max_offset=wanted.max_offset if wanted.max_offset > 0 else None)
         result.high_watermark, result.last_stable_offset = hw, hw
         result.log_start_offset, result.log_end_offset = start, end
         if not read.data:

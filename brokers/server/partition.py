@@ -249,13 +249,18 @@ class Partition:
 
     # -- read -----------------------------------------------------------------------------
 
-    def read(self, offset: int, *, max_bytes: int, for_consumer: bool = True) -> tuple[ReadResult, int, int, int]:
-        """Frames from ``offset`` (consumers: below the high watermark) and
-        ``(result, log start, high watermark, log end)``; ``OffsetOutOfRangeError`` outside the log."""
+    def read(self, offset: int, *, max_bytes: int, for_consumer: bool = True,
+             max_offset: int | None = None) -> tuple[ReadResult, int, int, int]:
+        """Frames from ``offset`` (consumers: below the high watermark; none whose base offset
+        is >= ``max_offset`` when given) and ``(result, log start, high watermark, log end)``;
+        ``OffsetOutOfRangeError`` outside the log."""
         with self.cond:
             self._check_open()
             hw = self.high_watermark
-            result = self.log.read(offset, max_bytes=max_bytes, max_offset=hw if for_consumer else None)
+            bound = hw if for_consumer else None
+            if max_offset is not None:
+                bound = max_offset if bound is None else min(bound, max_offset)
+            result = self.log.read(offset, max_bytes=max_bytes, max_offset=bound)
             return result, self.log.log_start_offset, hw, self.log.log_end_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:

@@ -116,3 +116,79 @@ def test_cli_topics_create_typed(bootstrap: str, topic_name: str) -> None:
     assert produced.returncode == 1 and "NO_SCHEMA" in produced.stderr and "Traceback" not in produced.stderr
     refused = _cli(bootstrap, "topics", "create", topic_name + "-b", "--key-columns", "user")
     assert refused.returncode == 1 and "--typed" in refused.stderr
+
+
+def test_list_offsets_for_many_topics_in_one_call(bootstrap: str, topic_name: str) -> None:
+    """``Admin.list_offsets_for_topics`` (connector need 2): the same answers as one
+    ``list_offsets`` per topic, including a schemaless typed topic (all zero)."""
+    names = [f"{topic_name}-{i}" for i in range(3)]
+    with Admin(bootstrap) as admin, Producer(bootstrap) as producer:
+        admin.create_topic(names[0], partitions=2)
+        admin.create_topic(names[1], partitions=3)
+        admin.create_topic(names[2], partitions=1, kind="typed")
+        for i in range(7):
+            producer.send(names[0], b"x", partition=i % 2)
+            producer.send(names[1], b"y", partition=i % 3)
+        producer.flush(30)
+        many = admin.list_offsets_for_topics(names, "latest")
+        assert many == {(t, p): o for t in names for p, o in admin.list_offsets(t, "latest").items()}
+        assert many[(names[0], 0)] == 4 and many[(names[1], 2)] == 2 and many[(names[2], 0)] == 0
+        assert set(admin.list_offsets_for_topics(names[:2], "earliest").values()) == {0}
+        assert admin.list_offsets_for_topics([]) == {}
+        with pytest.raises(errors.InvalidRequestError, match="sequence"):
+            admin.list_offsets_for_topics(names[0])  # type: ignore[arg-type]
+        with pytest.raises(errors.UnknownTopicOrPartitionError, match="no-such"):
+            admin.list_offsets_for_topics([names[0], f"{topic_name}-no-such"])
+
+
+def test_bounded_reads_stop_at_end(bootstrap: str, topic_name: str) -> None:
+    """A fetch bound (connector need 4): ``FetchPartition.max_offset`` keeps frames at or
+    past it out of the answer, and ``Consumer.seek(..., end=)`` reads exactly [start, end)."""
+    from spark_log.frame import iter_frames
+
+    with Admin(bootstrap) as admin, Producer(bootstrap) as producer:
+        admin.create_topic(topic_name, partitions=1)
+        for i in range(4):  # four frames of ten records: offsets 0-9, 10-19, 20-29, 30-39
+            for future in producer.send_batch(topic_name, pa.table({"value": [b"%d" % (10 * i + j) for j in range(10)]}),
+                                              partition=0):
+                future.result(timeout=30)
+        leader = admin.describe_topic(topic_name).partitions[0].leader
+        with grpc.insecure_channel(bootstrap.split(",")[0]) as channel:
+            brokers = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(topics=[topic_name]), timeout=30).brokers
+        address = next(b.address for b in brokers if b.broker_id == leader)
+
+        def fetch(offset: int, max_offset: int) -> list[int]:
+            request = pb.FetchRequest(replica_id=-1, max_wait_ms=60_000, min_bytes=1, max_bytes=1 << 20, partitions=[
+                pb.FetchPartition(topic=topic_name, partition=0, fetch_offset=offset, current_leader_epoch=-1,
+                                  last_fetched_epoch=-1, log_start_offset=-1, max_offset=max_offset)])
+            with grpc.insecure_channel(address) as channel:
+                response = rpc.BrokerStub(channel).Fetch(request, timeout=30)
+            (result,) = response.partitions
+            assert not result.error.code, result.error.message
+            return [h.base_offset for _, h in iter_frames(memoryview(result.records))]
+
+        assert fetch(5, 0) == [0, 10, 20, 30]          # no bound
+        assert fetch(5, 15) == [0, 10]                 # the frame straddling 15 comes whole, nothing after
+        assert fetch(12, 20) == [10]
+        assert fetch(20, 20) == []                     # at the bound: answered at once, not after max_wait_ms
+
+    with Consumer(bootstrap) as consumer:
+        consumer.assign([(topic_name, 0)])
+        with pytest.raises(errors.InvalidRequestError, match="end"):
+            consumer.seek(topic_name, 0, 5, end=4)
+        consumer.seek(topic_name, 0, 5, end=15)
+        got: list[int] = []
+        while consumer.position(topic_name, 0) < 15:
+            batches = consumer.poll_arrow(timeout=5.0)
+            assert batches, f"bounded read stalled at {consumer.position(topic_name, 0)}"
+            got.extend(o for b in batches for o in b.column("offset").to_pylist())
+        assert got == list(range(5, 15)) and consumer.position(topic_name, 0) == 15
+        assert consumer.poll_arrow(timeout=0.2) == [] and consumer.position(topic_name, 0) == 15
+        consumer.seek(topic_name, 0, 38)  # no end: the bound is gone
+        got = []
+        while len(got) < 2:
+            batches = consumer.poll_arrow(timeout=5.0)
+            assert batches, f"unbounded read stalled after {got}"
+            got.extend(o for b in batches for o in b.column("offset").to_pylist())
+        assert got == [38, 39]
+

@@ -28,7 +28,8 @@ def _module(log: _Log) -> Any:
         def assign(self, tps: Any) -> None:
             pass
 
-        def seek(self, topic: str, partition: int, offset: int) -> None:
+        def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
+            assert end is None or end >= offset
             self.pos = offset
 
         def seek_to_beginning(self, tps: Any) -> None:
