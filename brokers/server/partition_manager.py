@@ -22,6 +22,9 @@ controller's metadata offset in this process's first heartbeat answer; None unti
 the manager ignores every image below that floor: no replica is opened or led, and ``get``
 answers a retriable ``NotLeaderError`` ("catching up").  Once an image reaches the floor
 the manager serves as usual, for good.  Without ``metadata_floor`` it serves at once.
+With a floor, the first image served also deletes *stray* replicas (``strays.py``): the
+directories of partitions that were reassigned away from this broker, or whose topic was
+deleted, while it was down (a running broker drops those as the images arrive).
 
 Long polls: ``data_version`` grows on every append; ``wait_for_data(seen, timeout)`` waits
 on one broker-wide condition for it to change (or ``wake_all`` at shutdown).
@@ -41,6 +44,7 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.errors import NotLeaderError, SparkLogError, UnknownTopicOrPartitionError
 
 from .partition import Partition, read_topic_id
+from .strays import stray_directories
 
 __all__ = ["PartitionManager"]
 
@@ -65,6 +69,7 @@ class PartitionManager:
         self._latest: MetadataImage = EMPTY  # newest published, served once caught up
         self._metadata_floor = metadata_floor
         self._caught_up = metadata_floor is None
+        self._strays_pending = metadata_floor is not None  # only a caught-up image may judge strays
         self._reconciled: MetadataImage = EMPTY
         self._wakeup = threading.Condition()
         self._pending = False
@@ -167,6 +172,12 @@ class PartitionManager:
                     self._ensure(image, name, index)
                 elif key in self._partitions:
                     self._drop(key, delete=True)
+            if self._strays_pending:  # once: the first image past the metadata floor (strays.py)
+                self._strays_pending = False
+                for directory in stray_directories(self.data_dir, image, self.broker_id, self._partitions):
+                    log.info("deleting %s: a stray replica (moved away or deleted while this broker was down)",
+                             directory)
+                    _remove_tree(directory)
             self._reconciled = image
         for listener in list(self._reconcile_listeners):
             listener(image)

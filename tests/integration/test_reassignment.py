@@ -231,8 +231,8 @@ def test_cli_reassign(cluster4: LocalCluster, admin: Admin, topic_name: str, cap
 def test_replace_a_dead_leader_while_writes_go_on(cluster4: LocalCluster, admin: Admin, topic_name: str) -> None:
     """The usual reason to reassign: broker ``a`` died (kill -9, its leadership already moved
     within the ISR); its replica moves to the spare ``d`` while an acks=all producer writes.
-    Nothing acknowledged is lost and every replica of the target holds the log.  (Runs last:
-    it restarts the killed node.)"""
+    Nothing acknowledged is lost, every replica of the target holds the log, and the dead
+    broker, once back, deletes its stray copy.  (Runs last: it restarts the killed node.)"""
     brokers = sorted(n.node_id for n in cluster4.nodes)
     info = admin.create_topic(topic_name, partitions=1, replication_factor=3).partitions[0]
     dead = info.replicas[0]
@@ -264,3 +264,5 @@ def test_replace_a_dead_leader_while_writes_go_on(cluster4: LocalCluster, admin:
     wait_until(lambda: all(read_replica(node_dir(cluster4, b, topic_name, 0)) == final for b in target), timeout=30,
                message="every target replica's log equals the final read")
     cluster4.wait_healthy(timeout_s=60)
+    wait_until(lambda: not node_dir(cluster4, dead, topic_name, 0).exists(), timeout=60,
+               message=f"broker {dead}, back, deletes the stray replica it held when it died")
