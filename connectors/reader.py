@@ -138,19 +138,21 @@ class _DriverSide:
         if o.assign is not None:
             return sorted({tp.topic for tp in o.assign})
         found = sorted(t for t in client.list_topics(self.admin) if self.plan.matches(t))
-        for topic in found:
-            if topic not in self.plan.timestamp_types:
-                self._check_kind(topic)
-        return found
+        return [t for t in found if t in self.plan.timestamp_types or self._check_kind(t)]
 
-    def _check_kind(self, topic: str) -> None:
+    def _check_kind(self, topic: str) -> bool:
+        """Admit a newly matched topic (False: a typed topic without a schema yet, which
+        holds nothing; it is looked at again next time)."""
         info = client.describe(self.admin, topic)
+        if info.kind == "typed" and info.schema is None:
+            return False
         if info.kind != self.plan.kind or (info.kind == "typed" and info.schema != self.plan.topic_schema):
             raise SchemaMismatchError(
                 f"topic '{topic}' matches 'subscribePattern' but its schema differs from the query's "
                 f"({info.kind} topic); a query reads topics of one schema"
             )
         self.plan.timestamp_types[topic] = info.timestamp_type
+        return True
 
     def latest(self) -> off.Offsets:
         return self._offsets("latest")

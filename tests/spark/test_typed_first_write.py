@@ -163,3 +163,26 @@ def test_racing_first_writers(log_cluster: Any, admin: Any, topic_name: Callable
     loser = outcomes[1 - won[0]]
     assert isinstance(loser, errors.SchemaMismatchError) and "does not match topic" in loser.message
     assert admin.describe_topic(different).schema.equals([a, b][won[0]])
+
+
+def test_pattern_reader_skips_a_schemaless_typed_topic_until_it_has_a_schema(
+        log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    """Driver side of a running ``subscribePattern`` query: a new typed topic without a
+    schema holds nothing and is left out; once it has a schema it is checked as any other."""
+    from connectors.options import ReaderOptions
+    from connectors.reader import _DriverSide
+    from connectors.source import build_plan
+
+    base = topic_name()
+    admin.create_topic(f"{base}-a", partitions=2)
+    plan = build_plan(ReaderOptions.parse({"bootstrap": log_cluster.bootstrap, "subscribePattern": f"{base}-.*"}))
+    driver = _DriverSide(plan)
+    try:
+        admin.create_topic(f"{base}-b", kind="typed")
+        assert driver.topics() == [f"{base}-a"]
+        assert sorted(driver.latest()) == [(f"{base}-a", 0), (f"{base}-a", 1)]
+        admin.register_schema(f"{base}-b", pa.schema([("id", pa.int64())]))
+        with pytest.raises(errors.SchemaMismatchError, match=f"{base}-b"):
+            driver.topics()
+    finally:
+        driver.close()
