@@ -72,7 +72,7 @@ def list_topics(admin: Any) -> list[str]:
 
 def describe(admin: Any, topic: str) -> TopicView:
     """Raises ``UnknownTopicOrPartitionError`` when ``topic`` does not exist."""
-    d = admin.describe_topic(topic)
+    d = admin.describe_topic(topic, live=False)  # kind and schema: no leader round trips
     log_append = str(d.config.get("message.timestamp.type", d.config.get("message_timestamp_type", ""))) == "LogAppendTime"
     return TopicView(
         name=d.name,

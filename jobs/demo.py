@@ -126,7 +126,7 @@ def wait_topic_known(cluster: LocalCluster, topic: str, timeout_s: float = 60.0)
         try:
             while True:
                 try:
-                    admin.describe_topic(topic)
+                    admin.describe_topic(topic, live=False)
                     break
                 except Exception:  # noqa: BLE001 - not caught up yet
                     if time.monotonic() >= deadline:
