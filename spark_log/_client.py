@@ -118,6 +118,9 @@ def topic_info_from_pb(meta: pb.TopicMeta | pb.TopicDescription) -> TopicInfo:
     )
 
 
+_METADATA_TRY_S = 10.0  # per broker asked for metadata; see Cluster.refresh
+
+
 class Cluster:
     """Channels, stubs and cached metadata for one cluster (see the module docstring)."""
 
@@ -180,12 +183,16 @@ class Cluster:
         request = pb.MetadataRequest(topics=names, all_topics=topics is None)
         best: pb.MetadataResponse | None = None
         last: SparkLogError | None = None
-        for address in self.addresses():  # a broker behind the metadata log is skipped if another is ahead
+        # A broker behind the metadata log is skipped if another is ahead; one that does not
+        # answer within _METADATA_TRY_S (stalled, or cut off) is skipped too: a metadata
+        # request is read-only, so asking the next broker is always safe.
+        try_timeout_s = min(self.request_timeout_s, _METADATA_TRY_S)
+        for address in self.addresses():
             try:
-                answer = self.broker(address).Metadata(request, timeout=self.request_timeout_s)
+                answer = self.broker(address).Metadata(request, timeout=try_timeout_s)
             except grpc.RpcError as exc:
                 error = errors.from_rpc_error(exc, address=address)
-                if not isinstance(error, BrokerNotAvailableError):
+                if not isinstance(error, (BrokerNotAvailableError, errors.RequestTimeoutError)):
                     raise error from None
                 last = error
                 continue
