@@ -132,6 +132,9 @@ class BrokerConfig:
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_wait_max_ms: int = 200
+    # Kafka's auto.leader.rebalance.enable: the active controller moves leadership back to
+    # each partition's preferred replica once per session timeout (Admin.elect_leaders does it on demand).
+    auto_leader_rebalance_enable: bool = True
     num_io_threads: int = 16
     auto_create_topics: bool = False
     default_partitions: int = 1

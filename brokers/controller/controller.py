@@ -114,6 +114,7 @@ class QuorumController:
         propose_timeout_s: float = 5.0,
         busy_timeout_s: float = 2.0,
         check_interval_ms: int | None = None,
+        auto_leader_rebalance: bool = True,
     ) -> None:
         self.node_id = node_id
         self.metadata = MetadataListener()
@@ -126,6 +127,7 @@ class QuorumController:
         # preferred-leader election (brokers.replica.preferred_leader), once per session timeout
         self._preferred_interval_ms = max(1000, session_timeout_ms)
         self._next_preferred_check_ms = 0
+        self._auto_leader_rebalance = auto_leader_rebalance  # off: only on demand (elect_leaders)
         self._leases = BrokerLeases(clock=self._clock, session_timeout_ms=session_timeout_ms)
         self._raft: RaftHandle | None = None
         self._lock = threading.RLock()
@@ -140,6 +142,7 @@ class QuorumController:
             node_id=config.broker_id,
             session_timeout_ms=config.session_timeout_ms,
             topic_defaults=config.topic_defaults,
+            auto_leader_rebalance=config.auto_leader_rebalance_enable,
             clock=clock,
         )
 
@@ -205,7 +208,7 @@ class QuorumController:
                 if self.activate():
                     self.check_leases()
                     now_ms = self._clock.monotonic_ms()
-                    if now_ms >= self._next_preferred_check_ms:
+                    if self._auto_leader_rebalance and now_ms >= self._next_preferred_check_ms:
                         self._next_preferred_check_ms = now_ms + self._preferred_interval_ms
                         self.elect_preferred_leaders()
                     self.complete_reassignments()
