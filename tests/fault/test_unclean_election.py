@@ -21,10 +21,13 @@ all about B (run without B, it finds none).
 """
 from __future__ import annotations
 
+import grpc
 import pytest
 
 from spark_log import Admin, Consumer, Producer
 from spark_log.errors import ErrorCode, NotLeaderError, SparkLogError, for_code
+from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import broker_pb2_grpc as rpc
 from tests.checkers.log_history import FinalRead, Op, Send, check
 from tests.fault.test_replication_isr import _frames
 from tests.support.node_cluster import NodeCluster
@@ -43,12 +46,16 @@ def produce(bootstrap: str, values: list[bytes]) -> list[Send]:
         return [Send(p, v, True, o) for v, (p, o) in ((v, f.result(timeout=30)) for v, f in futures)]
 
 
+def leader_seen_by(address: str) -> int | None:
+    """The partition's leader in the metadata the broker at ``address`` serves to clients
+    (-1: no leader; None: the broker does not show the topic yet, e.g. still catching up)."""
+    with grpc.insecure_channel(address) as channel:
+        response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(topics=[TOPIC]), timeout=5)
+    metas = [p for t in response.topics if t.name == TOPIC and not t.error.code for p in t.partitions]
+    return metas[0].leader_id if metas else None
+
+
 def produce_direct(address: str, value: bytes) -> int:
-    import grpc
-
-    from spark_log.proto import broker_pb2 as pb
-    from spark_log.proto import broker_pb2_grpc as rpc
-
     request = pb.ProduceRequest(acks=-1, timeout_ms=2000,
                                 partitions=[pb.PartitionRecords(topic=TOPIC, partition=0, records=_frames(value))])
     with grpc.insecure_channel(address) as channel:
@@ -100,15 +107,18 @@ def test_unclean_election_offline_by_default_then_elects_on_config_change(tmp_pa
         # shows the new registration shows the outcome
         offline = partition()
         assert offline.leader is None and offline.isr == (leader,), offline
+        # a restarted broker serves clients once its metadata caught up with the controller's
+        wait_until(lambda: leader_seen_by(address[follower]) == -1, timeout=30,
+                   message=f"restarted broker {follower} serves metadata showing the partition offline")
         with Admin(address[follower]) as admin:
             wait_until(lambda: admin.describe_topic(TOPIC, live=False).partitions[0].leader is None, timeout=30,
                        message="describe through the restarted broker shows no leader")
             assert admin.describe_topic(TOPIC, live=False).config["unclean.leader.election.enable"] == "false"
             code = produce_direct(address[follower], b"offline-direct")
             assert code == ErrorCode.NOT_LEADER and for_code(code).retriable, code
-            with Producer(address[follower], acks="all", linger_ms=1, delivery_timeout_ms=2000) as producer:
-                with pytest.raises(SparkLogError) as refused:
-                    producer.send(TOPIC, b"offline-client", partition=0).result(timeout=30)
+            with (Producer(address[follower], acks="all", linger_ms=1, delivery_timeout_ms=2000) as producer,
+                  pytest.raises(SparkLogError) as refused):
+                producer.send(TOPIC, b"offline-client", partition=0).result(timeout=30)
             assert isinstance(refused.value, NotLeaderError) and refused.value.retriable, refused.value
             # nothing lost while offline: the dead leader's disk holds A and B, F's holds A
             on_leader = dict(read_replica(replica_dir(cluster.data_dir(leader), TOPIC, 0)))
