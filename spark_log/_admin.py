@@ -38,8 +38,9 @@ class PartitionDescription:
     leader could not be asked (offline, unreachable, or a description that does not carry
     them, such as ``create_topic``'s).  ``log_end_offsets`` maps every replica to its log end
     offset as the leader knows it (None: that follower has not fetched since the leader was
-    elected).  ``under_replicated``: fewer in-sync replicas than replicas (Kafka's
-    ``--under-replicated-partitions``)."""
+    elected).  ``under_replicated``: fewer in-sync replicas than the replication factor
+    (Kafka's ``--under-replicated-partitions``; during a reassignment the replicas being
+    added, ``adding_replicas``, do not count until it completes)."""
 
     partition: int
     leader: int | None
@@ -52,6 +53,8 @@ class PartitionDescription:
     log_end_offsets: dict[int, int | None] | None = None
     under_replicated: bool = False
     offline: bool = False
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +88,9 @@ def _describe(message: pb.TopicDescription) -> TopicDescription:
         partitions={
             p.partition: PartitionDescription(p.partition, p.leader_id if p.leader_id >= 0 else None,
                                               p.leader_epoch, tuple(p.replicas), tuple(p.isr),
-                                              under_replicated=len(p.isr) < len(p.replicas), offline=p.leader_id < 0)
+                                              under_replicated=len(p.isr) < len(p.replicas) - len(p.adding_replicas),
+                                              offline=p.leader_id < 0, adding_replicas=tuple(p.adding_replicas),
+                                              removing_replicas=tuple(p.removing_replicas))
             for p in message.partitions
         },
         config=dict(message.configs),

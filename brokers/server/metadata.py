@@ -41,7 +41,8 @@ class MetadataBuilder:
         return pb.PartitionMeta(
             partition=index, leader_id=info.leader if info.leader is not None else -1,
             leader_epoch=info.leader_epoch, replicas=list(info.replicas), isr=list(info.isr),
-            partition_epoch=info.partition_epoch,
+            partition_epoch=info.partition_epoch, adding_replicas=list(info.adding_replicas),
+            removing_replicas=list(info.removing_replicas),
         )
 
     def topic_meta(self, topic: TopicImage) -> pb.TopicMeta:

@@ -174,6 +174,10 @@ def test_cancel_returns_to_the_original_replicas(cluster4: LocalCluster, admin: 
                    timeout=10, message="the move is listed as pending")
         assert pending[(topic_name, 0)].adding == (spare.node_id,)
         assert pending[(topic_name, 0)].removing == (info.replicas[1],)
+        described = admin.describe_topic(topic_name, live=False).partitions[0]
+        assert (described.adding_replicas, described.removing_replicas) == ((spare.node_id,), (info.replicas[1],))
+        assert len(described.replicas) == 3 and sorted(described.isr) == sorted(info.replicas)
+        assert not described.under_replicated, "a replica being added does not count until the move completes"
         cancelled = admin.alter_partition_reassignments({(topic_name, 0): None})[(topic_name, 0)]
         assert not cancelled.pending and sorted(cancelled.replicas) == sorted(info.replicas)
         wait_until(lambda: not admin.list_partition_reassignments(topic_name), timeout=10, message="no move pending")
