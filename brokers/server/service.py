@@ -13,7 +13,7 @@ from typing import Any, Callable, TypeVar
 import grpc
 
 from spark_log import errors
-from spark_log.errors import SparkLogError, StorageError
+from spark_log.errors import BrokerNotAvailableError, SparkLogError, StorageError
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 
@@ -57,8 +57,14 @@ class BrokerServicer(rpc.BrokerServicer):
         self.describe_partitions = DescribePartitionsHandler(manager)
 
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:  # noqa: N802
-        return _guard(context, "Metadata",
-                      lambda: self.builder.metadata(request, self.manager.image, self.controller_id()))
+        """Refused with a retriable ``BrokerNotAvailableError`` while the broker catches up
+        with the metadata log (``PartitionManager.caught_up``): clients ask another broker
+        rather than taking "unknown topic" from an image that is not served yet."""
+        def answer() -> pb.MetadataResponse:
+            if not self.manager.caught_up:
+                raise BrokerNotAvailableError(f"broker {self.manager.broker_id} is catching up with the metadata log")
+            return self.builder.metadata(request, self.manager.image, self.controller_id())
+        return _guard(context, "Metadata", answer)
 
     def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse:  # noqa: N802
         return _guard(context, "Produce", lambda: self.produce.handle(request))

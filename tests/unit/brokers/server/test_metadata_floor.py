@@ -81,3 +81,35 @@ def test_without_a_floor_images_are_served_at_once(tmp_path: Path) -> None:
         assert manager.get("t", 0).is_leader
     finally:
         manager.stop()
+
+
+def test_metadata_requests_are_refused_retriably_until_caught_up(tmp_path: Path) -> None:
+    """Not "unknown topic" from an image not served yet: BROKER_NOT_AVAILABLE, so that
+    clients ask another broker."""
+    from unittest import mock
+
+    import grpc
+
+    from brokers.server.metadata import MetadataBuilder
+    from brokers.server.service import BrokerServicer
+    from spark_log.errors import ErrorCode
+    from spark_log.proto import broker_pb2 as pb
+
+    floor = Floor()
+    manager = PartitionManager(broker_id=ME, data_dir=tmp_path, metadata_floor=floor)
+    servicer = BrokerServicer(manager=manager, builder=MetadataBuilder(), controller_id=lambda: 1)
+    manager.publish(None, _image(offset=7, leader=ME))
+    context = mock.Mock(spec=grpc.ServicerContext)
+    context.abort.side_effect = grpc.RpcError
+    with pytest.raises(grpc.RpcError):
+        servicer.Metadata(pb.MetadataRequest(all_topics=True), context)
+    _code, message = context.abort.call_args.args
+    assert "catching up" in message
+    trailing = dict(context.set_trailing_metadata.call_args.args[0])
+    assert trailing["spark-log-error-code"] == str(int(ErrorCode.BROKER_NOT_AVAILABLE))
+
+    floor.value = 7
+    manager.publish(None, _image(offset=7, leader=ME))
+    answer = servicer.Metadata(pb.MetadataRequest(all_topics=True), context)
+    assert [t.name for t in answer.topics] == ["t"]
+    manager.stop()
