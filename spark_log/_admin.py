@@ -31,6 +31,10 @@ from .proto import broker_pb2 as pb
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 
 
+_READ_ONLY = frozenset({"DescribeTopic", "ListTopics"})
+_READ_TRY_S = 10.0  # per broker, for read-only calls
+
+
 @dataclass(frozen=True, slots=True)
 class PartitionDescription:
     """One partition: the controller's view (``leader`` None: offline), then the live state
@@ -174,12 +178,19 @@ class Admin:
         self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
 
     def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
+        """One Admin RPC through any broker, retried (see ``_client.retry``)."""
         # An unknown topic is nearly always definitive (Kafka's AdminClient reports it at
         # once), but a broker that just restarted answers it until its metadata catches up:
         # retried briefly, not for the whole request timeout.
+        # Read-only calls give each broker at most _READ_TRY_S, then ask the next one: a
+        # stalled broker must not cost the whole request timeout.
+        read_only = method in _READ_ONLY
+        timeout_s = min(self._timeout_s, _READ_TRY_S) if read_only else self._timeout_s
+
         def once() -> Any:
             return self._cluster.call_any(
-                lambda address: getattr(self._cluster.admin(address), method)(request, timeout=self._timeout_s))
+                lambda address: getattr(self._cluster.admin(address), method)(request, timeout=timeout_s),
+                read_only=read_only)
         return retry(once, cluster=self._cluster, topics=topics, deadline_s=self._timeout_s,
                      brief=(errors.UnknownTopicOrPartitionError,))
 

@@ -162,15 +162,19 @@ class Cluster:
         with self._lock:
             return self._brokers.get(broker_id)
 
-    def call_any(self, call: Callable[[str], T]) -> T:
-        """Run ``call(address)`` against brokers in turn until one is reachable."""
+    def call_any(self, call: Callable[[str], T], *, read_only: bool = False) -> T:
+        """Run ``call(address)`` against brokers in turn until one is reachable.  With
+        ``read_only`` a timed-out call moves on to the next broker too (asking again
+        elsewhere is safe; a write that timed out may still have happened)."""
+        skip: tuple[type[SparkLogError], ...] = (
+            (BrokerNotAvailableError, errors.RequestTimeoutError) if read_only else (BrokerNotAvailableError,))
         last: SparkLogError | None = None
         for address in self.addresses():
             try:
                 return call(address)
             except grpc.RpcError as exc:
                 error = errors.from_rpc_error(exc, address=address)
-                if not isinstance(error, (BrokerNotAvailableError,)):
+                if not isinstance(error, skip):
                     raise error from None
                 last = error
         raise last or BrokerNotAvailableError("no broker reachable at " + ",".join(self.bootstrap))

@@ -1,7 +1,7 @@
 """A stalled broker (SIGSTOP: the socket accepts, nothing answers) must not stall clients
-that know other brokers: a metadata request is read-only, so after one per-broker try
-(``_client._METADATA_TRY_S``) the client asks the next broker instead of spending its
-whole request timeout on the stalled one."""
+that know other brokers: metadata requests and read-only Admin calls give each broker one
+bounded try (``_client._METADATA_TRY_S``, ``_admin._READ_TRY_S``) and then ask the next
+one, instead of spending the whole request timeout on the stalled one."""
 from __future__ import annotations
 
 import os
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_log import _client
+from spark_log import Admin, _admin, _client
 from spark_log._client import Cluster
 from tests.support.cluster import local_cluster
 
@@ -20,7 +20,10 @@ pytestmark = pytest.mark.integration
 def test_metadata_refresh_skips_a_stalled_broker(tmp_path: Path) -> None:
     with local_cluster(tmp_path / "cluster") as cluster:
         client = Cluster(cluster.bootstrap, request_timeout_s=_client._METADATA_TRY_S + 5)
+        admin = Admin(cluster.bootstrap, request_timeout_ms=int((_admin._READ_TRY_S + 5) * 1000))
         try:
+            admin.create_topic("seen", partitions=2)
+            admin._cluster.refresh()  # the Admin has learnt every broker: the stalled one comes first
             client.refresh()
             first = client.addresses()[0]
             assert len(client.addresses()) == 3, "the client learnt every broker"
@@ -31,7 +34,11 @@ def test_metadata_refresh_skips_a_stalled_broker(tmp_path: Path) -> None:
                 # RequestTimeoutError; skipping it, another broker answers.
                 answer = client.refresh()
                 assert {b.broker_id for b in answer.brokers} == {n.node_id for n in cluster.nodes}
+                assert admin._cluster.addresses()[0] == first
+                assert "seen" in admin.list_topics()
+                assert admin.describe_topic("seen", live=False).num_partitions == 2
             finally:
                 os.kill(stalled.pid, signal.SIGCONT)
         finally:
             client.close()
+            admin.close()
