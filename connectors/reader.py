@@ -54,7 +54,7 @@ from . import offsets as off
 from .filters import PushedFilters, push_filters
 from .options import ReaderOptions
 
-__all__ = ["ReadPlan", "RangePartition", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
+__all__ = ["ReadPlan", "RangePartition", "fetch_projection", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,25 @@ class ReadPlan:
         return o.assign is not None and any(tp.topic == topic for tp in o.assign)
 
 
+def fetch_projection(plan: ReadPlan) -> list[str] | None:
+    """The columns the brokers should project, or None to fetch the stored frames whole.
+
+    A projection makes the broker decode every frame, select and re-encode it; whole
+    frames travel as stored and decode zero-copy here (about twice as fast for a bytes
+    topic read in full).  So the projection is pushed only when it leaves out a data
+    column: on bytes topics when ``value`` is not read (``headers`` and ``key`` alone
+    are small), on typed topics when a column of the topic's schema is not read.
+    Either way the batches handed to Spark are the same (``to_spark_batch`` selects by
+    name).
+    """
+    columns = list(plan.fetch_columns)
+    if plan.kind == "bytes":
+        return None if "value" in columns else columns
+    if plan.topic_schema is not None and set(plan.topic_schema.names) <= set(columns):
+        return None
+    return columns
+
+
 def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | None = None) -> Iterator[pa.RecordBatch]:
     """Batches of ``part`` shaped to ``plan.schema`` (the body of both readers' ``read``)."""
     from .schema_mapping import spark_arrow_schema, to_spark_batch
@@ -101,7 +120,7 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
     for batch in client.read_range(
         plan.options,
         off.OffsetRange(part.topic, part.partition, part.start, part.end),
-        columns=list(plan.fetch_columns),
+        columns=fetch_projection(plan),
         row_filter=pushed.row_filter if pushed is not None else None,
     ):
         if batch.num_rows:
