@@ -1,20 +1,43 @@
 """Spark connector benchmark, side by side with Spark's own parquet streaming source/sink.
 
-    python -m bench.connector_bench [--rows N] [--bootstrap HOST:PORT,...]
+    python -m bench.connector_bench [--rows N] [--rounds R] [--bootstrap HOST:PORT,...]
 
 Measured in one run, on the same data and the same local SparkSession (local[2]):
 
-1. readStream rows/s: a topic (bytes: key, value) into the ``noop`` sink, against
-   parquet files holding the same rows read by Spark's file streaming source into ``noop``
-   (both Trigger.AvailableNow; rows/s = input rows / summed trigger execution time).
-2. writeStream rows/s: Spark's ``rate-micro-batch`` source into a topic, against the same
-   source into Spark's parquet file sink.
+1. readStream rows/s: a bytes topic (2 partitions, N/2 records each) into the ``noop``
+   sink, against 4 parquet files of N/4 rows each (the same key/value rows) read by
+   Spark's file streaming source into ``noop``.  Same trigger shape on both sides:
+   Trigger.AvailableNow, 2 triggers of N/2 rows, 2 tasks of N/4 rows per trigger
+   (``maxOffsetsPerTrigger`` = N/2 against ``maxFilesPerTrigger`` = 2; the bench checks
+   that Spark plans 2 tasks for 2 of the files).
+2. writeStream rows/s: Spark's ``rate-micro-batch`` source (N/4 rows per batch, 2
+   partitions, so 2 write tasks per batch) into a fresh topic, against the same source
+   into Spark's parquet file sink; each query runs 5 micro-batches and batches 1-4 (N
+   rows) are timed.  Batch 0 is left out on every side: it pays the query's start-up,
+   which for a Python sink includes new Python workers (stopping the previous query
+   mid-batch kills its workers; a long-running query pays that once).
 3. Projection: Arrow bytes delivered to a reader of a typed topic with 20 columns when
    it asks for 2 of them (projection pushed to the brokers) vs all 20.
 
-Prints each figure and the ratio; it is never part of the test pass/fail.  Without
-``--bootstrap`` it starts the embedded local cluster in a temporary folder (3 nodes) and
-stops it at the end.  Bounded to a few minutes on a laptop.
+Fairness: rows/s = input rows / summed ``triggerExecution`` of the timed triggers (the
+same clock, from Spark's own progress reports, on both sides).  Round 0 runs every query
+once and is discarded (JVM code generation, Python worker start-up and imports are paid
+there, by every side alike); then ``--rounds`` measured rounds, the order of the sides
+rotating each round.  All read rounds run before the write rounds (so no read follows a
+stopped query).  Every query must deliver every row: reads must report exactly N input
+rows in 2 triggers; after a write the topic must hold each row of batches 0-4 exactly
+once (read back with a plain ``Consumer``), and so must the parquet sink's committed
+files (a micro-batch cut by the stop may add rows of batch 5, each at most once).
+Anything else aborts the bench with ``CHECK FAILED``.
+
+Ceiling peers (same run, same shapes): ``bench-memory``, a Python Data Source that yields
+the same Arrow batches from memory, and ``bench-discard``, a Python Arrow sink that drops
+them (``bench.connector_ceiling``).  spark-log / ceiling is the share of the Python Data
+Source path's best that the connector reaches.
+
+Prints each figure and the ratios (never part of the test pass/fail) with the load
+average.  Without ``--bootstrap`` it starts the embedded local cluster in a temporary
+folder (3 nodes) and stops it at the end.
 """
 from __future__ import annotations
 
@@ -24,11 +47,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+from bench.connector_ceiling import DiscardSource, MemorySource, keyvalue_batch
+
+_CHUNK = 20_000  # rows per produced frame (and per ceiling batch)
+_TIMED_BATCHES = 4  # write micro-batches timed per query (after its first)
 
 
 def _cluster(bootstrap: str | None, root: Path) -> Iterator[str]:
@@ -44,80 +74,180 @@ def _cluster(bootstrap: str | None, root: Path) -> Iterator[str]:
         subprocess.run([*launcher, "down", "--data-dir", str(data)], stdout=subprocess.DEVNULL)
 
 
-def _rate(query: Any) -> float:
-    """Rows per second over every trigger of ``query`` that read rows."""
-    rows = sum(p["numInputRows"] for p in query.recentProgress)
-    millis = sum(p["durationMs"].get("triggerExecution", 0) for p in query.recentProgress if p["numInputRows"])
-    return rows / max(millis, 1) * 1000
+def _fail(message: str) -> None:
+    raise SystemExit(f"CHECK FAILED: {message}")
 
 
-def _run_available_now(df: Any, checkpoint: Path) -> Any:
-    query = df.writeStream.format("noop").option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+@dataclass
+class Tally:
+    """Rows and trigger milliseconds of one side, summed over the measured rounds."""
+
+    rows: int = 0
+    millis: int = 0
+    rounds: list[float] = field(default_factory=list)
+
+    def add(self, rows: int, millis: int) -> None:
+        self.rows += rows
+        self.millis += millis
+        self.rounds.append(rows / max(millis, 1) * 1000)
+
+    @property
+    def rate(self) -> float:
+        return self.rows / max(self.millis, 1) * 1000
+
+
+_DETAILS: list[str] = []  # --details: each timed trigger's phases
+
+
+def _timed(query: Any, triggers: int, *, skip: int = 0, label: str = "") -> tuple[int, int]:
+    """(rows, ms) of ``triggers`` triggers of ``query`` that read rows, after the first ``skip``."""
+    done = [p for p in query.recentProgress if p["numInputRows"]][skip:skip + triggers]
+    if len(done) < triggers:
+        _fail(f"query {query.name or query.id} ran {len(done) + skip} triggers with rows, expected {triggers + skip}")
+    for p in done:
+        phases = " ".join(f"{k}={v}" for k, v in sorted(p["durationMs"].items()) if v)
+        _DETAILS.append(f"    {label:<24} batch {p['batchId']} rows {p['numInputRows']}: {phases}")
+    return sum(p["numInputRows"] for p in done), sum(p["durationMs"].get("triggerExecution", 0) for p in done)
+
+
+def _available_now(df: Any, sink: str, checkpoint: Path) -> Any:
+    query = df.writeStream.format(sink).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
     query.awaitTermination()
     return query
 
 
-def _run_batches(df: Any, sink: str, checkpoint: Path, batches: int, **options: str) -> Any:
+def _until_batches(df: Any, sink: str, checkpoint: Path, batches: int, **options: str) -> Any:
     writer = df.writeStream.format(sink).option("checkpointLocation", str(checkpoint))
     for key, value in options.items():
         writer = writer.option(key, value)
     query = writer.start()
     try:
-        while not query.exception() and sum(1 for p in query.recentProgress if p["numInputRows"]) < batches:
+        while sum(1 for p in query.recentProgress if p["numInputRows"]) < batches:
+            if query.exception() is not None:
+                _fail(f"{sink} query failed: {query.exception()}")
             query.awaitTermination(0.2)
     finally:
         query.stop()
     return query
 
 
-def _keyvalue(rows: int) -> pa.Table:
-    import numpy as np
-
-    ids = np.arange(rows)
-    keys = pa.array([b"key-%08d" % i for i in range(rows)])
-    values = pa.array(np.char.add(b"value-payload-", ids.astype("S10")).astype(object))
-    return pa.table({"key": keys, "value": values.cast(pa.binary())})
+# -- read -----------------------------------------------------------------------------------
 
 
-def bench_read(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[float, float]:
+def setup_read(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[str, Path]:
+    """The same rows in a 2-partition topic and in 4 parquet files."""
     from spark_log import Admin, Producer
 
     topic = f"bench-read-{os.getpid()}"
-    table = _keyvalue(rows)
+    table = pa.Table.from_batches([keyvalue_batch(0, rows)])
     with Admin(bootstrap) as admin:
         admin.create_topic(topic, partitions=2)
     with Producer(bootstrap, linger_ms=0, batch_size=1 << 20) as producer:
-        for i, batch in enumerate(table.to_batches(max_chunksize=20_000)):
+        for i, batch in enumerate(table.to_batches(max_chunksize=_CHUNK)):
             producer.send_batch(topic, batch, partition=i % 2)
+        producer.flush()
     files = root / "read-parquet"
     files.mkdir()
-    for i, batch in enumerate(table.to_batches(max_chunksize=rows // 2)):
+    for i, batch in enumerate(table.to_batches(max_chunksize=rows // 4)):
         pq.write_table(pa.Table.from_batches([batch]), files / f"part-{i}.parquet")
-
-    ours = _rate(_run_available_now(
-        spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
-        .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(rows // 2)).load(),
-        root / "ck-read-ours"))
-    theirs = _rate(_run_available_now(
-        spark.readStream.schema("key binary, value binary").option("maxFilesPerTrigger", "1").parquet(str(files)),
-        root / "ck-read-parquet"))
-    return ours, theirs
+    pair = sorted(str(p) for p in files.iterdir())[:2]
+    if spark.read.parquet(*pair).rdd.getNumPartitions() != 2:
+        _fail("Spark plans 2 parquet files as other than 2 tasks; the trigger shapes would differ")
+    return topic, files
 
 
-def bench_write(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[float, float]:
+def read_sides(spark: Any, bootstrap: str, topic: str, files: Path, rows: int) -> dict[str, Callable[[Path], Any]]:
+    per_trigger = str(rows // 2)
+    return {
+        "spark-log": lambda ck: _available_now(
+            spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger).load(), "noop", ck),
+        "parquet": lambda ck: _available_now(
+            spark.readStream.schema("key binary, value binary").option("maxFilesPerTrigger", "2").parquet(str(files)),
+            "noop", ck),
+        "ceiling": lambda ck: _available_now(
+            spark.readStream.format("bench-memory").option("rows", str(rows // 2)).option("partitions", "2")
+            .option("chunk", str(_CHUNK)).option("maxOffsetsPerTrigger", per_trigger).load(), "noop", ck),
+    }
+
+
+# -- write ----------------------------------------------------------------------------------
+
+
+def _rate_source(spark: Any, per_batch: int) -> Any:
+    return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(per_batch)).option("numPartitions", "2")
+            .load().selectExpr("cast(concat('key-', value) as binary) as key",
+                               "cast(concat('value-payload-', value) as binary) as value"))
+
+
+def _check_ids(ids: pa.Array, rows: int, per_batch: int, where: str) -> None:
+    """Every id below ``rows`` exactly once; ids of one cut batch beyond it at most once."""
+    counts = pc.value_counts(ids)
+    dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(dup):
+        _fail(f"{where} holds {len(dup)} rows more than once (e.g. id {dup[0]})")
+    below = pc.sum(pc.less(ids, rows).cast(pa.int64())).as_py() or 0
+    beyond = len(ids) - below
+    if below != rows or (beyond and pc.max(ids).as_py() >= rows + per_batch):
+        _fail(f"{where} holds {below} of the {rows} timed rows and {beyond} others")
+
+
+def _payload_ids(values: pa.Array) -> pa.Array:
+    text = pc.cast(values, pa.string())
+    return pc.cast(pc.replace_substring(text, "value-payload-", ""), pa.int64())
+
+
+def check_topic(bootstrap: str, topic: str, rows: int, per_batch: int) -> None:
+    from spark_log import Admin, Consumer
+
+    with Admin(bootstrap) as admin:
+        ends = admin.list_offsets(topic, "latest")
+    values: list[pa.Array] = []
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in ends])
+        for p in ends:
+            consumer.seek(topic, p, 0)
+        deadline = time.monotonic() + 120
+        while any(consumer.position(topic, p) < end for p, end in ends.items()) and time.monotonic() < deadline:
+            values += [b.column("value") for b in consumer.poll_arrow(timeout=1.0)]
+    _check_ids(_payload_ids(pa.concat_arrays(values) if values else pa.array([], pa.binary())), rows, per_batch,
+               f"topic {topic}")
+
+
+def check_parquet(spark: Any, path: Path, rows: int, per_batch: int) -> None:
+    table = spark.read.parquet(str(path)).select("value").toArrow()
+    _check_ids(_payload_ids(table.column("value").combine_chunks()), rows, per_batch, f"parquet sink {path}")
+
+
+def write_side(spark: Any, bootstrap: str, root: Path, rows: int, side: str, run: int) -> tuple[int, int]:
+    """Run ``side``'s write query for 5 micro-batches of rows/4; time batches 1-4.
+
+    Batch 0 of every query is left out on every side: it pays the query's start-up
+    (for Python sinks, new Python workers: stopping the previous query mid-batch kills
+    its workers).  Then checks that the sink holds every row of batches 0-4 once.
+    """
     from spark_log import Admin
 
-    topic = f"bench-write-{os.getpid()}"
-    with Admin(bootstrap) as admin:
-        admin.create_topic(topic, partitions=2)
+    per_batch = rows // 4
+    written = (_TIMED_BATCHES + 1) * per_batch
+    ck = root / f"ck-write-{side}-{run}"
+    batches = _TIMED_BATCHES + 1
+    if side == "spark-log":
+        topic = f"bench-write-{os.getpid()}-{run}"
+        with Admin(bootstrap) as admin:
+            admin.create_topic(topic, partitions=2)
+        query = _until_batches(_rate_source(spark, per_batch), "spark-log", ck, batches, bootstrap=bootstrap, topic=topic)
+        check_topic(bootstrap, topic, written, per_batch)
+    elif side == "parquet":
+        path = root / f"write-parquet-{run}"
+        query = _until_batches(_rate_source(spark, per_batch), "parquet", ck, batches, path=str(path))
+        check_parquet(spark, path, written, per_batch)
+    else:
+        query = _until_batches(_rate_source(spark, per_batch), "bench-discard", ck, batches)
+    return _timed(query, _TIMED_BATCHES, skip=1, label=f"round {run} write {side}")
 
-    def source() -> Any:
-        return (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(rows // 4)).option("numPartitions", "2").load()
-                .selectExpr("cast(concat('key-', value) as binary) as key", "cast(concat('value-payload-', value) as binary) as value"))
 
-    ours = _rate(_run_batches(source(), "spark-log", root / "ck-write-ours", 4, bootstrap=bootstrap, topic=topic))
-    theirs = _rate(_run_batches(source(), "parquet", root / "ck-write-parquet", 4, path=str(root / "write-parquet")))
-    return ours, theirs
+# -- projection -----------------------------------------------------------------------------
 
 
 def bench_projection(bootstrap: str, rows: int) -> tuple[int, int]:
@@ -148,14 +278,47 @@ def bench_projection(bootstrap: str, rows: int) -> tuple[int, int]:
     return moved(["c00", "c01"]), moved(None)
 
 
+# -- main -----------------------------------------------------------------------------------
+
+
+def _rotated(names: list[str], round_: int) -> list[str]:
+    return names[round_ % len(names):] + names[:round_ % len(names)]
+
+
+def run(spark: Any, bootstrap: str, root: Path, rows: int, rounds: int) -> dict[str, dict[str, Tally]]:
+    """Every read round (round 0 discarded), then every write round (round 0 discarded)."""
+    topic, files = setup_read(spark, bootstrap, root, rows)
+    reads = read_sides(spark, bootstrap, topic, files, rows)
+    tallies: dict[str, dict[str, Tally]] = {"read": {}, "write": {}}
+    for round_ in range(rounds + 1):
+        for name in _rotated(list(reads), round_):
+            got, millis = _timed(reads[name](root / f"ck-read-{name}-{round_}"), 2, label=f"round {round_} read {name}")
+            if got != rows:
+                _fail(f"readStream from {name} delivered {got} rows, expected {rows}")
+            if round_:
+                tallies["read"].setdefault(name, Tally()).add(got, millis)
+    for round_ in range(rounds + 1):
+        for name in _rotated(["spark-log", "parquet", "ceiling"], round_):
+            got, millis = write_side(spark, bootstrap, root, rows, name, round_)
+            if round_:
+                tallies["write"].setdefault(name, Tally()).add(got, millis)
+    return tallies
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rows", type=int, default=400_000)
+    parser.add_argument("--rows", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3, help="measured rounds (after one discarded warm-up round)")
     parser.add_argument("--bootstrap", default=os.environ.get("SPARK_LOG_BOOTSTRAP"))
+    parser.add_argument("--details", action="store_true", help="print every timed trigger's phases (ms)")
     args = parser.parse_args(argv)
+    if args.rows % 4 or args.rows < 4 * _CHUNK:
+        parser.error(f"--rows must be a multiple of 4 and at least {4 * _CHUNK}")
+    repo = str(Path(__file__).resolve().parents[1])
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH")) if p)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    started = time.monotonic()
+    started, load_before = time.monotonic(), os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="connector-bench-") as tmp:
         root = Path(tmp)
         clusters = _cluster(args.bootstrap, root)
@@ -163,18 +326,34 @@ def main(argv: list[str] | None = None) -> None:
         try:
             from connectors.session import local_session
 
-            spark = local_session(bootstrap, app_name="connector-bench", conf={"spark.sql.shuffle.partitions": "2"})
+            spark = local_session(bootstrap, app_name="connector-bench",
+                                  conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
             spark.sparkContext.setLogLevel("ERROR")
-            read_ours, read_parquet = bench_read(spark, bootstrap, root, args.rows)
-            write_ours, write_parquet = bench_write(spark, bootstrap, root, args.rows)
-            spark.stop()
+            spark.dataSource.register(MemorySource)
+            spark.dataSource.register(DiscardSource)
+            try:
+                tallies = run(spark, bootstrap, root, args.rows, args.rounds)
+            finally:
+                spark.stop()
             projected, full = bench_projection(bootstrap, args.rows // 4)
         finally:
             clusters.close()
-    print(f"connector bench ({args.rows} rows, local[2], {time.monotonic() - started:.0f} s)")
-    print(f"  readStream  spark-log -> noop     {read_ours:12,.0f} rows/s | parquet source {read_parquet:12,.0f} rows/s | ratio {read_ours / read_parquet:5.2f}x")
-    print(f"  writeStream rate -> spark-log     {write_ours:12,.0f} rows/s | parquet sink   {write_parquet:12,.0f} rows/s | ratio {write_ours / write_parquet:5.2f}x")
-    print(f"  projection 2 of 20 columns        {projected:12,} bytes  | all columns    {full:12,} bytes  | {full / max(projected, 1):5.1f}x fewer")
+    load_after = os.getloadavg()
+    print(f"connector bench ({args.rows} rows, local[2], {args.rounds} measured rounds after 1 warm-up, "
+          f"{time.monotonic() - started:.0f} s; load average {load_before[0]:.1f} at start, {load_after[0]:.1f} at end, "
+          f"15-min {load_after[2]:.1f})")
+    for what, peer, ceiling in (("readStream  topic -> noop ", "parquet source", "ceiling"),
+                                ("writeStream rate -> topic ", "parquet sink  ", "ceiling")):
+        t = tallies["read" if what.startswith("read") else "write"]
+        ours, theirs, top = t["spark-log"], t["parquet"], t[ceiling]
+        per_round = " ".join(f"{a / b:.2f}" for a, b in zip(ours.rounds, theirs.rounds))
+        print(f"  {what} spark-log {ours.rate:10,.0f} rows/s | {peer} {theirs.rate:10,.0f} rows/s | "
+              f"ratio {ours.rate / theirs.rate:5.2f}x (rounds {per_round}) | python-DS ceiling {top.rate:10,.0f} rows/s, "
+              f"spark-log/ceiling {ours.rate / top.rate:4.2f}, ceiling/parquet {top.rate / theirs.rate:4.2f}")
+    print(f"  projection 2 of 20 columns        {projected:12,} bytes  | all columns    {full:12,} bytes  | "
+          f"{full / max(projected, 1):5.1f}x fewer")
+    if args.details:
+        print("\n".join(_DETAILS))
 
 
 if __name__ == "__main__":
