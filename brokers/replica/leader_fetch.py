@@ -62,13 +62,17 @@ class LeaderFetchHandler:
         deadline = time.monotonic() + request.max_wait_ms / 1000
         while True:
             seen = self.manager.data_version
-            response, done = self._answer(request)
+            response, done, notified = self._answer(request)
             remaining = deadline - time.monotonic()
             if done or remaining <= 0 or not is_active():
                 return response
+            if self.manager.data_version == seen + notified:
+                seen += notified  # only our own HW notifications moved it: nothing new to answer with
             self.manager.wait_for_data(seen, remaining)
 
-    def _answer(self, request: pb.FetchRequest) -> tuple[pb.FetchResponse, bool]:
+    def _answer(self, request: pb.FetchRequest) -> tuple[pb.FetchResponse, bool, int]:
+        """(answer, whether to send it now, how many HW notifications it sent: each bumped the
+        manager's ``data_version`` by one)."""
         response = pb.FetchResponse()
         budget = request.max_bytes or _DEFAULT_MAX_BYTES
         done = False
@@ -89,7 +93,7 @@ class LeaderFetchHandler:
             done = done or stop or sent > 0
         for partition in grown:
             partition.notify_replication()
-        return response, done
+        return response, done, len(grown)
 
     def _one(self, replica_id: int, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, budget: int):
         partition = self.manager.get(wanted.topic, wanted.partition)
