@@ -17,7 +17,10 @@ from tests.support.cluster import local_cluster
 pytestmark = pytest.mark.integration
 
 
-def test_metadata_refresh_skips_a_stalled_broker(tmp_path: Path) -> None:
+def test_metadata_refresh_skips_a_stalled_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # shorter tries keep the test quick; the request timeouts below stay longer than one try
+    monkeypatch.setattr(_client, "_METADATA_TRY_S", 4.0)
+    monkeypatch.setattr(_admin, "_READ_TRY_S", 4.0)
     with local_cluster(tmp_path / "cluster") as cluster:
         client = Cluster(cluster.bootstrap, request_timeout_s=_client._METADATA_TRY_S + 5)
         admin = Admin(cluster.bootstrap, request_timeout_ms=int((_admin._READ_TRY_S + 5) * 1000))
