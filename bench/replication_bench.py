@@ -26,7 +26,8 @@
    which bounds them from below (the controller fences a broker that missed its
    heartbeats for ``session_timeout_ms``); *write - elected* is what the new leader, its
    followers and the client add.  The killed node is restarted and rejoins the ISR before
-   the next kill.
+   the next kill.  ``--controller-kills`` does the same for a leader that is also the active
+   controller: a Raft election (``election_ticks``) comes before the fencing.
 
 Brokers run with ``session_timeout_ms=2000`` / ``heartbeat_interval_ms=200``.  Prints the
 load average at the start and the end (the machine may be shared).  Not part of the test
@@ -199,12 +200,14 @@ def _active_controller(cluster: LocalCluster) -> int:
         client.close()
 
 
-def _failover(cluster: LocalCluster, admin: Admin, topic: str) -> tuple[float, float]:
-    """(elected, first write) seconds after killing a partition leader that is not the controller."""
-    controller = _active_controller(cluster)
+def _failover(cluster: LocalCluster, admin: Admin, topic: str, *, controller: bool) -> tuple[float, float]:
+    """(elected, first write) seconds after killing a partition leader that is (``controller``)
+    or is not the active controller."""
+    active = _active_controller(cluster)
     description = admin.describe_topic(topic, live=False)
     partition, leader = next(((i, p.leader) for i, p in sorted(description.partitions.items())
-                              if p.leader is not None and p.leader != controller), (0, description.partitions[0].leader))
+                              if p.leader is not None and (p.leader == active) == controller),
+                             (0, description.partitions[0].leader))
     node = next(n for n in cluster.nodes if n.node_id == leader)
     elected: list[float] = []
     stop = threading.Event()
@@ -258,13 +261,14 @@ def _wait_settled(admin: Admin, topic: str) -> None:
     wait_until(preferred, timeout=30, interval=0.2, message=lambda: "preferred leaders back: " + state())
 
 
-def _failovers(cluster: LocalCluster, admin: Admin, kills: int) -> None:
-    admin.create_topic("failover", partitions=PARTITIONS, replication_factor=3)
+def _failovers(cluster: LocalCluster, admin: Admin, kills: int, *, controller: bool) -> None:
+    if "failover" not in admin.list_topics():
+        admin.create_topic("failover", partitions=PARTITIONS, replication_factor=3)
     _wait_settled(admin, "failover")
     results = []
     for _ in range(kills):
         try:
-            results.append(_failover(cluster, admin, "failover"))
+            results.append(_failover(cluster, admin, "failover", controller=controller))
         except (SparkLogError, TimeoutError, AssertionError) as exc:
             print(f"failover run failed: {exc!r}")
     if not results:
@@ -272,7 +276,9 @@ def _failovers(cluster: LocalCluster, admin: Admin, kills: int) -> None:
     session_s = FAST["session_timeout_ms"] / 1000
     rows = {"elected": [e for e, _ in results], "first acks=all write": [w for _, w in results],
             "write - elected": [w - e for e, w in results]}
-    print(f"leader kill -> ... over {len(results)} kills (session timeout {FAST['session_timeout_ms']} ms):")
+    which = "that is also the active controller" if controller else "(not the active controller)"
+    print(f"partition leader {which} kill -> ... over {len(results)} kills "
+          f"(session timeout {FAST['session_timeout_ms']} ms):")
     for name, values in rows.items():
         med, top = statistics.median(values), max(values)
         print(f"  {name:22s} median {med * 1000:6.0f} ms ({med / session_s:.2f} x session), "
@@ -284,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per topic")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per topic")
     parser.add_argument("--kills", type=int, default=3)
+    parser.add_argument("--controller-kills", type=int, default=0,
+                        help="also kill a partition leader that is the active controller (a Raft election first)")
     parser.add_argument("--rows", type=int, default=20_000)
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
     args = parser.parse_args(argv)
@@ -299,7 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"COUNT CHECK FAILED: {exc}")
                     return 1
                 if args.kills:
-                    _failovers(cluster, admin, args.kills)
+                    _failovers(cluster, admin, args.kills, controller=False)
+                if args.controller_kills:
+                    _failovers(cluster, admin, args.controller_kills, controller=True)
         finally:
             cluster.down(timeout_s=15)
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
