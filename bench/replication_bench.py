@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
+from spark_log._client import Cluster
 from spark_log.errors import SparkLogError
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.wait import wait_until
@@ -192,7 +193,6 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
 
 
 def _active_controller(cluster: LocalCluster) -> int:
-    from spark_log._client import Cluster
     client = Cluster(cluster.bootstrap)
     try:
         return client.refresh([]).controller_id
