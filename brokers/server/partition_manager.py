@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from brokers.metadata.image import EMPTY, MetadataImage
 from spark_log.clock import Clock, SystemClock
-from spark_log.errors import NotLeaderError, SparkLogError, UnknownTopicOrPartitionError
+from spark_log.errors import BrokerNotAvailableError, NotLeaderError, SparkLogError, UnknownTopicOrPartitionError
 
 from .partition import Partition, read_topic_id
 from .strays import stray_directories
@@ -160,6 +160,8 @@ class PartitionManager:
     def reconcile(self, image: MetadataImage) -> None:
         """Make the hosted replicas match ``image`` (see the module docstring)."""
         with self._lock:
+            if self._stopped:
+                return
             previous = self._reconciled
             for name, old in previous.topics.items():
                 new = image.topics.get(name)
@@ -253,6 +255,8 @@ class PartitionManager:
             raise NotLeaderError(f"broker {self.broker_id} holds no replica of {topic}-{index}",
                                  leader_address=image.broker_address(info.leader))
         with self._lock:
+            if self._stopped:  # stop() closes every log under this lock: never open one again
+                raise BrokerNotAvailableError(f"broker {self.broker_id} is shutting down")
             partition = self._partitions.get((topic, index))
             if partition is None or partition.topic_id != topic_image.topic_id or (leader and not partition.is_leader):
                 partition = self._ensure(image, topic, index)
