@@ -20,7 +20,8 @@ Measured in one run, on the same data and the same local SparkSession (local[2])
    it asks for 2 of them (projection pushed to the brokers) vs all 20.
 
 Fairness: rows/s = input rows / summed ``triggerExecution`` of the timed triggers (the
-same clock, from Spark's own progress reports, on both sides).  Round 0 runs every query
+same clock, from Spark's own progress reports, on both sides); the ratio of the median
+triggers' rows/s is printed too (less moved by a load spike that hits one side).  Round 0 runs every query
 once and is discarded (JVM code generation, Python worker start-up and imports are paid
 there, by every side alike); then ``--rounds`` measured rounds, the order of the sides
 rotating each round.  All read rounds run before the write rounds (so no read follows a
@@ -43,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -80,34 +82,46 @@ def _fail(message: str) -> None:
 
 @dataclass
 class Tally:
-    """Rows and trigger milliseconds of one side, summed over the measured rounds."""
+    """Rows and trigger milliseconds of one side over the measured rounds.
+
+    ``rate`` is summed rows / summed time; ``median_rate`` the rows/s of the median
+    trigger, which a load spike from another process hitting one trigger moves less.
+    """
 
     rows: int = 0
     millis: int = 0
     rounds: list[float] = field(default_factory=list)
+    triggers: list[float] = field(default_factory=list)
 
-    def add(self, rows: int, millis: int) -> None:
+    def add(self, rows: int, millis: int, triggers: list[float]) -> None:
         self.rows += rows
         self.millis += millis
         self.rounds.append(rows / max(millis, 1) * 1000)
+        self.triggers += triggers
 
     @property
     def rate(self) -> float:
         return self.rows / max(self.millis, 1) * 1000
 
+    @property
+    def median_rate(self) -> float:
+        return statistics.median(self.triggers) if self.triggers else 0.0
+
 
 _DETAILS: list[str] = []  # --details: each timed trigger's phases
 
 
-def _timed(query: Any, triggers: int, *, skip: int = 0, label: str = "") -> tuple[int, int]:
-    """(rows, ms) of ``triggers`` triggers of ``query`` that read rows, after the first ``skip``."""
+def _timed(query: Any, triggers: int, *, skip: int = 0, label: str = "") -> tuple[int, int, list[float]]:
+    """(rows, ms, rows/s of each trigger) of ``triggers`` triggers of ``query`` that read
+    rows, after the first ``skip``."""
     done = [p for p in query.recentProgress if p["numInputRows"]][skip:skip + triggers]
     if len(done) < triggers:
         _fail(f"query {query.name or query.id} ran {len(done) + skip} triggers with rows, expected {triggers + skip}")
     for p in done:
         phases = " ".join(f"{k}={v}" for k, v in sorted(p["durationMs"].items()) if v)
         _DETAILS.append(f"    {label:<24} batch {p['batchId']} rows {p['numInputRows']}: {phases}")
-    return sum(p["numInputRows"] for p in done), sum(p["durationMs"].get("triggerExecution", 0) for p in done)
+    each = [p["numInputRows"] / max(p["durationMs"].get("triggerExecution", 0), 1) * 1000 for p in done]
+    return sum(p["numInputRows"] for p in done), sum(p["durationMs"].get("triggerExecution", 0) for p in done), each
 
 
 def _available_now(df: Any, sink: str, checkpoint: Path) -> Any:
@@ -219,7 +233,7 @@ def check_parquet(spark: Any, path: Path, rows: int, per_batch: int) -> None:
     _check_ids(_payload_ids(table.column("value").combine_chunks()), rows, per_batch, f"parquet sink {path}")
 
 
-def write_side(spark: Any, bootstrap: str, root: Path, rows: int, side: str, run: int) -> tuple[int, int]:
+def write_side(spark: Any, bootstrap: str, root: Path, rows: int, side: str, run: int) -> tuple[int, int, list[float]]:
     """Run ``side``'s write query for 5 micro-batches of rows/4; time batches 1-4.
 
     Batch 0 of every query is left out on every side: it pays the query's start-up
@@ -292,16 +306,16 @@ def run(spark: Any, bootstrap: str, root: Path, rows: int, rounds: int) -> dict[
     tallies: dict[str, dict[str, Tally]] = {"read": {}, "write": {}}
     for round_ in range(rounds + 1):
         for name in _rotated(list(reads), round_):
-            got, millis = _timed(reads[name](root / f"ck-read-{name}-{round_}"), 2, label=f"round {round_} read {name}")
+            got, millis, each = _timed(reads[name](root / f"ck-read-{name}-{round_}"), 2, label=f"round {round_} read {name}")
             if got != rows:
                 _fail(f"readStream from {name} delivered {got} rows, expected {rows}")
             if round_:
-                tallies["read"].setdefault(name, Tally()).add(got, millis)
+                tallies["read"].setdefault(name, Tally()).add(got, millis, each)
     for round_ in range(rounds + 1):
         for name in _rotated(["spark-log", "parquet", "ceiling"], round_):
-            got, millis = write_side(spark, bootstrap, root, rows, name, round_)
+            got, millis, each = write_side(spark, bootstrap, root, rows, name, round_)
             if round_:
-                tallies["write"].setdefault(name, Tally()).add(got, millis)
+                tallies["write"].setdefault(name, Tally()).add(got, millis, each)
     return tallies
 
 
@@ -348,8 +362,10 @@ def main(argv: list[str] | None = None) -> None:
         ours, theirs, top = t["spark-log"], t["parquet"], t[ceiling]
         per_round = " ".join(f"{a / b:.2f}" for a, b in zip(ours.rounds, theirs.rounds))
         print(f"  {what} spark-log {ours.rate:10,.0f} rows/s | {peer} {theirs.rate:10,.0f} rows/s | "
-              f"ratio {ours.rate / theirs.rate:5.2f}x (rounds {per_round}) | python-DS ceiling {top.rate:10,.0f} rows/s, "
-              f"spark-log/ceiling {ours.rate / top.rate:4.2f}, ceiling/parquet {top.rate / theirs.rate:4.2f}")
+              f"ratio {ours.rate / theirs.rate:5.2f}x (rounds {per_round}; median trigger "
+              f"{ours.median_rate / theirs.median_rate:4.2f}x) | python-DS ceiling {top.rate:10,.0f} rows/s, "
+              f"spark-log/ceiling {ours.rate / top.rate:4.2f}, ceiling/parquet {top.rate / theirs.rate:4.2f} "
+              f"(median trigger {ours.median_rate / top.median_rate:4.2f}, {top.median_rate / theirs.median_rate:4.2f})")
     print(f"  projection 2 of 20 columns        {projected:12,} bytes  | all columns    {full:12,} bytes  | "
           f"{full / max(projected, 1):5.1f}x fewer")
     if args.details:
