@@ -111,12 +111,23 @@ def fetch_projection(plan: ReadPlan) -> list[str] | None:
     return columns
 
 
+# Batches handed to Spark hold at least this many rows (or bytes) unless the range ends
+# first: each Arrow batch costs Spark a fixed overhead, which makes 5k-row batches (the
+# frames the Spark sink writes) ~30% slower than 20k-row ones through the Python Data
+# Source path.  Smaller fetched frames are concatenated (one copy).
+COALESCE_ROWS = 16_384
+COALESCE_BYTES = 8 << 20
+
+
 def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | None = None) -> Iterator[pa.RecordBatch]:
-    """Batches of ``part`` shaped to ``plan.schema`` (the body of both readers' ``read``)."""
+    """Batches of ``part`` shaped to ``plan.schema`` (the body of both readers' ``read``),
+    in offset order, fetched frames smaller than ``COALESCE_ROWS`` concatenated."""
     from .schema_mapping import spark_arrow_schema, to_spark_batch
 
     target = spark_arrow_schema(plan.schema)
     timestamp_type = plan.timestamp_types.get(part.topic, 0)
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
     for batch in client.read_range(
         plan.options,
         off.OffsetRange(part.topic, part.partition, part.start, part.end),
@@ -124,7 +135,13 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
         row_filter=pushed.row_filter if pushed is not None else None,
     ):
         if batch.num_rows:
-            yield to_spark_batch(batch, target, timestamp_type=timestamp_type)
+            pending.append(to_spark_batch(batch, target, timestamp_type=timestamp_type))
+            rows, size = rows + batch.num_rows, size + pending[-1].nbytes
+            if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
+                yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+                pending, rows, size = [], 0, 0
+    if pending:
+        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
 
 
 class _DriverSide:
