@@ -11,11 +11,14 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 install: $(STAMP)
 
+# --compile-bytecode, and compileall before test/demo: with PYTHONDONTWRITEBYTECODE set (as on
+# CI machines) no .pyc would ever be cached, and every broker, CLI and Spark Python worker
+# process would compile pyspark, pyarrow, pandas and grpc again at import (2.8 s, not 0.85 s).
 $(STAMP): requirements.lock pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11) and "spark-log needs Python 3.11 (found %d.%d)" % sys.version_info[:2])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q uv==0.13.9
-	$(VENV)/bin/uv pip sync -q --python $(PY) requirements.lock
+	$(VENV)/bin/uv pip sync -q --compile-bytecode --python $(PY) requirements.lock
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	rm -f $(VENV)/.installed-*; touch $@
 
@@ -23,9 +26,11 @@ check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
 test: install check-java
+	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m pytest -q --durations=15
 
 demo: install check-java
+	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m jobs.demo
 
 proto: install
