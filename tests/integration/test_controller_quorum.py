@@ -48,7 +48,9 @@ def test_created_topics_reach_every_voter(cluster: NodeCluster) -> None:
     topic = cluster.client.create_topic("orders", partitions=6, replication_factor=3, config={"retention.ms": 60000})
     assert sorted(p.leader for p in topic.partitions.values()) == [1, 1, 2, 2, 3, 3]
     cluster.wait_for_images(lambda image: "orders" in image.topics)
-    images = cluster.images()
+    # one read of every image at one offset (a record landing between reads is no disagreement)
+    images = wait_until(lambda: (lambda s: s if len({i.offset for i in s.values()}) == 1 else None)(cluster.images()),
+                        timeout=20, message="voters did not converge on one metadata offset")
     reference = images[cluster.ids[0]].topics["orders"]
     assert reference.partitions == topic.partitions and reference.config.retention_ms == 60000
     assert all(image.topics["orders"] == reference for image in images.values())
