@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import errors
+from . import _client, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
@@ -32,7 +32,6 @@ __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_fo
 
 
 _READ_ONLY = frozenset({"DescribeTopic", "ListTopics"})
-_READ_TRY_S = 10.0  # per broker, for read-only calls
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,10 +181,9 @@ class Admin:
         # An unknown topic is nearly always definitive (Kafka's AdminClient reports it at
         # once), but a broker that just restarted answers it until its metadata catches up:
         # retried briefly, not for the whole request timeout.
-        # Read-only calls give each broker at most _READ_TRY_S, then ask the next one: a
-        # stalled broker must not cost the whole request timeout.
+        # Read-only calls give each broker at most _client.READ_TRY_S, then ask the next one.
         read_only = method in _READ_ONLY
-        timeout_s = min(self._timeout_s, _READ_TRY_S) if read_only else self._timeout_s
+        timeout_s = min(self._timeout_s, _client.READ_TRY_S) if read_only else self._timeout_s
 
         def once() -> Any:
             return self._cluster.call_any(

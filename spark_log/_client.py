@@ -118,7 +118,11 @@ def topic_info_from_pb(meta: pb.TopicMeta | pb.TopicDescription) -> TopicInfo:
     )
 
 
-_METADATA_TRY_S = 10.0  # per broker asked for metadata; see Cluster.refresh
+# Read-only requests (metadata, Admin describes and lists) give each broker at most this
+# long, then ask the next one (a stalled broker must not cost a whole request timeout);
+# a timed-out or unreachable broker is skipped.  Asking again elsewhere is safe only for them.
+READ_TRY_S = 10.0
+_SKIP_READ = (BrokerNotAvailableError, errors.RequestTimeoutError)
 
 
 class Cluster:
@@ -166,8 +170,7 @@ class Cluster:
         """Run ``call(address)`` against brokers in turn until one is reachable.  With
         ``read_only`` a timed-out call moves on to the next broker too (asking again
         elsewhere is safe; a write that timed out may still have happened)."""
-        skip: tuple[type[SparkLogError], ...] = (
-            (BrokerNotAvailableError, errors.RequestTimeoutError) if read_only else (BrokerNotAvailableError,))
+        skip: tuple[type[SparkLogError], ...] = _SKIP_READ if read_only else (BrokerNotAvailableError,)
         last: SparkLogError | None = None
         for address in self.addresses():
             try:
@@ -188,15 +191,15 @@ class Cluster:
         best: pb.MetadataResponse | None = None
         last: SparkLogError | None = None
         # A broker behind the metadata log is skipped if another is ahead; one that does not
-        # answer within _METADATA_TRY_S (stalled, or cut off) is skipped too: a metadata
+        # answer within READ_TRY_S (stalled, or cut off) is skipped too: a metadata
         # request is read-only, so asking the next broker is always safe.
-        try_timeout_s = min(self.request_timeout_s, _METADATA_TRY_S)
+        try_timeout_s = min(self.request_timeout_s, READ_TRY_S)
         for address in self.addresses():
             try:
                 answer = self.broker(address).Metadata(request, timeout=try_timeout_s)
             except grpc.RpcError as exc:
                 error = errors.from_rpc_error(exc, address=address)
-                if not isinstance(error, (BrokerNotAvailableError, errors.RequestTimeoutError)):
+                if not isinstance(error, _SKIP_READ):
                     raise error from None
                 last = error
                 continue

@@ -131,20 +131,7 @@ def cancel_records(image: MetadataImage, topic: str, partition: int) -> list[Par
             f"cannot cancel the reassignment of {topic}-{partition}: no original replica {list(original)} "
             f"is in the ISR {list(info.isr)}"
         )
-    leader = NO_CHANGE
-    if info.leader is None or info.leader not in original:
-        leader = _first_live(image, original, isr)
-    return [
-        PartitionChangeRecord(
-            topic=topic,
-            partition=partition,
-            leader=leader,
-            isr=None if isr == info.isr else isr,
-            replicas=original,
-            adding_replicas=(),
-            removing_replicas=(),
-        )
-    ]
+    return [_switch_to(image, topic, partition, info, original)]
 
 
 def completion_changes(
@@ -159,24 +146,25 @@ def completion_changes(
         target = info.target
         if not target or any(r not in info.isr for r in target):
             continue
-        isr = tuple(r for r in info.isr if r in target)
-        leader = NO_CHANGE
-        if info.leader is None or info.leader not in target:
-            leader = _first_live(image, target, isr)
-            if leader == NO_LEADER:
-                continue  # no live target replica to lead yet: wait
-        changes.append(
-            PartitionChangeRecord(
-                topic=name,
-                partition=index,
-                leader=leader,
-                isr=None if isr == info.isr else isr,
-                replicas=target,
-                adding_replicas=(),
-                removing_replicas=(),
-            )
-        )
+        change = _switch_to(image, name, index, info, target)
+        if change.leader == NO_LEADER:
+            continue  # no live target replica to lead yet: wait
+        changes.append(change)
     return changes
+
+
+def _switch_to(image: MetadataImage, topic: str, partition: int, info: PartitionInfo,
+               replicas: tuple[int, ...]) -> PartitionChangeRecord:
+    """The record that ends a reassignment with ``replicas`` as the whole replica set: the
+    ISR cut to them, and the leader moved to the first live in-sync one of them when the
+    current leader is not among them (``NO_LEADER`` if none is)."""
+    isr = tuple(r for r in info.isr if r in replicas)
+    leader = NO_CHANGE
+    if info.leader is None or info.leader not in replicas:
+        leader = _first_live(image, replicas, isr)
+    return PartitionChangeRecord(topic=topic, partition=partition, leader=leader,
+                                 isr=None if isr == info.isr else isr, replicas=replicas,
+                                 adding_replicas=(), removing_replicas=())
 
 
 def _first_live(image: MetadataImage, order: Sequence[int], isr: Sequence[int]) -> int:

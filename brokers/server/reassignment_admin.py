@@ -13,16 +13,13 @@ broker ids, ...).  Thread-safety: called from the server's worker threads; state
 """
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from brokers.controller.client import ControllerClient
-from brokers.metadata.image import MetadataImage, PartitionInfo
-from spark_log.errors import RequestTimeoutError, UnknownTopicOrPartitionError
+from brokers.metadata.image import PartitionInfo
+from spark_log.errors import UnknownTopicOrPartitionError
 from spark_log.proto import broker_pb2 as pb
 
-__all__ = ["ReassignmentAdmin"]
+from .admin import AdminHandler
 
-WaitFor = Callable[[Callable[[MetadataImage], bool], float], MetadataImage]
+__all__ = ["ReassignmentAdmin"]
 
 
 def _reassignment(topic: str, index: int, info: PartitionInfo) -> pb.PartitionReassignment:
@@ -32,18 +29,12 @@ def _reassignment(topic: str, index: int, info: PartitionInfo) -> pb.PartitionRe
 
 
 class ReassignmentAdmin:
-    def __init__(self, *, controller: ControllerClient, image: Callable[[], MetadataImage], wait_for: WaitFor,
-                 wait_s: float = 10.0) -> None:
-        self.controller = controller
-        self.image = image
-        self.wait_for = wait_for
-        self.wait_s = wait_s
+    """Shares the ``AdminHandler``'s controller client, image and wait for the change."""
 
-    def _await(self, predicate: Callable[[MetadataImage], bool]) -> None:
-        try:
-            self.wait_for(predicate, self.wait_s)
-        except RequestTimeoutError:
-            pass  # committed; this broker is just behind
+    def __init__(self, handler: AdminHandler) -> None:
+        self.controller = handler.controller
+        self.image = handler.image
+        self._await = handler._await
 
     def alter(self, request: pb.AlterPartitionReassignmentsRequest) -> pb.AlterPartitionReassignmentsResponse:
         info = self.controller.alter_partition_reassignment(request.topic, request.partition,

@@ -84,6 +84,7 @@ class BrokerServicer(rpc.BrokerServicer):
 class AdminServicer(rpc.AdminServicer):
     def __init__(self, handler: AdminHandler) -> None:
         self.handler = handler
+        self.reassignments = ReassignmentAdmin(handler)
 
     def _run(self, name: str, context: grpc.ServicerContext, call: Callable[[], Any]) -> Any:
         return _guard(context, name, call)
@@ -107,11 +108,6 @@ class AdminServicer(rpc.AdminServicer):
         return self._run("RegisterSchema", context, lambda: self.handler.register_schema(request))
 
     # reassignment and preferred-leader election (brokers/server/reassignment_admin.py)
-
-    @property
-    def reassignments(self) -> ReassignmentAdmin:
-        return ReassignmentAdmin(controller=self.handler.controller, image=self.handler.image,
-                                 wait_for=self.handler.wait_for, wait_s=self.handler.wait_s)
 
     def AlterPartitionReassignments(self, request: pb.AlterPartitionReassignmentsRequest,  # noqa: N802
                                     context: grpc.ServicerContext) -> pb.AlterPartitionReassignmentsResponse:
