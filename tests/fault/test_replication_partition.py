@@ -19,15 +19,13 @@ is gone from every replica.
 """
 from __future__ import annotations
 
-import itertools
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
 
 from spark_log import Admin, Consumer, Producer
-from spark_log.errors import ErrorCode, SparkLogError
+from spark_log.errors import ErrorCode
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 from tests.checkers.log_history import FinalRead, Op, Send, check
@@ -38,6 +36,7 @@ from tests.fault.test_replication_isr import (  # noqa: F401 - fixture
     seen_by,
     set_faults,
 )
+from tests.support.acked_writer import AckedWriter
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until
 
@@ -45,39 +44,6 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 TOPIC = "partitioned"
 REFUSALS = {ErrorCode.NOT_LEADER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.FENCED_EPOCH, ErrorCode.REQUEST_TIMEOUT}
-
-
-class Writer:
-    """One acks=all producer writing sequential values; records every outcome."""
-
-    def __init__(self, bootstrap: str) -> None:
-        self.bootstrap = bootstrap
-        self.history: list[Op] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        counter = itertools.count()
-        with Producer(self.bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=8000) as producer:
-            while not self.stop.is_set():
-                batch = []
-                for _ in range(5):
-                    value = f"w-{next(counter)}".encode()
-                    batch.append((value, producer.send(TOPIC, value, partition=0)))
-                for value, future in batch:
-                    try:
-                        partition, offset = future.result(timeout=60)
-                        op: Op = Send(partition, value, True, offset)
-                    except (SparkLogError, TimeoutError):
-                        op = Send(0, value, False, definite=False)
-                    with self.lock:
-                        self.history.append(op)
-                self.stop.wait(0.05)  # a bounded rate keeps the history small
-
-    def acked(self) -> int:
-        with self.lock:
-            return sum(1 for op in self.history if isinstance(op, Send) and op.ok)
 
 
 def produce_direct(port: int, value: bytes, *, timeout_ms: int = 2500) -> tuple[int, str]:
@@ -105,7 +71,7 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
     node = next(n for n in cluster.nodes if n.node_id == old)
     others = ",".join(f"127.0.0.1:{n.port}" for n in cluster.nodes if n.node_id != old)
     survivor_ports = [n.port for n in cluster.nodes if n.node_id != old]
-    writer = Writer(cluster.bootstrap)
+    writer = AckedWriter(cluster.bootstrap, TOPIC, prefix="w-", partition=0, batch=5, delivery_timeout_ms=8000)
     writer.thread.start()
     pool = ThreadPoolExecutor(1)
     try:

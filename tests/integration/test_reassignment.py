@@ -9,11 +9,9 @@ read, and that the removed broker deleted its replica directory.
 """
 from __future__ import annotations
 
-import itertools
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,10 +22,10 @@ from spark_log import Admin, Consumer, Producer
 from spark_log.cli import main
 from spark_log.errors import (
     InvalidRequestError,
-    SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from tests.checkers.log_history import FinalRead, Op, Send, check
+from tests.checkers.log_history import FinalRead, Send, check
+from tests.support.acked_writer import AckedWriter
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until
 
@@ -78,39 +76,6 @@ def test_grow_replication_factor_1_to_3(cluster4: LocalCluster, admin: Admin, to
     assert admin.describe_topic(topic_name).partitions[0].leader == only  # the leader stayed
 
 
-class Writer:
-    """One acks=all producer writing keyed records, recording every acknowledgement."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
-        self.history: list[Op] = []
-        self.lock = threading.Lock()
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
-
-    def acked(self) -> int:
-        with self.lock:
-            return sum(1 for op in self.history if isinstance(op, Send) and op.ok)
-
-    def _run(self) -> None:
-        counter = itertools.count()
-        with Producer(self.bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=30_000) as producer:
-            while not self.stop.wait(0.05):  # a bounded rate keeps the history small
-                batch = []
-                for _ in range(10):
-                    n = next(counter)
-                    value = f"r{n}".encode()
-                    batch.append((value, producer.send(self.topic, value, key=f"key-{n % 7}".encode())))
-                for value, future in batch:
-                    try:
-                        partition, offset = future.result(timeout=60)
-                        op: Op = Send(partition, value, True, offset)
-                    except (SparkLogError, TimeoutError):
-                        op = Send(-1, value, False, definite=False)
-                    with self.lock:
-                        self.history.append(op)
-
-
 def test_move_under_acks_all_writes_loses_nothing(cluster4: LocalCluster, admin: Admin, topic_name: str) -> None:
     brokers = sorted(n.node_id for n in cluster4.nodes)
     created = admin.create_topic(topic_name, partitions=2, replication_factor=3)
@@ -121,7 +86,7 @@ def test_move_under_acks_all_writes_loses_nothing(cluster4: LocalCluster, admin:
         moves[(topic_name, index)] = [*info.replicas[1:], spare]  # {a, b, c} -> {b, c, d}: a leads and goes
         removed[index] = info.replicas[0]
         assert info.leader == info.replicas[0]
-    writer = Writer(cluster4.bootstrap, topic_name)
+    writer = AckedWriter(cluster4.bootstrap, topic_name)
     writer.thread.start()
     try:
         wait_until(lambda: writer.acked() > 100, timeout=30, message="first acknowledgements")
@@ -242,7 +207,7 @@ def test_replace_a_dead_leader_while_writes_go_on(cluster4: LocalCluster, admin:
     dead = info.replicas[0]
     target = [*info.replicas[1:], next(b for b in brokers if b not in info.replicas)]
     node = next(n for n in cluster4.nodes if n.node_id == dead)
-    writer = Writer(cluster4.bootstrap, topic_name)
+    writer = AckedWriter(cluster4.bootstrap, topic_name)
     writer.thread.start()
     try:
         wait_until(lambda: writer.acked() > 50, timeout=30, message="first acknowledgements")
