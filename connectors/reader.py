@@ -128,6 +128,10 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
     timestamp_type = plan.timestamp_types.get(part.topic, 0)
     pending: list[pa.RecordBatch] = []
     rows = size = 0
+
+    def joined() -> pa.RecordBatch:
+        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+
     for batch in client.read_range(
         plan.options,
         off.OffsetRange(part.topic, part.partition, part.start, part.end),
@@ -138,10 +142,10 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
             pending.append(to_spark_batch(batch, target, timestamp_type=timestamp_type))
             rows, size = rows + batch.num_rows, size + pending[-1].nbytes
             if rows >= COALESCE_ROWS or size >= COALESCE_BYTES:
-                yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+                yield joined()
                 pending, rows, size = [], 0, 0
     if pending:
-        yield pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        yield joined()
 
 
 class _DriverSide:

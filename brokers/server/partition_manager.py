@@ -123,8 +123,8 @@ class PartitionManager:
 
     def _serve_latest(self) -> None:
         """Serve ``_latest`` if caught up (caller holds ``_wakeup``)."""
-        if not self._caught_up:
-            floor = self._metadata_floor() if self._metadata_floor is not None else 0
+        if not self._caught_up:  # so there is a _metadata_floor (without one it starts caught up)
+            floor = self._metadata_floor() if self._metadata_floor is not None else None
             if floor is None or self._latest.offset < floor:
                 return
             self._caught_up = True
