@@ -12,6 +12,7 @@ Thread-safety: none; caller holds the partition lock.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from array import array
 from bisect import bisect_left
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 __all__ = ["IndexFile"]
 
 
-class IndexFile:
+class IndexFile(ABC):
     ENTRY_BYTES: int  # set by subclasses
 
     def __init__(self, path: Path, base_offset: int) -> None:
@@ -33,13 +34,13 @@ class IndexFile:
     def __len__(self) -> int:
         return len(self._first)
 
+    @abstractmethod
     def _offsets(self) -> array:
         """The column of absolute offsets (increasing)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _encode(self, start: int, stop: int) -> bytes:
         """Entries ``[start, stop)`` in the file's byte layout."""
-        raise NotImplementedError
 
     def _push(self, first: int, second: int) -> None:
         self._first.append(first)
