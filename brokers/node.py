@@ -218,13 +218,15 @@ class Node:
         )
 
     def stop(self, grace_s: float = 1.0) -> None:
-        """Stop in reverse order: heartbeats, broker services, controller, Raft, server."""
+        """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server."""
         if not self._started:
             return
         self._started = False
         if self.heartbeater is not None:
             self.heartbeater.stop()
             self.heartbeater.client.close()
+        if self.controller_client is not None:  # first: in-flight controller calls fail now, not at their deadline
+            self.controller_client.close()
         for closer in reversed(self._closers):
             try:
                 closer()
@@ -234,8 +236,6 @@ class Node:
             self.controller.stop()
         if self.raft is not None:
             self.raft.stop()
-        if self.controller_client is not None:
-            self.controller_client.close()
         if self.server is not None:
             self.server.stop(grace_s).wait()
         try:

@@ -113,6 +113,7 @@ class ControllerClient:
         if not addresses:
             raise errors.InvalidConfigError("a controller client needs at least one voter address")
         self.voters = addresses
+        self._closed = False
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
         self.retry_backoff_ms = retry_backoff_ms
@@ -133,7 +134,11 @@ class ControllerClient:
         self.close()
 
     def close(self) -> None:
+        """Close every channel; a call in flight, or retrying, then fails at once with
+        ``BrokerNotAvailableError`` instead of reconnecting until its deadline (so a node
+        stops promptly even while its ISR thread or a forwarded Admin request waits)."""
         with self._lock:
+            self._closed = True
             for channel in self._channels.values():
                 channel.close()
             self._channels.clear()
@@ -141,6 +146,8 @@ class ControllerClient:
 
     def _stub(self, address: str) -> pb_grpc.ControllerServiceStub:
         with self._lock:
+            if self._closed:
+                raise errors.BrokerNotAvailableError("the controller client is closed")
             stub = self._stubs.get(address)
             if stub is None:
                 channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
@@ -184,7 +191,7 @@ class ControllerClient:
                     raise
                 retry_now, next_address, error = False, self._next_voter(), exc
             self.leader_hint = None
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or self._closed:
                 raise error
             if not retry_now:
                 time.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
