@@ -20,13 +20,13 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
-from . import checkpoint
+from . import checkpoint, epoch_lookup
 
 __all__ = ["EpochCache", "UNDEFINED_EPOCH", "UNDEFINED_OFFSET", "FILE_NAME"]
 
 FILE_NAME = "leader-epoch-checkpoint"
-UNDEFINED_EPOCH = -1
-UNDEFINED_OFFSET = -1
+UNDEFINED_EPOCH = epoch_lookup.UNDEFINED_EPOCH
+UNDEFINED_OFFSET = epoch_lookup.UNDEFINED_OFFSET
 
 
 class EpochCache:
@@ -81,28 +81,12 @@ class EpochCache:
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
-        """Kafka's OffsetsForLeaderEpoch answer: ``(largest epoch <= epoch, its end offset)``.
-
-        - ``epoch`` is the latest: ``(epoch, log_end_offset)``;
-        - ``epoch`` is unknown and above the latest, or undefined: ``(-1, -1)``;
-        - otherwise the end offset is the start of the first epoch above ``epoch``, paired
-          with the largest known epoch <= ``epoch`` (or ``epoch`` itself when every known
-          epoch is larger)."""
-        if epoch == UNDEFINED_EPOCH or not self._epochs:
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if epoch == self._epochs[-1]:
-            return epoch, log_end_offset
-        higher = bisect_right(self._epochs, epoch)
-        if higher == len(self._epochs):
-            return UNDEFINED_EPOCH, UNDEFINED_OFFSET
-        if higher == 0:
-            return epoch, self._starts[0]
-        return self._epochs[higher - 1], self._starts[higher]
+        """Kafka's OffsetsForLeaderEpoch answer (``epoch_lookup.end_offset_for_epoch``)."""
+        return epoch_lookup.end_offset_for_epoch(self.entries(), epoch, log_end_offset)
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch that wrote ``offset`` as far as the cache knows (None before the first)."""
-        i = bisect_right(self._starts, offset)
-        return None if i == 0 else self._epochs[i - 1]
+        return epoch_lookup.epoch_for_offset(self.entries(), offset)
 
     def truncate_from_end(self, end_offset: int) -> None:
         """Drop entries starting at or after ``end_offset`` (the log was cut there)."""

@@ -21,29 +21,13 @@ Epoch entries are ``[(epoch, start_offset), ...]`` ascending, as ``EpochCache.en
 """
 from __future__ import annotations
 
-from bisect import bisect_right
 from typing import Sequence
+
+from brokers.log.epoch_lookup import UNDEFINED_EPOCH, end_offset_for_epoch, epoch_of_last_record
 
 __all__ = ["end_offset_for_epoch", "leader_check", "follower_truncation_offset", "epoch_of_last_record"]
 
-UNDEFINED = -1
-
-
-def end_offset_for_epoch(entries: Sequence[tuple[int, int]], epoch: int, log_end_offset: int) -> tuple[int, int]:
-    """``(largest epoch <= epoch, its end offset)``; ``(-1, -1)`` for an unknown epoch above
-    the latest or an empty cache; ``(epoch, first start)`` when every known epoch is larger.
-    The same answer as ``brokers.log.epoch_cache.EpochCache.end_offset_for``."""
-    if epoch == UNDEFINED or not entries:
-        return UNDEFINED, UNDEFINED
-    epochs = [e for e, _ in entries]
-    if epoch == epochs[-1]:
-        return epoch, log_end_offset
-    higher = bisect_right(epochs, epoch)
-    if higher == len(epochs):
-        return UNDEFINED, UNDEFINED
-    if higher == 0:
-        return epoch, entries[0][1]
-    return epochs[higher - 1], entries[higher][1]
+UNDEFINED = UNDEFINED_EPOCH
 
 
 def leader_check(entries: Sequence[tuple[int, int]], *, log_start_offset: int, log_end_offset: int,
@@ -77,11 +61,3 @@ def follower_truncation_offset(follower_entries: Sequence[tuple[int, int]], foll
     if own_epoch == UNDEFINED:
         return min(end, follower_log_end_offset)
     return min(end, own_end, follower_log_end_offset)
-
-
-def epoch_of_last_record(entries: Sequence[tuple[int, int]], log_end_offset: int) -> int:
-    """The epoch of the last record below ``log_end_offset`` (-1 for an empty log)."""
-    for epoch, start in reversed(entries):
-        if start < log_end_offset:
-            return epoch
-    return UNDEFINED
