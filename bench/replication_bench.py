@@ -63,8 +63,13 @@ AIM_RF3_RECORDS_PER_S = 2_000_000
 PARTITIONS = 3
 
 
-def _batch(rows: int) -> pa.RecordBatch:
-    values = pa.array([b"x" * 100] * rows, pa.binary())
+def _batch(rows: int, payload: str = "random") -> pa.RecordBatch:
+    """``rows`` 100-byte values: distinct random bytes (incompressible; the default) or
+    ``b"x" * 100`` (``--payload compressible``, which LZ4 shrinks about a hundredfold)."""
+    if payload == "random":
+        values = pa.array([os.urandom(100) for _ in range(rows)], pa.binary())
+    else:
+        values = pa.array([b"x" * 100] * rows, pa.binary())
     keys = pa.array([None] * rows, pa.binary())
     headers = pa.array([[]] * rows, BYTES_SCHEMA.field("headers").type)
     stamps = pa.array([int(time.time() * 1000)] * rows, pa.timestamp("ms"))
@@ -166,7 +171,7 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
     admin.create_topic("rf3", partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
     wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic("rf3", live=False).partitions.values()),
                timeout=30, message="rf3 fully in sync")
-    batch = _batch(args.rows)
+    batch = _batch(args.rows, args.payload)
     ledgers = {"rf1": Ledger(admin, "rf1", 1), "rf3": Ledger(admin, "rf3", 3)}
     cases = (("rf1", 1), ("rf3", "all"))
     for topic, acks in cases:  # warm-up: connections, metadata, first segment files
@@ -183,7 +188,7 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
     three = statistics.mean(r.rate for r in runs["rf3"])
     cpu = {t: (sum(r.broker_cpu_s + r.producer_cpu_s for r in rs) / sum(r.records for r in rs) * 1e6) for t, rs in runs.items()}
     ratio = three / one
-    print(f"produce 100-byte records, Arrow batches of {args.rows:,}, {args.window} rounds in flight: "
+    print(f"produce 100-byte {args.payload} records, Arrow batches of {args.rows:,}, {args.window} rounds in flight: "
           f"RF=1 acks=1 {one:,.0f} rec/s; RF=3 acks=all {three:,.0f} rec/s; ratio {ratio:.2f}")
     print(f"  aim ratio >= {AIM_RATIO}: {'met' if ratio >= AIM_RATIO else 'NOT met'}; aim RF=3 >= "
           f"{AIM_RF3_RECORDS_PER_S:,} rec/s: {'met' if three >= AIM_RF3_RECORDS_PER_S else 'NOT met'}")
@@ -293,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--controller-kills", type=int, default=0,
                         help="also kill a partition leader that is the active controller (a Raft election first)")
     parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--payload", choices=("random", "compressible"), default="random",
+                        help="100-byte values: random bytes (incompressible) or b'x' * 100")
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
