@@ -52,7 +52,7 @@ from brokers.controller.controller import QuorumController
 from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
 from brokers.raft.driver import RaftNode
-from brokers.raft.transport import GRPC_OPTIONS
+from brokers.net.channels import SERVER_OPTIONS
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
 from spark_log.errors import InvalidConfigError, SparkLogError
@@ -154,7 +154,7 @@ class Node:
         if bind_port == 0 and config.broker_id in self.voters:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
         workers = config.num_io_threads + 8 * max(1, len(self.voters)) + 16  # long polls hold workers
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=GRPC_OPTIONS)
+        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=SERVER_OPTIONS)
         self.port = self.server.add_insecure_port(f"{config.host}:{bind_port}")
         if not self.port:
             raise OSError(f"cannot listen on {config.host}:{bind_port}")

@@ -17,7 +17,7 @@ registrations, describes), since a timed-out create may still have happened.  Af
 ``timeout_s`` seconds in total, the last error is raised.  Refusals (invalid topic,
 fenced epoch, ...) are raised at once as their typed ``SparkLogError``.
 Fault hook (tests, off by default): a voter whose link to this process's node is cut by
-``SPARK_LOG_REPLICA_FAULTS`` (``brokers.replica.faults``) answers nothing: each call to it
+``SPARK_LOG_REPLICA_FAULTS`` (``brokers.net.faults``) answers nothing: each call to it
 fails at once with ``BrokerNotAvailableError`` (needs ``voters`` as a mapping of ids).
 
 Thread-safety: one client may be shared by threads (channels are thread-safe; the
@@ -37,7 +37,8 @@ import pyarrow as pa
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
 from brokers.metadata.schema_codec import schema_from_bytes, schema_to_bytes
 from brokers.metadata.snapshot import decode_image
-from brokers.replica import faults as link_faults
+from brokers.net import faults as link_faults
+from brokers.net.channels import CONTROLLER_CHANNEL_OPTIONS
 from spark_log import errors
 from spark_log.config import TopicConfig
 from spark_log.proto import controller_pb2 as pb
@@ -47,14 +48,6 @@ from .controller import HeartbeatResult
 from .wire import partition_from_pb
 
 __all__ = ["ClusterDescription", "ControllerClient", "ElectionResult"]
-
-_CHANNEL_OPTIONS = [
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 500),
-    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
-]
-
 
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
@@ -123,7 +116,7 @@ class ControllerClient:
         self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
         self._rotation = itertools.cycle(range(len(addresses)))
         self.leader_hint: str | None = None
-        # tests' network-partition hook (brokers.replica.faults); None, one check per call, when off
+        # tests' network-partition hook (brokers.net.faults); None, one check per call, when off
         self._voter_ids = {a: i for i, a in voters.items()} if isinstance(voters, Mapping) else {}
         self._links = link_faults.process_links()
 
@@ -150,7 +143,7 @@ class ControllerClient:
                 raise errors.BrokerNotAvailableError("the controller client is closed")
             stub = self._stubs.get(address)
             if stub is None:
-                channel = grpc.insecure_channel(address, options=_CHANNEL_OPTIONS)
+                channel = grpc.insecure_channel(address, options=CONTROLLER_CHANNEL_OPTIONS)
                 self._channels[address] = channel
                 stub = self._stubs[address] = pb_grpc.ControllerServiceStub(channel)
             return stub

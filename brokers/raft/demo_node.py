@@ -33,7 +33,7 @@ from spark_log.config import RaftConfig
 from spark_log.errors import SparkLogError
 
 from .driver import RaftNode
-from .transport import GRPC_OPTIONS
+from brokers.net.channels import SERVER_OPTIONS
 
 __all__ = ["ListStateMachine", "main", "parse_voters"]
 
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
         "Status": grpc.unary_unary_rpc_method_handler(status),
         "Block": grpc.unary_unary_rpc_method_handler(block),
     })
-    server = grpc.server(ThreadPoolExecutor(max_workers=32), options=GRPC_OPTIONS)
+    server = grpc.server(ThreadPoolExecutor(max_workers=32), options=SERVER_OPTIONS)
     node.add_to_server(server)
     server.add_generic_rpc_handlers((demo,))
     server.add_insecure_port(f"127.0.0.1:{port}")

@@ -162,7 +162,7 @@ class RaftNode:
     def add_to_server(self, server: grpc.Server) -> None:
         """Register ``RaftService`` on the process's gRPC server (before it starts).
 
-        The server should allow large messages (``transport.GRPC_OPTIONS``) for snapshots.
+        The server should allow large messages (``brokers.net.channels.SERVER_OPTIONS``) for snapshots.
         """
         pb_grpc.add_RaftServiceServicer_to_server(self._servicer, server)
 

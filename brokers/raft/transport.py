@@ -9,7 +9,7 @@ sent as new calls to the destination voter's address.
 ``transport_filter(from_id, to_id) -> bool`` decides whether a message may travel; it is
 checked when sending, when a call arrives and when replying, so a filter in one process
 is enough to cut a link both ways (fault injection: network partitions in tests).
-Without an explicit filter, the tests' fault file (``brokers.replica.faults``, env
+Without an explicit filter, the tests' fault file (``brokers.net.faults``, env
 ``SPARK_LOG_REPLICA_FAULTS``; ``isolated``/``cut`` keys) is the filter; with neither,
 every message travels.
 Thread-safety: ``Peers.send`` is safe from any thread; reply callbacks run on gRPC
@@ -23,29 +23,18 @@ from typing import Any, Callable, Mapping
 
 import grpc
 
-from brokers.replica import faults as link_faults
+from brokers.net import faults as link_faults
+from brokers.net.channels import PEER_CHANNEL_OPTIONS
 from spark_log.proto import raft_pb2 as pb
 from spark_log.proto import raft_pb2_grpc as pb_grpc
 
 from .messages import Message
 from .wire import from_proto, to_proto
 
-__all__ = ["GRPC_OPTIONS", "Peers", "RaftServicer"]
+__all__ = ["Peers", "RaftServicer"]
 
 log = logging.getLogger(__name__)
 
-GRPC_OPTIONS = [
-    ("grpc.max_send_message_length", 256 * 1024 * 1024),
-    ("grpc.max_receive_message_length", 256 * 1024 * 1024),
-]
-
-# Channels to peers reconnect quickly: a restarted voter must be reachable again within a
-# fraction of an election timeout, not after gRPC's default exponential backoff (up to 120 s).
-CHANNEL_OPTIONS = GRPC_OPTIONS + [
-    ("grpc.initial_reconnect_backoff_ms", 50),
-    ("grpc.min_reconnect_backoff_ms", 50),
-    ("grpc.max_reconnect_backoff_ms", 250),
-]
 
 Filter = Callable[[int, int], bool]
 
@@ -68,7 +57,7 @@ class Peers:
                 return None
             stub = self._stubs.get(node)
             if stub is None:
-                channel = grpc.insecure_channel(self.addresses[node], options=CHANNEL_OPTIONS)
+                channel = grpc.insecure_channel(self.addresses[node], options=PEER_CHANNEL_OPTIONS)
                 self._channels.append(channel)
                 stub = self._stubs[node] = pb_grpc.RaftServiceStub(channel)
             return stub

@@ -34,14 +34,14 @@ import threading
 
 import grpc
 
-from brokers.raft.transport import CHANNEL_OPTIONS
+from brokers.net.channels import PEER_CHANNEL_OPTIONS
+from brokers.net.faults import FetchFaults
 from spark_log.errors import SparkLogError
 from spark_log.frame import iter_frames
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 
 from .divergence import epoch_of_last_record, follower_truncation_offset
-from .faults import FetchFaults
 
 __all__ = ["ReplicaFetcher"]
 
@@ -61,7 +61,7 @@ class ReplicaFetcher:
         self._cond = threading.Condition()
         self._partitions: dict[tuple[str, int], object] = {}
         self._stopped = False
-        self._channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self._channel = grpc.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
         self._stub = rpc.BrokerStub(self._channel)
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}",
                                         daemon=True)

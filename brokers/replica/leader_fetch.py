@@ -24,6 +24,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from brokers.net.faults import FetchFaults
 from spark_log.clock import Clock
 from spark_log.errors import (
     BrokerNotAvailableError,
@@ -36,7 +37,6 @@ from spark_log.errors import (
 from spark_log.proto import broker_pb2 as pb
 
 from .divergence import leader_check
-from .faults import FetchFaults
 
 __all__ = ["LeaderFetchHandler"]
 

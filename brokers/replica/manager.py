@@ -20,11 +20,11 @@ import threading
 from typing import Any, Callable
 
 from brokers.metadata.image import MetadataImage
+from brokers.net.faults import FetchFaults
 from spark_log.clock import Clock
 from spark_log.errors import NotEnoughReplicasError, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
-from .faults import FetchFaults
 from .fetcher import ReplicaFetcher
 from .isr import IsrUpdater
 from .leader_fetch import LeaderFetchHandler

@@ -1,6 +1,6 @@
 """ISR shrink/expand, min.insync.replicas and fencing, on real brokers with the fetch fault hook.
 
-The fault hook (``brokers.replica.faults``) is one JSON file named by
+The fault hook (``brokers.net.faults``) is one JSON file named by
 ``SPARK_LOG_REPLICA_FAULTS`` in every node's environment, keyed by broker id.  The fixture
 and helpers here are shared with ``test_replication_partition``.
 """
@@ -15,7 +15,7 @@ import grpc
 import pytest
 
 from brokers.launcher.local import LocalCluster
-from brokers.replica.faults import ENV_VAR
+from brokers.net.faults import ENV_VAR
 from spark_log import Admin, Producer
 from spark_log.errors import NotEnoughReplicasError
 from spark_log.proto import broker_pb2 as pb

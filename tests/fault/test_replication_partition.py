@@ -1,6 +1,6 @@
 """A network-partitioned old leader cannot acknowledge acks=all writes (fencing), on real brokers.
 
-The partition goes through the transport fault hook (``brokers.replica.faults``):
+The partition goes through the transport fault hook (``brokers.net.faults``):
 ``{"<old leader>": {"isolated": true}}`` cuts every link between the old leader and the
 other nodes (Raft, controller calls, replica fetches, both ways) while the old leader keeps
 running and answering clients on 127.0.0.1, as a broker on the wrong side of a real

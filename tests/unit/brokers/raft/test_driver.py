@@ -14,7 +14,7 @@ import pytest
 
 from brokers.raft.demo_node import ListStateMachine
 from brokers.raft.driver import RaftNode
-from brokers.raft.transport import GRPC_OPTIONS
+from brokers.net.channels import SERVER_OPTIONS
 from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError
 from tests.support.ports import free_ports
@@ -50,7 +50,7 @@ class Cluster:
         node = RaftNode(node_id=node_id, voters=self.voters, data_dir=self.root / f"n{node_id}", config=CONFIG,
                         state_machine=machine, observer=node_id in self.observers,
                         rng=random.Random(node_id), transport_filter=self.cut)
-        server = grpc.server(ThreadPoolExecutor(max_workers=16), options=GRPC_OPTIONS)
+        server = grpc.server(ThreadPoolExecutor(max_workers=16), options=SERVER_OPTIONS)
         node.add_to_server(server)
         server.add_insecure_port(self.addresses[node_id])
         server.start()

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pytest
 
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
-from brokers.replica.faults import FetchFaults
+from brokers.net.faults import FetchFaults
 from brokers.replica.fetcher import ReplicaFetcher
 from brokers.replica.leader_fetch import LeaderFetchHandler
 from brokers.server.errors import to_pb

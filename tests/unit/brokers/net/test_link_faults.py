@@ -8,8 +8,8 @@ import os
 import pytest
 
 from brokers.controller.client import ControllerClient
-from brokers.replica import faults
-from brokers.replica.faults import ENV_VAR, FaultSpec, FetchFaults
+from brokers.net import faults
+from brokers.net.faults import ENV_VAR, FaultSpec, FetchFaults
 from spark_log.errors import BrokerNotAvailableError
 from spark_log.proto import controller_pb2 as pb
 from tests.support.ports import free_ports

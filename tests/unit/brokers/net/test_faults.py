@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import os
 
-from brokers.replica.faults import ENV_VAR, FetchFaults
+from brokers.net.faults import ENV_VAR, FetchFaults
 
 
 def test_off_by_default(monkeypatch) -> None:
