@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from .entry_buffer import EntryBuffer, end_offset_for_epoch
+from .entry_buffer import EntryBuffer
 from .messages import Entry, Snapshot, SnapshotId
 
-__all__ = ["RaftLog", "MemoryRaftLog", "end_offset_for_epoch"]
+__all__ = ["RaftLog", "MemoryRaftLog"]
 
 
 class RaftLog(Protocol):
@@ -51,7 +51,10 @@ class RaftLog(Protocol):
         """Epoch of the entry at ``offset``; ``offset == start_offset - 1`` gives the snapshot's."""
 
     def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
-        """KIP-595 OffsetsForLeaderEpoch: the largest epoch ``<= epoch`` present and its end offset."""
+        """KIP-595 OffsetsForLeaderEpoch: the largest epoch ``<= epoch`` present and its end
+        offset (``brokers.log.epoch_lookup``); above the latest epoch: ``(end_offset,
+        last_epoch)``; below every held epoch: the snapshot boundary
+        (``entry_buffer.end_offset_for_epoch`` spells out both)."""
 
     def truncate_to(self, offset: int) -> None:
         """Durably drop every entry ``>= offset`` (``offset >= start_offset``)."""
