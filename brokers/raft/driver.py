@@ -3,11 +3,13 @@
 One thread (the "raft thread") owns the core.  Everything else (gRPC handlers, reply
 callbacks, ``propose`` callers, the tick timer) hands it work through a queue, as
 Kafka's ``KafkaRaftClientDriver`` does.  Each ``Ready`` is processed in the contract's
-order and the order is asserted (``Ready.check_persisted``):
+order (``core.py``, "The Ready contract") and the order is asserted:
 
-1. hard state -> ``<data_dir>/quorum-state`` (fsync + atomic rename) and log flush
-   (fsync of ``<data_dir>/metadata.log``);
-2. messages out (answers to waiting calls, or new calls to voters);
+1. hard state -> ``<data_dir>/quorum-state`` (fsync + atomic rename) and, when
+   ``flush_to_offset`` is set, a flush of the metadata log (``MetadataLog.flush``:
+   fsync of ``<data_dir>/log``; the entries were written when the core appended them);
+2. ``Ready.check_persisted`` on what the disk now holds, then messages out (answers to
+   waiting calls, or new calls to voters);
 3. snapshot restore, then ``StateMachine.apply`` of committed entries, then
    ``on_leader_change``;
 4. ``core.advance``; then a new snapshot once ``snapshot_every_entries`` entries were
@@ -292,7 +294,8 @@ class RaftNode:
         if ready.hard_state is not None:
             self._quorum_state.write(ready.hard_state)
             self._persisted = ready.hard_state
-        self._log.flush()
+        if ready.flush_to_offset is not None:
+            self._log.flush()
 
     def _route(self, message: Message) -> None:
         key = _answer_key(message)
