@@ -37,7 +37,7 @@ class IndexFile(ABC):
         return len(self._first)
 
     @abstractmethod
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         """The column of absolute offsets (increasing)."""
 
     @abstractmethod

@@ -34,7 +34,6 @@ import grpc
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
-from spark_log.proto import raft_pb2_grpc as pb_grpc
 
 from .codec import decode_entries, encode_entries
 from .core import RaftCore
@@ -45,7 +44,7 @@ from .messages import (
 )
 from .quorum_state import QuorumStateFile
 from .ready import Ready
-from .transport import Peers, RaftServicer
+from .transport import Peers, RaftServicer, add_raft_service
 
 __all__ = ["StateMachine", "RaftNode"]
 
@@ -166,7 +165,7 @@ class RaftNode:
 
         The server should allow large messages (``brokers.net.channels.SERVER_OPTIONS``) for snapshots.
         """
-        pb_grpc.add_RaftServiceServicer_to_server(self._servicer, server)
+        add_raft_service(self._servicer, server)
 
     def start(self) -> None:
         if self._thread is not None:

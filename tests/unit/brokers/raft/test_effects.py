@@ -57,7 +57,8 @@ def test_a_vote_is_a_list_of_effects_until_the_core_applies_it() -> None:
     effects = election.on_vote_request(core, request, leader_heard_recently=False)
     assert effects == [Become(Unattached(2)), Become(Voted(2, 2)), ResetElectionTimer(),
                        Send(VoteResponse(1, 2, 2, True, False, None))]
-    assert core.state == Unattached(1)  # nothing changed yet
+    before = core.state
+    assert before == Unattached(1)  # nothing changed yet
     core.step(request)
     assert core.state == Voted(2, 2)
     assert core.ready().messages == (VoteResponse(1, 2, 2, True, False, None),)
