@@ -29,7 +29,7 @@ import itertools
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import grpc
 import pyarrow as pa
@@ -48,6 +48,11 @@ from .controller import HeartbeatResult
 from .wire import partition_from_pb
 
 __all__ = ["ClusterDescription", "ControllerClient", "ElectionResult"]
+
+# The generated gRPC module (spark_log/proto/controller_pb2_grpc.py) has no annotations; this
+# name gives its stub constructor the type relied on here.
+_new_stub: Callable[[grpc.Channel], pb_grpc.ControllerServiceStub] = pb_grpc.ControllerServiceStub
+
 
 @dataclass(frozen=True, slots=True)
 class ClusterDescription:
@@ -76,7 +81,7 @@ class ElectionResult:
 
 def _topic_from_pb(desc: pb.TopicDescription) -> TopicImage:
     """A ``TopicImage`` from a description (its ``schemas`` hold only the latest)."""
-    schemas = ()
+    schemas: tuple[SchemaVersion, ...] = ()
     if desc.schema:
         schemas = (SchemaVersion(schema_id=desc.schema_id, schema=schema_from_bytes(desc.schema)),)
     return TopicImage(
@@ -145,7 +150,7 @@ class ControllerClient:
             if stub is None:
                 channel = grpc.insecure_channel(address, options=CONTROLLER_CHANNEL_OPTIONS)
                 self._channels[address] = channel
-                stub = self._stubs[address] = pb_grpc.ControllerServiceStub(channel)
+                stub = self._stubs[address] = _new_stub(channel)
             return stub
 
     def _next_voter(self) -> str:

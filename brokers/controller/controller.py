@@ -466,7 +466,7 @@ class QuorumController:
         def handle(image: MetadataImage) -> TopicConfig:
             records, config = alter_config_records(image, topic, set=set, delete=delete, defaults=self.topic_defaults)
             if records:  # e.g. unclean.leader.election.enable=true elects offline partitions now
-                records = records + offline_elections(image, topic, unclean=config.unclean_leader_election_enable)
+                records = [*records, *offline_elections(image, topic, unclean=config.unclean_leader_election_enable)]
             self._propose(records)
             return config
 

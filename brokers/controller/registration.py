@@ -65,8 +65,7 @@ def register(
                 f"broker {broker_id} incarnation {incarnation} is already registered at "
                 f"{current.address} (rack {current.rack!r}); a new address needs a new incarnation"
             )
-        records = unfence_records(image, broker_id) if current.fenced else []
-        return records, current.broker_epoch
+        return (unfence_records(image, broker_id) if current.fenced else []), current.broker_epoch
     records: list[MetadataRecord] = []
     if current is not None and not current.fenced:
         records.extend(fence_records(image, broker_id))

@@ -158,5 +158,12 @@ class ControllerServicer(pb_grpc.ControllerServiceServicer):
         )
 
 
+# The generated gRPC module (spark_log/proto/controller_pb2_grpc.py) has no annotations; this
+# name gives its registration function the type relied on here.
+_add_servicer: Callable[[pb_grpc.ControllerServiceServicer, grpc.Server], None] = (
+    pb_grpc.add_ControllerServiceServicer_to_server)
+
+
 def add_to_server(controller: QuorumController, server: grpc.Server) -> None:
-    pb_grpc.add_ControllerServiceServicer_to_server(ControllerServicer(controller), server)
+    """Register the ``ControllerService`` for ``controller`` on ``server`` (before it starts)."""
+    _add_servicer(ControllerServicer(controller), server)

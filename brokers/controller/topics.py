@@ -113,7 +113,7 @@ def create_topic_records(
         kind, topic_schema = "bytes", bytes_schema()
     elif schema is None:
         _check_key_names(key_columns)
-        topic_schema = None  # typed, schema set by the first register_schema
+        kind, topic_schema = "typed", None  # schema set by the first register_schema
     else:
         if kind == "bytes":
             raise InvalidRequestError("a bytes topic has the fixed bytes schema; give kind='typed' with a schema")

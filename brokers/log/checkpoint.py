@@ -6,8 +6,8 @@ Text layout, as Kafka's checkpoint files:
     <number of lines that follow>\\n
     <line>\\n ...
 
-A write goes to ``<name>.tmp``, is fsynced, renamed over ``<name>`` and the directory is
-fsynced, so a reader sees the old or the new content, never a mix.  ``read_lines``
+A write is ``durable.atomic_write`` (``<name>.tmp``, fsync, rename over ``<name>``, fsync of
+the directory), so a reader sees the old or the new content, never a mix.  ``read_lines``
 returns None for a missing file and raises ``ValueError`` for one that does not parse
 (callers treat that as "no checkpoint" and recover more).
 
@@ -15,33 +15,19 @@ Thread-safety: none; caller holds the partition lock.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-__all__ = ["write_lines", "read_lines", "write_offset", "read_offset", "fsync_dir"]
+from .durable import atomic_write
+
+__all__ = ["write_lines", "read_lines", "write_offset", "read_offset"]
 
 VERSION = 0
 
 
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_lines(path: Path, lines: list[str]) -> None:
+    """Durably replace ``path`` by the header and ``lines`` (ASCII, no newlines inside)."""
     text = f"{VERSION}\n{len(lines)}\n" + "".join(f"{line}\n" for line in lines)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, text.encode("ascii"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    atomic_write(path, text.encode("ascii"))
 
 
 def read_lines(path: Path) -> list[str] | None:

@@ -17,6 +17,8 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
+from .durable import fsync_fd
+
 __all__ = ["IndexFile"]
 
 
@@ -35,7 +37,7 @@ class IndexFile(ABC):
         return len(self._first)
 
     @abstractmethod
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         """The column of absolute offsets (increasing)."""
 
     @abstractmethod
@@ -76,7 +78,7 @@ class IndexFile(ABC):
         try:
             os.pwrite(fd, data, self._written * self.ENTRY_BYTES)
             if fsync:
-                os.fsync(fd)
+                fsync_fd(fd)
         finally:
             os.close(fd)
         self._written = count

@@ -36,7 +36,7 @@ from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfR
 
 from . import append as _append
 from . import checkpoint, retention
-from .checkpoint import fsync_dir
+from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
 from .segment import MAX_SEGMENT_BYTES, Segment

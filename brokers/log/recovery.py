@@ -184,13 +184,17 @@ def load(directory: Path, *, index_interval_bytes: int, now_ms: int) -> Loaded:
     log_start = _read_offset(directory, LOG_START_FILE)
     stored = EpochCache.load(directory / EPOCH_FILE)
     epochs = stored if stored is not None else EpochCache(directory / EPOCH_FILE)
+
+    def feed_epoch_cache(header: Peek) -> None:
+        epochs.assign(header.epoch, header.base_offset, persist=False)
+
     segments, report = open_segments(
         directory,
         index_interval_bytes=index_interval_bytes,
         recovery_point=recovery_point,
         log_start_offset=log_start,
         now_ms=now_ms,
-        on_recovered_frame=lambda h: epochs.assign(h.epoch, h.base_offset, persist=False),
+        on_recovered_frame=feed_epoch_cache,
     )
     if len(segments):
         log_start = max(log_start, segments.first.base_offset)

@@ -37,6 +37,7 @@ from typing import Callable, Iterator, Sequence
 from spark_log.errors import CorruptRecordError, StorageError
 from spark_log.frame import HEADER_SIZE, verify_frame
 
+from .durable import fsync_fd
 from .offset_index import OffsetIndex
 from .scan import Peek, ScanStop, peek, peek_headers, verify_frames
 from .time_index import TimeIndex
@@ -168,7 +169,7 @@ class Segment:
                 on_frame(header)
         if stop:
             os.ftruncate(self._fd, self.size)
-            os.fsync(self._fd)
+            fsync_fd(self._fd)
             return stop[0]
         return None
 
@@ -335,7 +336,7 @@ class Segment:
         if header is None:
             return
         os.ftruncate(self._fd, header.position)
-        os.fsync(self._fd)
+        fsync_fd(self._fd)
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
         indexed_max = self.time_index.max_timestamp
@@ -347,7 +348,7 @@ class Segment:
     def flush(self) -> None:
         """fsync the data file if anything was written since the last flush."""
         if self.dirty:
-            os.fsync(self._fd)
+            fsync_fd(self._fd)
             self.dirty = False
 
     def write_indexes(self, *, fsync: bool) -> None:

@@ -40,7 +40,7 @@ class TimeIndex(IndexFile):
 
     ENTRY_BYTES = ENTRY_BYTES
 
-    def _offsets(self) -> array:
+    def _offsets(self) -> array[int]:
         return self._second
 
     @classmethod

@@ -11,6 +11,7 @@ from typing import Iterable, Iterator
 
 import pyarrow as pa
 
+from spark_log.errors import CorruptRecordError
 from spark_log.frame import Codec, decode_batch, encode_batch, iter_frames
 
 from .messages import Entry
@@ -54,5 +55,8 @@ def decode_entries(data: bytes | memoryview) -> list[Entry]:
         batch = decode_batch(view[position:position + header.frame_length], ENTRY_SCHEMA)
         payloads = batch.column(0).to_pylist()
         for i, payload in enumerate(payloads):
+            if not isinstance(payload, bytes):
+                raise CorruptRecordError(f"raft entry {header.base_offset + i}: payload is "
+                                         f"{type(payload).__name__}, not bytes")
             out.append(Entry(header.base_offset + i, header.partition_leader_epoch, payload, header.is_control))
     return out

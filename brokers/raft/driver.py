@@ -3,11 +3,13 @@
 One thread (the "raft thread") owns the core.  Everything else (gRPC handlers, reply
 callbacks, ``propose`` callers, the tick timer) hands it work through a queue, as
 Kafka's ``KafkaRaftClientDriver`` does.  Each ``Ready`` is processed in the contract's
-order and the order is asserted (``Ready.check_persisted``):
+order (``core.py``, "The Ready contract") and the order is asserted:
 
-1. hard state -> ``<data_dir>/quorum-state`` (fsync + atomic rename) and log flush
-   (fsync of ``<data_dir>/metadata.log``);
-2. messages out (answers to waiting calls, or new calls to voters);
+1. hard state -> ``<data_dir>/quorum-state`` (fsync + atomic rename) and, when
+   ``flush_to_offset`` is set, a flush of the metadata log (``MetadataLog.flush``:
+   fsync of ``<data_dir>/log``; the entries were written when the core appended them);
+2. ``Ready.check_persisted`` on what the disk now holds, then messages out (answers to
+   waiting calls, or new calls to voters);
 3. snapshot restore, then ``StateMachine.apply`` of committed entries, then
    ``on_leader_change``;
 4. ``core.advance``; then a new snapshot once ``snapshot_every_entries`` entries were
@@ -32,7 +34,6 @@ import grpc
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
-from spark_log.proto import raft_pb2_grpc as pb_grpc
 
 from .codec import decode_entries, encode_entries
 from .core import RaftCore
@@ -43,7 +44,7 @@ from .messages import (
 )
 from .quorum_state import QuorumStateFile
 from .ready import Ready
-from .transport import Peers, RaftServicer
+from .transport import Peers, RaftServicer, add_raft_service
 
 __all__ = ["StateMachine", "RaftNode"]
 
@@ -164,7 +165,7 @@ class RaftNode:
 
         The server should allow large messages (``brokers.net.channels.SERVER_OPTIONS``) for snapshots.
         """
-        pb_grpc.add_RaftServiceServicer_to_server(self._servicer, server)
+        add_raft_service(self._servicer, server)
 
     def start(self) -> None:
         if self._thread is not None:
@@ -292,7 +293,8 @@ class RaftNode:
         if ready.hard_state is not None:
             self._quorum_state.write(ready.hard_state)
             self._persisted = ready.hard_state
-        self._log.flush()
+        if ready.flush_to_offset is not None:
+            self._log.flush()
 
     def _route(self, message: Message) -> None:
         key = _answer_key(message)

@@ -11,8 +11,9 @@ Thread-safety: none; the owner serialises calls.
 """
 from __future__ import annotations
 
-import bisect
 from typing import Sequence
+
+from brokers.log import epoch_lookup
 
 from .messages import Entry, Snapshot, SnapshotId
 
@@ -21,20 +22,29 @@ __all__ = ["EntryBuffer", "end_offset_for_epoch"]
 
 def end_offset_for_epoch(epoch_starts: Sequence[tuple[int, int]], end_offset: int,
                          start_offset: int, snapshot_epoch: int, epoch: int) -> SnapshotId:
-    """Shared OffsetsForLeaderEpoch over a list of ``(epoch, start offset)`` boundaries.
+    """Raft's answer to "where does ``epoch`` end" (KIP-595 Fetch validation, DivergingEpoch).
 
-    ``epoch_starts`` is sorted and holds the first offset of each epoch that still has
-    entries.  The snapshot's epoch ends at ``start_offset``.  An epoch older than all of
-    them answers ``(0, start_offset)``.
+    ``epoch_starts`` is sorted and holds ``(epoch, first offset)`` of each epoch that still
+    has entries; entries run from ``start_offset`` (the latest snapshot's end, whose epoch
+    is ``snapshot_epoch``, 0 without one) to ``end_offset``.  The lookup itself is
+    ``brokers.log.epoch_lookup.end_offset_for_epoch``; the two answers Raft needs that the
+    storage log's OffsetsForLeaderEpoch does not give are mapped here:
+
+    - ``epoch`` above the latest epoch held (the lookup's "unknown"): ``(end_offset, latest
+      epoch)``, as KRaft's ``KafkaMetadataLog.endOffsetForEpoch`` answers with the log end
+      and its last fetched epoch, so a follower ahead in epochs truncates to the leader's end;
+    - ``epoch`` below every epoch held, or no entries at all: the snapshot boundary,
+      ``(start_offset, snapshot_epoch)`` when the snapshot's epoch is ``<= epoch``, else
+      ``(start_offset, 0)``: epoch 0 means "older than anything outside the snapshot" and
+      makes a follower fetch the snapshot (KIP-630).
     """
-    index = bisect.bisect_right(epoch_starts, (epoch, float("inf"))) - 1
-    if index < 0:
-        if snapshot_epoch and snapshot_epoch <= epoch:
-            return SnapshotId(start_offset, snapshot_epoch)
-        return SnapshotId(start_offset, 0)
-    found = epoch_starts[index][0]
-    end = epoch_starts[index + 1][1] if index + 1 < len(epoch_starts) else end_offset
-    return SnapshotId(end, found)
+    if epoch_starts and epoch >= epoch_starts[0][0]:
+        found, end = epoch_lookup.end_offset_for_epoch(epoch_starts, epoch, end_offset)
+        if found == epoch_lookup.UNDEFINED_EPOCH:  # above the latest epoch: KRaft's log end
+            return SnapshotId(end_offset, epoch_starts[-1][0])
+        return SnapshotId(end, found)
+    # Below every epoch still held as entries: the boundary is the snapshot's end.
+    return SnapshotId(start_offset, snapshot_epoch if 0 < snapshot_epoch <= epoch else 0)
 
 
 class EntryBuffer:

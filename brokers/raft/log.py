@@ -1,10 +1,12 @@
 """The narrow log the Raft core needs, and an in-memory implementation that can crash.
 
 ``RaftLog`` is the whole contract between the core and storage (Kafka's
-``ReplicatedLog``/``RaftLog``, etcd's ``Storage``).  Appends are *buffered*: they are
-visible to ``read`` at once but survive a crash only after ``flush``.  Truncations and
-snapshots are durable when the call returns.  Offsets below ``start_offset`` live only
-in the latest snapshot.
+``ReplicatedLog``/``RaftLog``, etcd's ``Storage``); ``RaftLogReader`` is its read side,
+all the role logic may touch.  Appends are *written* when called but *buffered*: they
+are visible to ``read`` at once and survive a crash only after ``flush`` (KRaft's
+model: the log writes on append, the shell only flushes; see ``core.py`` for the Ready
+contract built on it).  Truncations and snapshots are durable when the call returns.
+Offsets below ``start_offset`` live only in the latest snapshot.
 
 Implementations: ``MemoryRaftLog`` (tests, simulation; ``crash()`` drops what was not
 flushed) and ``brokers.raft.metadata_log.MetadataLog`` (the metadata log on the segmented
@@ -15,13 +17,15 @@ from __future__ import annotations
 
 from typing import Protocol, Sequence
 
-from .entry_buffer import EntryBuffer, end_offset_for_epoch
+from .entry_buffer import EntryBuffer
 from .messages import Entry, Snapshot, SnapshotId
 
-__all__ = ["RaftLog", "MemoryRaftLog", "end_offset_for_epoch"]
+__all__ = ["RaftLogReader", "RaftLog", "MemoryRaftLog"]
 
 
-class RaftLog(Protocol):
+class RaftLogReader(Protocol):
+    """The read side of ``RaftLog``: what the role logic sees."""
+
     @property
     def start_offset(self) -> int:
         """First offset still held as an entry (the latest snapshot's end offset, or 0)."""
@@ -38,12 +42,6 @@ class RaftLog(Protocol):
     def last_epoch(self) -> int:
         """Epoch of the last entry, else of the latest snapshot, else 0."""
 
-    def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
-        """Append entries stamped with ``epoch`` at ``end_offset``; returns the last offset."""
-
-    def append_as_follower(self, entries: Sequence[Entry]) -> None:
-        """Append entries that already carry offsets; the first must be ``end_offset``."""
-
     def read(self, offset: int, max_entries: int) -> list[Entry]:
         """Up to ``max_entries`` entries from ``offset`` (``start_offset <= offset <= end_offset``)."""
 
@@ -51,7 +49,24 @@ class RaftLog(Protocol):
         """Epoch of the entry at ``offset``; ``offset == start_offset - 1`` gives the snapshot's."""
 
     def end_offset_for_epoch(self, epoch: int) -> SnapshotId:
-        """KIP-595 OffsetsForLeaderEpoch: the largest epoch ``<= epoch`` present and its end offset."""
+        """KIP-595 OffsetsForLeaderEpoch: the largest epoch ``<= epoch`` present and its end
+        offset (``brokers.log.epoch_lookup``); above the latest epoch: ``(end_offset,
+        last_epoch)``; below every held epoch: the snapshot boundary
+        (``entry_buffer.end_offset_for_epoch`` spells out both)."""
+
+    def latest_snapshot(self) -> Snapshot | None: ...
+
+
+class RaftLog(RaftLogReader, Protocol):
+    """The whole log contract: the read side plus appends, truncation, snapshots, flush."""
+
+    def append_as_leader(self, payloads: Sequence[bytes], epoch: int, *, control: bool = False) -> int:
+        """Append entries stamped with ``epoch`` at ``end_offset``; returns the last offset.
+        Written but not durable until ``flush``."""
+
+    def append_as_follower(self, entries: Sequence[Entry]) -> None:
+        """Append entries that already carry offsets; the first must be ``end_offset``.
+        Written but not durable until ``flush``."""
 
     def truncate_to(self, offset: int) -> None:
         """Durably drop every entry ``>= offset`` (``offset >= start_offset``)."""
@@ -62,10 +77,8 @@ class RaftLog(Protocol):
     def install_snapshot(self, snapshot: Snapshot) -> None:
         """Durably replace the whole log by ``snapshot`` (a follower too far behind)."""
 
-    def latest_snapshot(self) -> Snapshot | None: ...
-
     def flush(self) -> None:
-        """Make every appended entry durable."""
+        """Make every appended entry durable: afterwards ``flushed_end_offset == end_offset``."""
 
 
 class MemoryRaftLog(EntryBuffer):

@@ -6,11 +6,14 @@ header, control entries flagged by the control attribute); ``snapshots/`` is a
 ``SnapshotStore``.  Entries are also kept in memory (the metadata log is small and
 bounded by snapshots), so reads and epoch lookups never touch the disk.
 
-Durability: appends are written at once and fsynced by ``flush()`` (the partition log
-runs with ``flush_messages = flush_ms = 0``, retention off).  Truncation is durable on
-return; because ``PartitionLog`` drops a frame that straddles the truncation point
-whole, the entries of that frame below the point are appended again and flushed.  A
-snapshot is made durable before the log start moves past it.
+Durability: appends are written to the partition log at once (inside the core's
+``step``/``propose``) and made durable by ``flush()``, which the shell calls when a
+``Ready`` has a ``flush_to_offset`` (the Ready contract, ``core.py``); the partition log
+runs with ``flush_messages = flush_ms = 0`` and retention off, so it never fsyncs on its
+own.  Truncation and snapshots are durable on return (they flush as they go): because
+``PartitionLog`` drops a frame that straddles the truncation point whole, the entries of
+that frame below the point are appended again and flushed; a snapshot is made durable
+before the log start moves past it.
 
 Recovery: ``PartitionLog`` cuts a torn tail; entries below the newest snapshot are then
 dropped (``advance_log_start``), and a log that ends below the snapshot (a crash while

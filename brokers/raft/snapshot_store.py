@@ -1,8 +1,8 @@
 """Raft snapshots as files: ``<dir>/<end offset, 20 digits>-<epoch, 10 digits>.snapshot``.
 
 Each file is a 20-byte header (magic ``SLSN``, int64 end offset, int32 epoch, uint32
-CRC-32C of the data) followed by the state machine's bytes.  Written to a tmp file,
-fsynced, renamed, directory fsynced: a crash leaves the old or the new snapshot, never a
+CRC-32C of the data) followed by the state machine's bytes.  Written with
+``brokers.log.durable.atomic_write`` (tmp file, fsync, rename, directory fsync): a crash leaves the old or the new snapshot, never a
 torn one.  Older snapshots are deleted once a newer one is durable.  On load the newest
 file whose header and CRC check out wins.  Thread-safety: none; the owner serialises.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
+from brokers.log.durable import atomic_write, fsync_dir
 from spark_log.frame import crc32c
 
 from .messages import Snapshot, SnapshotId
-from .quorum_state import atomic_write, fsync_dir
 
 __all__ = ["SnapshotStore"]
 

@@ -28,10 +28,16 @@ Rules written down (the paper's section 5.1/5.2 and KIP-595):
    leader of E -> Resigned(E) (it may not have all of E's entries flushed, and must not
    lead again in E); follower of L in E -> Follower(E, L); voted in E -> Voted(E);
    otherwise Unattached(E).
+5. Counting a vote is not a transition: ``record_vote`` returns the same Prospective or
+   Candidate, same epoch and vote, with the answer added to its tally.
+
+Only ``RaftCore`` holds a role; the role logic proposes changes as effects
+(``effects.Become``, ``effects.RecordVote``) and the core applies them through these
+functions.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Union
 
 from .messages import HardState
@@ -47,6 +53,7 @@ __all__ = [
     "Resigned",
     "RoleState",
     "transition",
+    "record_vote",
     "initial_state",
 ]
 
@@ -193,6 +200,13 @@ def transition(old: RoleState, new: RoleState, *, is_voter: bool = True, pre_vot
     if new.epoch == old.epoch and old.voted_for is not None and new.voted_for != old.voted_for:
         raise illegal(f"voted for {old.voted_for} in epoch {old.epoch}; a vote is kept for the epoch")
     return new
+
+
+def record_vote(state: Prospective | Candidate, voter: int, granted: bool) -> Prospective | Candidate:
+    """``state`` with ``voter``'s answer counted (rule 5: a tally, not a transition)."""
+    if granted:
+        return replace(state, granted=state.granted | {voter})
+    return replace(state, rejected=state.rejected | {voter})
 
 
 def initial_state(hard: HardState, node_id: int, *, is_voter: bool) -> RoleState:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Callable, Mapping
+from typing import Callable, Mapping, Protocol
 
 import grpc
 
@@ -31,12 +31,29 @@ from spark_log.proto import raft_pb2_grpc as pb_grpc
 from .messages import Message
 from .wire import from_proto, to_proto
 
-__all__ = ["Peers", "RaftServicer"]
+__all__ = ["Peers", "RaftServicer", "add_raft_service"]
 
 log = logging.getLogger(__name__)
 
 
 Filter = Callable[[int, int], bool]
+
+
+class RaftStub(Protocol):
+    """What this module uses of the generated ``RaftServiceStub``."""
+
+    Call: grpc.UnaryUnaryMultiCallable[pb.RaftMessage, pb.RaftReply]
+
+
+# The generated gRPC module (spark_log/proto/raft_pb2_grpc.py) has no annotations; these
+# names give its stub constructor and its registration function the types relied on here.
+_new_stub: Callable[[grpc.Channel], RaftStub] = pb_grpc.RaftServiceStub
+_add_servicer: Callable[[pb_grpc.RaftServiceServicer, grpc.Server], None] = pb_grpc.add_RaftServiceServicer_to_server
+
+
+def add_raft_service(servicer: "RaftServicer", server: grpc.Server) -> None:
+    """Register ``servicer`` as the ``RaftService`` of ``server`` (before it starts)."""
+    _add_servicer(servicer, server)
 
 
 class Peers:
@@ -47,11 +64,11 @@ class Peers:
         self.addresses = dict(addresses)
         self.allowed: Filter = transport_filter or link_faults.link_filter(node_id) or (lambda _a, _b: True)
         self._lock = threading.Lock()
-        self._stubs: dict[int, Any] = {}
+        self._stubs: dict[int, RaftStub] = {}
         self._channels: list[grpc.Channel] = []
         self._closed = False
 
-    def _stub(self, node: int) -> Any:
+    def _stub(self, node: int) -> RaftStub | None:
         with self._lock:
             if self._closed:
                 return None
@@ -59,7 +76,7 @@ class Peers:
             if stub is None:
                 channel = grpc.insecure_channel(self.addresses[node], options=PEER_CHANNEL_OPTIONS)
                 self._channels.append(channel)
-                stub = self._stubs[node] = pb_grpc.RaftServiceStub(channel)
+                stub = self._stubs[node] = _new_stub(channel)
             return stub
 
     def send(self, message: Message, timeout_s: float, on_reply: Callable[[Message], None]) -> None:
@@ -74,7 +91,7 @@ class Peers:
         except (ValueError, RuntimeError):  # channel closed while stopping
             return
 
-        def done(f: Any) -> None:
+        def done(f: grpc.Future[pb.RaftReply]) -> None:
             try:
                 reply = f.result()
             except grpc.RpcError as exc:

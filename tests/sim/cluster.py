@@ -1,9 +1,11 @@
 """``SimCluster``: N ``RaftCore`` nodes, each in a tiny in-memory shell, on a ``SimNetwork``.
 
-The shell follows ``Ready``'s contract: when a Ready carries disk work (hard state or
-entries to flush) it completes after a seeded disk delay, as a separate event, and the
-node takes no other input meanwhile (inputs queue).  A crash in between loses the
-unflushed entries (``SimDisk.crash``), so "persist before send" is really exercised.
+The shell follows ``Ready``'s contract (``brokers/raft/core.py``): when a Ready carries
+disk work (a hard state, or a ``flush_to_offset`` the log is not flushed to) it completes
+after a seeded disk delay, as a separate event, and the node takes no other input
+meanwhile (inputs queue).  A crash in between loses the unflushed entries
+(``SimDisk.crash``), so "persist before send" is really exercised: the shell flushes only
+when the Ready asks, and ``check_persisted`` then asserts on what the disk holds.
 The state machine of a node is the list of entries it applied; its snapshot is that
 list.  Every identity comes from the root seed: ``random.Random(f"{seed}:network")``,
 ``f"{seed}:node{n}:{incarnation}"``...
@@ -113,9 +115,8 @@ class SimNode:
         core = self.core
         while core is not None and self.inflight is None and core.has_ready():
             ready = core.ready()
-            needs_disk = ready.hard_state is not None or core.log.flushed_end_offset < ready.flush_offset
             self.inflight = ready
-            if needs_disk:
+            if ready.must_persist:
                 low, high = self.cluster.settings.disk_delay_ms
                 incarnation = self.incarnation
                 self.cluster.scheduler.schedule(self.disk_rng.randint(low, high), f"disk{self.node_id}",
@@ -137,11 +138,16 @@ class SimNode:
     def _finish(self, ready: Ready, incarnation: int) -> None:
         core = self.core
         assert core is not None
+        log = self.disk.log
         if ready.hard_state is not None:
             self.disk.persist_hard_state(ready.hard_state)
-        self.disk.log.flush()
-        ready.check_persisted(self.disk.log.flushed_end_offset, self.disk.hard_state)
-        self.cluster.on_persisted(self, ready)
+        durable_before = log.flushed_end_offset
+        if ready.flush_to_offset is not None:
+            log.flush()
+        ready.check_persisted(log.flushed_end_offset, self.disk.hard_state)
+        # Exactly the entries this flush made durable (a truncation lowers the flushed end).
+        flushed = log.read(durable_before, log.flushed_end_offset - durable_before)
+        self.cluster.on_persisted(self, ready, flushed)
         for message in ready.messages:
             self.cluster.network.send(message)
         if ready.snapshot is not None:
@@ -197,9 +203,9 @@ class SimCluster:
         for listener in self.listeners:
             listener.on_start(node)
 
-    def on_persisted(self, node: SimNode, ready: Ready) -> None:
+    def on_persisted(self, node: SimNode, ready: Ready, flushed: list[Entry]) -> None:
         for listener in self.listeners:
-            listener.on_persisted(node, ready)
+            listener.on_persisted(node, ready, flushed)
 
     def on_apply(self, node: SimNode, entry: Entry) -> None:
         for listener in self.listeners:

@@ -72,9 +72,10 @@ class Invariants:
         for entry in log.read(log.start_offset, log.end_offset - log.start_offset):
             self._register(node, entry, log.epoch_at(entry.offset - 1))
 
-    def on_persisted(self, node: "SimNode", ready: Ready) -> None:
+    def on_persisted(self, node: "SimNode", ready: Ready, flushed: list[Entry]) -> None:
+        """``flushed``: the entries that step 1 of ``ready`` made durable, in offset order."""
         log = node.disk.log
-        for entry in ready.entries:
+        for entry in flushed:
             self._register(node, entry, log.epoch_at(entry.offset - 1))
         hard = node.disk.hard_state
         if hard.epoch < self.durable_epoch.get(node.node_id, 0):

@@ -11,6 +11,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from brokers.raft.entry_buffer import end_offset_for_epoch
 from brokers.raft.log import MemoryRaftLog, RaftLog
 from brokers.raft.messages import Entry, Snapshot, SnapshotId
 from brokers.raft.metadata_log import MetadataLog
@@ -61,6 +62,33 @@ def test_end_offset_for_epoch(make_log: Callable[[], RaftLog], epoch: int, expec
     log = make_log()
     _fill(log)
     assert log.end_offset_for_epoch(epoch) == expected
+
+
+# Entries 10-19: epoch 3 from 10, epoch 5 from 14; the snapshot below 10 ends in epoch 2.
+_STARTS = [(3, 10), (5, 14)]
+
+
+@pytest.mark.parametrize(
+    ("starts", "snapshot_epoch", "epoch", "expected"),
+    [
+        (_STARTS, 2, 3, SnapshotId(14, 3)),   # the lookup: epoch 3 ends where 5 starts
+        (_STARTS, 2, 4, SnapshotId(14, 3)),   # the lookup: largest epoch <= 4 is 3
+        (_STARTS, 2, 5, SnapshotId(20, 5)),   # the lookup: the latest epoch ends at the log end
+        (_STARTS, 2, 9, SnapshotId(20, 5)),   # lookup "unknown" (above the latest): KRaft's log end
+        (_STARTS, 2, 2, SnapshotId(10, 2)),   # below every held epoch: the snapshot boundary
+        (_STARTS, 2, 1, SnapshotId(10, 0)),   # older than the snapshot too: epoch 0
+        (_STARTS, 0, 2, SnapshotId(10, 0)),   # no snapshot epoch known
+        ([], 2, 7, SnapshotId(10, 2)),        # nothing held: the snapshot boundary
+        ([], 2, 1, SnapshotId(10, 0)),
+        ([], 0, 0, SnapshotId(10, 0)),
+    ],
+)
+def test_raft_end_offset_for_epoch_maps_the_shared_lookup(
+        starts: list[tuple[int, int]], snapshot_epoch: int, epoch: int, expected: SnapshotId) -> None:
+    """KIP-595 DivergingEpoch over ``brokers.log.epoch_lookup``, with Raft's two explicit
+    answers where the storage lookup says "unknown" (KRaft ``KafkaMetadataLog.endOffsetForEpoch``)."""
+    end = 20 if starts else 10
+    assert end_offset_for_epoch(starts, end, 10, snapshot_epoch, epoch) == expected
 
 
 def test_follower_append_must_continue_the_log(make_log: Callable[[], RaftLog]) -> None:

@@ -1,0 +1,59 @@
+"""Durable file operations: the one place where storage and Raft fsync and replace files.
+
+- ``fsync_fd(fd)``: make an open file's written bytes durable.
+- ``fsync_dir(directory)``: make the directory's entries (created, renamed, deleted
+  files) durable; a new or renamed file is not durable until its directory is.
+- ``atomic_write(path, data)``: replace ``path`` by ``data`` so that a crash at any
+  point leaves the old content or the new, never a mix: write ``<name>.tmp``, fsync it,
+  rename it over ``path``, fsync the directory.  A crash can leave ``<name>.tmp``
+  behind; readers ignore it and log recovery deletes it (``recovery.py``).
+
+Users: ``checkpoint.py`` (recovery point, log start, epoch cache), ``segment.py`` and
+``index_file.py`` (data and index files), ``partition_log.py`` (the directory after a
+roll), ``brokers/raft/quorum_state.py`` and ``brokers/raft/snapshot_store.py``.  Keeping
+every fsync and rename here leaves one narrow seam for a simulated power-loss file layer.
+
+Raises ``OSError`` as the operating system reports it; nothing is retried.
+Thread-safety: the functions keep no state; callers serialise writes to one path.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["fsync_fd", "fsync_dir", "atomic_write", "TMP_SUFFIX"]
+
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_fd(fd: int) -> None:
+    """fsync the open file ``fd``: every byte written to it so far survives a crash."""
+    os.fsync(fd)
+
+
+def fsync_dir(directory: Path) -> None:
+    """fsync ``directory`` so that entries created, renamed or removed in it survive a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Durably replace ``path`` by ``data`` (tmp file, fsync, rename, fsync of the directory).
+
+    On return the new content survives a crash; if this raises, ``path`` still holds its
+    old content (or is still missing)."""
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        fsync_fd(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
