@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -39,9 +39,7 @@ from pyspark.sql.datasource import (
 )
 
 from . import offsets as off
-
-if TYPE_CHECKING:
-    from .reader import ReadPlan
+from .plan import ReadPlan
 
 __all__ = ["PushedFilters", "push_filters"]
 
@@ -95,7 +93,7 @@ def _to_ms(value: Any) -> int | None:
     return None
 
 
-def push_filters(filters: Iterable[Filter], plan: "ReadPlan") -> tuple[PushedFilters, list[Filter]]:
+def push_filters(filters: Iterable[Filter], plan: ReadPlan) -> tuple[PushedFilters, list[Filter]]:
     """Split ``filters`` into what the source absorbs and what Spark still evaluates."""
     pushed = PushedFilters()
     remaining: list[Filter] = []

@@ -32,8 +32,6 @@ shrank; with ``false`` it skips what is gone and goes on.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import pyarrow as pa
@@ -45,51 +43,15 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
 
 from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMismatchError
 
 from . import client
 from . import offsets as off
 from .filters import PushedFilters, push_filters
-from .options import ReaderOptions
+from .plan import RangePartition, ReadPlan
 
-__all__ = ["ReadPlan", "RangePartition", "fetch_projection", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
-
-
-@dataclass(frozen=True)
-class RangePartition(InputPartition):
-    """One Spark task: records ``[start, end)`` of ``topic``-``partition``. Picklable."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """Everything a read needs, fixed at query start on the driver. Picklable.
-
-    ``kind`` is "bytes" or "typed"; ``topic_schema`` the typed topics' Arrow schema;
-    ``schema`` the Spark schema the query sees (after ``columns``); ``fetch_columns``
-    the stored columns the brokers must send (projection pushdown).
-    """
-
-    options: ReaderOptions
-    kind: str
-    schema: StructType
-    fetch_columns: tuple[str, ...]
-    topic_schema: pa.Schema | None = None
-    timestamp_types: dict[str, int] = field(default_factory=dict)
-
-    def matches(self, topic: str) -> bool:
-        o = self.options
-        if o.subscribe is not None:
-            return topic in o.subscribe
-        if o.subscribe_pattern is not None:
-            return re.fullmatch(o.subscribe_pattern, topic) is not None
-        return o.assign is not None and any(tp.topic == topic for tp in o.assign)
+__all__ = ["fetch_projection", "read_range", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
 
 
 def fetch_projection(plan: ReadPlan) -> list[str] | None:

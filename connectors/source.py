@@ -36,7 +36,8 @@ from spark_log.errors import InvalidConfigError, NoSchemaError, SchemaMismatchEr
 
 from . import client
 from .options import ReaderOptions, WriterOptions
-from .reader import ReadPlan, SparkLogBatchReader, SparkLogFilteringBatchReader, SparkLogStreamReader
+from .plan import ReadPlan
+from .reader import SparkLogBatchReader, SparkLogFilteringBatchReader, SparkLogStreamReader
 from .schema_mapping import bytes_source_schema, data_columns, project, spark_arrow_schema, typed_source_schema
 from .writer import SparkLogBatchWriter, SparkLogStreamWriter, resolve_target
 

@@ -24,9 +24,9 @@ from . import _client, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
-from ._records import schema_from_bytes, schema_to_bytes
 from .errors import InvalidRequestError, SparkLogError
 from .proto import broker_pb2 as pb
+from .schemas import schema_from_bytes, schema_to_bytes
 
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 

@@ -40,9 +40,10 @@ import pyarrow.ipc as ipc
 
 from . import errors
 from ._client import Cluster, error_from_pb
-from ._pushdown import projection, serialize_filter, to_expression
+from ._pushdown import projection, to_expression
 from ._records import add_reserved_columns, widen
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
+from .filters import serialize_filter
 from .frame import ATTR_CONTROL, decode_batch, iter_frames
 from .proto import broker_pb2 as pb
 

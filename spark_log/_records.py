@@ -4,8 +4,12 @@
 - ``conform``: a user's table or batch -> the topic's current schema, or
   ``SchemaMismatchError`` naming the difference (bytes topics accept ``value`` alone, str
   for binary, and fill ``key``/``headers``/``timestamp``).
-- ``frame_records``: decoded frames -> consumer batches with the reserved columns
+- ``widen``: a batch written with an older compatible schema, read as the current one.
+- ``add_reserved_columns``: decoded frames -> consumer batches with the reserved columns
   ``topic``, ``partition``, ``offset``, ``timestamp`` appended.
+
+The bytes-topic layout (``BYTES_SCHEMA``, ``HEADERS_TYPE``) and the schema codecs are the
+kernel's: ``spark_log.schemas``.
 """
 from __future__ import annotations
 
@@ -16,53 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import SchemaMismatchError
+from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
 __all__ = [
     "BYTES_SCHEMA",
     "HEADERS_TYPE",
     "bytes_batch",
     "conform",
-    "schema_from_bytes",
-    "schema_to_bytes",
+    "widen",
     "add_reserved_columns",
 ]
-
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
-
-
-def _bytes_schema() -> pa.Schema:
-    try:
-        from .schemas import BYTES_SCHEMA as schema
-
-        return schema
-    except ImportError:  # storage's module not there yet: the same layout
-        return pa.schema([
-            pa.field("key", pa.binary(), nullable=True),
-            pa.field("value", pa.binary()),
-            pa.field("headers", HEADERS_TYPE),
-            pa.field("timestamp", pa.timestamp("ms")),
-        ])
-
-
-BYTES_SCHEMA = _bytes_schema()
-
-
-def schema_to_bytes(schema: pa.Schema) -> bytes:
-    try:
-        from .schemas import schema_to_bytes as to_bytes
-
-        return to_bytes(schema)
-    except ImportError:
-        return schema.serialize().to_pybytes()
-
-
-def schema_from_bytes(data: bytes) -> pa.Schema:
-    try:
-        from .schemas import schema_from_bytes as from_bytes
-
-        return from_bytes(data)
-    except ImportError:
-        return pa.ipc.read_schema(pa.py_buffer(data))
 
 
 def _headers_array(headers: list[Any]) -> pa.Array:
