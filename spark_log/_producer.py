@@ -22,6 +22,10 @@ metadata refresh where the error asks for it, until ``delivery_timeout_ms``; the
 futures fail with the last error.  The backoff starts at 50 ms and doubles up to 200 ms, so
 after a leader fails the client finds the new leader within ~200 ms of its election.
 
+Time: the ``clock`` given (default ``SystemClock``) stamps record timestamps (``wall_ms``)
+and measures linger, retry backoff and the delivery and flush deadlines (``monotonic_ms``);
+the waits between two looks at it are real time (at most ``linger_ms``, a backoff, or 1 s).
+
 Thread-safety: ``send``, ``send_batch`` and ``flush`` may be called from many threads.
 """
 from __future__ import annotations
@@ -31,7 +35,6 @@ import itertools
 import logging
 import random
 import threading
-import time
 from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
@@ -185,7 +188,7 @@ class Producer:
             slot = (topic, partition)
             batch = self._open.get(slot)
             if batch is None:
-                batch = self._open[slot] = OpenBatch(created=time.monotonic())
+                batch = self._open[slot] = OpenBatch(created=self._now_s())
                 self._lock.notify()
             batch.keys.append(key if not isinstance(key, str) else key.encode())
             batch.values.append(value)
@@ -240,10 +243,10 @@ class Producer:
                 batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
         for (topic, partition), batch in batches.items():
             self._ship_open(topic, partition, batch)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._now_s() + timeout
         with self._lock:
             while self._pending or self._closing:
-                remaining = None if deadline is None else deadline - time.monotonic()
+                remaining = None if deadline is None else deadline - self._now_s()
                 if remaining is not None and remaining <= 0:
                     raise errors.RequestTimeoutError(f"flush: {self._pending} batches still unacknowledged")
                 self._lock.wait(remaining)
@@ -266,6 +269,11 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _now_s(self) -> float:
+        """The injected clock's monotonic time in seconds: linger, retry backoff, delivery
+        and flush deadlines are all measured on it."""
+        return self._clock.monotonic_ms() / 1000
 
     # -- partitioning and framing ---------------------------------------------------------
 
@@ -343,7 +351,7 @@ class Producer:
                      *, sticky: bool, group: FutureGroup | None = None,
                      first_seq: int | None = None, producer_id: int = -1) -> "list[Future[tuple[int, int]]]":
         futures: list[Future[tuple[int, int]]] = []
-        deadline = time.monotonic() + self._delivery_timeout_s
+        deadline = self._now_s() + self._delivery_timeout_s
         request: list[Shipment] = []
         size = 0
         if first_seq is None:
@@ -432,13 +440,13 @@ class Producer:
 
     def _failed(self, shipment: Shipment, error: SparkLogError) -> None:
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
-        if retriable and time.monotonic() < shipment.deadline:
+        if retriable and self._now_s() < shipment.deadline:
             if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
                 self._cluster.forget(shipment.topic)
             shipment.attempts += 1
             delay = min(_RETRY_BACKOFF_S * 2 ** min(shipment.attempts - 1, 5), _RETRY_BACKOFF_MAX_S)
             with self._lock:
-                heapq.heappush(self._retries, (time.monotonic() + delay, shipment.seq, shipment))
+                heapq.heappush(self._retries, (self._now_s() + delay, shipment.seq, shipment))
                 self._lock.notify_all()
             return
         shipment.fail(error)
@@ -454,7 +462,7 @@ class Producer:
             with self._lock:
                 if self._closed and not self._open and not self._retries:
                     return
-                now = time.monotonic()
+                now = self._now_s()
                 wake = now + 1.0
                 for slot, batch in list(self._open.items()):
                     if now - batch.created >= self._linger_s:
