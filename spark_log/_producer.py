@@ -150,6 +150,7 @@ class Producer:
         at once for an unknown topic or partition; delivery errors go to the future.
         """
         info = self._topic(topic)
+        payload: pa.RecordBatch | bytes | bytearray | memoryview | None  # what the open batch keeps
         if info.kind == "typed":
             if not isinstance(value, Mapping):
                 raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
@@ -157,20 +158,22 @@ class Producer:
                 parts = [value.get(c) for c in info.key_columns]
                 key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
             try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
-                value = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
+                payload = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
                 raise errors.SchemaMismatchError(f"row does not fit topic {topic!r}: {exc}") from None
-            size = 16 + value.nbytes
+            size = 16 + payload.nbytes
         else:
             if isinstance(value, str):
-                value = value.encode()
-            elif value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+                payload = value.encode()
+            elif value is None or isinstance(value, (bytes, bytearray, memoryview)):
+                payload = value
+            else:
                 raise errors.SchemaMismatchError(f"a bytes topic takes bytes or str values, got {type(value).__name__}")
             if isinstance(key, str):
                 key = key.encode()
             if headers is not None:
                 headers = check_headers(headers)
-            size = 24 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+            size = 24 + (len(payload) if payload is not None else 0) + (len(key) if key is not None else 0)
         n = info.num_partitions
         sticky = False
         if partition is None:
@@ -191,7 +194,7 @@ class Producer:
                 batch = self._open[slot] = OpenBatch(created=self._now_s())
                 self._lock.notify()
             batch.keys.append(key if not isinstance(key, str) else key.encode())
-            batch.values.append(value)
+            batch.values.append(payload)
             batch.headers.append(headers)
             batch.timestamps.append(ts)
             batch.size += size
@@ -426,12 +429,12 @@ class Producer:
                 self._failed(shipment, errors.BrokerNotAvailableError(str(exc)))
             return
         for shipment, result in zip(shipments, response.partitions):
-            error = error_from_pb(result.error)
-            if error is None:
+            failure = error_from_pb(result.error)
+            if failure is None:
                 shipment.resolve(result.base_offset)
                 self._settled(1)
             else:
-                self._failed(shipment, error)
+                self._failed(shipment, failure)
 
     def _settled(self, count: int) -> None:
         with self._lock:

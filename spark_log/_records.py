@@ -17,7 +17,6 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import SchemaMismatchError
 from .schemas import BYTES_SCHEMA, HEADERS_TYPE
@@ -32,10 +31,10 @@ __all__ = [
 ]
 
 
-def _headers_array(headers: list[Any]) -> pa.Array:
+def _headers_array(headers: list[Any]) -> pa.Array[Any]:
     if headers.count(None) == len(headers):
         return pa.nulls(len(headers), HEADERS_TYPE)
-    rows = []
+    rows: list[list[dict[str, Any]] | None] = []
     for h in headers:
         if h is None:
             rows.append(None)
@@ -71,7 +70,7 @@ def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     raise SchemaMismatchError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
 
 
-def _binary(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+def _binary(column: pa.ChunkedArray[Any], name: str) -> pa.ChunkedArray[Any]:
     if pa.types.is_binary(column.type):
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
@@ -113,7 +112,7 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema, *, kind: str, no
                     else:
                         raise SchemaMismatchError(f"column 'timestamp' must be a timestamp or int64 ms, got {column.type}")
                     if column.null_count:
-                        column = pc.fill_null(column, pa.scalar(now_ms, pa.timestamp("ms")))
+                        column = column.fill_null(pa.scalar(now_ms, pa.timestamp("ms")))
                 elif field.name == "headers" and not column.type.equals(field.type):
                     try:
                         column = column.cast(field.type)
@@ -155,7 +154,7 @@ def widen(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
-                         offsets: pa.Array, timestamps: pa.Array | None) -> pa.RecordBatch:
+                         offsets: pa.Array[Any], timestamps: pa.Array[Any] | None) -> pa.RecordBatch:
     """``batch`` plus ``topic``, ``partition``, ``offset`` and (unless present) ``timestamp``."""
     n = batch.num_rows
     names = list(batch.schema.names)
