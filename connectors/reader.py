@@ -32,7 +32,7 @@ shrank; with ``false`` it skips what is gone and goes on.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Filter, InputPartition
@@ -50,6 +50,9 @@ from . import client
 from . import offsets as off
 from .filters import PushedFilters, push_filters
 from .plan import RangePartition, ReadPlan
+
+if TYPE_CHECKING:
+    from spark_log import Admin
 
 __all__ = ["fetch_projection", "read_range", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
 
@@ -92,7 +95,11 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
     rows = size = 0
 
     def joined() -> pa.RecordBatch:
-        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        if len(pending) == 1:
+            return pending[0]
+        # pa.concat_batches is public since pyarrow 19; pyarrow-stubs 20 does not export it
+        batch: pa.RecordBatch = pa.concat_batches(pending)  # type: ignore[attr-defined]
+        return batch
 
     for batch in client.read_range(
         plan.options,
@@ -115,7 +122,7 @@ class _DriverSide:
 
     def __init__(self, plan: ReadPlan) -> None:
         self.plan = plan
-        self._admin: Any = None
+        self._admin: Admin | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -123,7 +130,7 @@ class _DriverSide:
         return state
 
     @property
-    def admin(self) -> Any:
+    def admin(self) -> Admin:
         if self._admin is None:
             self._admin = client.open_admin(self.plan.options.bootstrap)
         return self._admin
@@ -195,7 +202,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_latest: off.Offsets | None = None
         self._record_bytes: dict[off.TopicPartition, float] = {}  # sampled once per partition
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> off.JsonOffsets:
         return off.to_json(self._driver.starting("latest"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -209,7 +216,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._driver.latest()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: off.JsonOffsets, limit: ReadLimit) -> off.JsonOffsets:
         begin = off.from_json(start)
         latest = self._target if self._target is not None else self._driver.latest()
         self._last_latest = latest
@@ -242,11 +249,11 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return latest
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> off.JsonOffsets | None:
         latest = self._last_latest if self._last_latest is not None else self._driver.latest()
         return off.to_json(latest)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: off.JsonOffsets, end: off.JsonOffsets) -> Sequence[InputPartition]:
         o = self._plan.options
         ranges = off.plan_ranges(
             off.from_json(start),
@@ -260,7 +267,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, RangePartition)
         return read_range(self._plan, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: off.JsonOffsets) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in the brokers."""
 
     def stop(self) -> None:

@@ -40,7 +40,7 @@ import pyarrow.ipc as ipc
 
 from . import errors
 from ._client import Cluster, error_from_pb
-from ._pushdown import projection, to_expression
+from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
@@ -75,7 +75,7 @@ class Consumer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         columns: Sequence[str] | None = None,
-        row_filter: Any = None,
+        row_filter: RowFilter | None = None,
         isolation_level: str = "read_uncommitted",
         auto_offset_reset: str = "latest",
         fetch_max_wait_ms: int = 500,

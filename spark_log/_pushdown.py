@@ -10,10 +10,14 @@ import pyarrow.compute as pc
 
 from .errors import InvalidRequestError
 
-__all__ = ["to_expression", "projection"]
+__all__ = ["RowFilter", "to_expression", "projection"]
+
+# What ``Consumer(row_filter=...)`` takes: an expression, or pyarrow's DNF filter list (a list of
+# (column, op, value) tests, or a list of such lists OR-ed together).  Checked at run time.
+RowFilter = pc.Expression | Sequence[tuple[str, str, Any]] | Sequence[Sequence[tuple[str, str, Any]]]
 
 
-def to_expression(row_filter: Any) -> pc.Expression:
+def to_expression(row_filter: object) -> pc.Expression:
     """A ``pc.Expression`` from an expression or a DNF list ``[("col", "op", value), ...]``
     (as ``pyarrow.parquet`` takes); ``InvalidRequestError`` for anything else."""
     if isinstance(row_filter, pc.Expression):
