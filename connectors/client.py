@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping
+from concurrent.futures import Future
+from typing import Iterator, Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError, SchemaMismatchError
+from spark_log import Admin, Consumer, Producer
+from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError, SchemaMismatchError, TopicAlreadyExistsError
 
 from . import offsets as off
 from .options import ReaderOptions, WriterOptions
@@ -41,6 +43,7 @@ __all__ = [
     "bytes_per_record",
     "read_range",
     "open_producer",
+    "TaskProducer",
 ]
 
 
@@ -56,21 +59,15 @@ class TopicView:
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
 
 
-def _clients() -> Any:
-    import spark_log
-
-    return spark_log
+def open_admin(bootstrap: str | None) -> Admin:
+    return Admin(bootstrap)
 
 
-def open_admin(bootstrap: str | None) -> Any:
-    return _clients().Admin(bootstrap)
-
-
-def list_topics(admin: Any) -> list[str]:
+def list_topics(admin: Admin) -> list[str]:
     return [t for t in admin.list_topics() if not t.startswith("__")]
 
 
-def describe(admin: Any, topic: str) -> TopicView:
+def describe(admin: Admin, topic: str) -> TopicView:
     """Raises ``UnknownTopicOrPartitionError`` when ``topic`` does not exist."""
     d = admin.describe_topic(topic, live=False)  # kind and schema: no leader round trips
     log_append = str(d.config.get("message.timestamp.type", d.config.get("message_timestamp_type", ""))) == "LogAppendTime"
@@ -84,12 +81,12 @@ def describe(admin: Any, topic: str) -> TopicView:
     )
 
 
-def list_offsets(admin: Any, topic: str, spec: str | int, isolation_level: str) -> dict[int, int]:
+def list_offsets(admin: Admin, topic: str, spec: str | int, isolation_level: str) -> dict[int, int]:
     """``{partition: offset}`` for "earliest", "latest" or a timestamp in ms."""
     return dict(admin.list_offsets(topic, spec, isolation_level=isolation_level))
 
 
-def list_offsets_for_topics(admin: Any, topics: list[str], spec: str | int,
+def list_offsets_for_topics(admin: Admin, topics: list[str], spec: str | int,
                             isolation_level: str) -> dict[off.TopicPartition, int]:
     """Offsets of every partition of ``topics`` in one call (one request per leader broker)."""
     found = admin.list_offsets_for_topics(topics, spec, isolation_level=isolation_level)
@@ -114,12 +111,10 @@ def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None
             raise SchemaMismatchError(f"column '{name}' of topic '{topic}' is {type_}; the DataFrame has {have[name]}") from None
 
 
-def create_typed_topic(admin: Any, topic: str, *, partitions: int, replication_factor: int,
+def create_typed_topic(admin: Admin, topic: str, *, partitions: int, replication_factor: int,
                        key_columns: tuple[str, ...]) -> TopicView:
     """Create ``topic`` as a typed topic without a schema (the caller registers one);
     a topic that another writer created first is described instead."""
-    from spark_log.errors import TopicAlreadyExistsError
-
     try:
         admin.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
                            key_columns=list(key_columns) or None, kind="typed")
@@ -128,7 +123,7 @@ def create_typed_topic(admin: Any, topic: str, *, partitions: int, replication_f
     return describe(admin, topic)
 
 
-def register_schema(admin: Any, topic: str, schema: pa.Schema) -> int:
+def register_schema(admin: Admin, topic: str, schema: pa.Schema) -> int:
     """Register ``schema`` as the topic's next schema version (the first one: id 0);
     the latest schema again is a no-op.  Raises ``SchemaMismatchError`` /
     ``InvalidSchemaError`` as ``Admin.register_schema``."""
@@ -142,7 +137,7 @@ def bytes_per_record(options: ReaderOptions, begin: Mapping[off.TopicPartition, 
     todo = [tp for tp, e in end.items() if e > begin.get(tp, 0)]
     if not todo:
         return out
-    with _clients().Consumer(options.bootstrap, isolation_level=options.isolation_level, auto_offset_reset="earliest",
+    with Consumer(options.bootstrap, isolation_level=options.isolation_level, auto_offset_reset="earliest",
                   fetch_max_bytes=1 << 20, max_partition_fetch_bytes=1 << 20) as consumer:
         consumer.assign(todo)
         for tp in todo:
@@ -161,12 +156,12 @@ def read_range(
     r: off.OffsetRange,
     *,
     columns: list[str] | None,
-    row_filter: Any = None,
+    row_filter: pc.Expression | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The records of ``r`` (see the module docstring for the contract)."""
     if r.end <= r.start:
         return
-    consumer = _clients().Consumer(options.bootstrap, columns=columns, row_filter=row_filter,
+    consumer = Consumer(options.bootstrap, columns=columns, row_filter=row_filter,
                         isolation_level=options.isolation_level, auto_offset_reset="none")
     try:
         consumer.assign([(r.topic, r.partition)])
@@ -187,7 +182,8 @@ def read_range(
             for batch in batches:
                 offsets = batch.column("offset")
                 if batch.num_rows and (offsets[0].as_py() < start or offsets[-1].as_py() >= r.end):
-                    batch = batch.filter(pc.and_(pc.greater_equal(offsets, start), pc.less(offsets, r.end)))
+                    low, high = pa.scalar(start, pa.int64()), pa.scalar(r.end, pa.int64())
+                    batch = batch.filter(pc.and_(pc.greater_equal(offsets, low), pc.less(offsets, high)))
                 if batch.num_rows:
                     yield batch
             now_position = consumer.position(r.topic, r.partition)
@@ -202,7 +198,7 @@ def read_range(
         consumer.close()
 
 
-def _after_loss(consumer: Any, options: ReaderOptions, r: off.OffsetRange, position: int) -> int:
+def _after_loss(consumer: Consumer, options: ReaderOptions, r: off.OffsetRange, position: int) -> int:
     """Where to go on after ``position`` fell out of the log; raises with failOnDataLoss."""
     consumer.seek_to_beginning([(r.topic, r.partition)])
     earliest = consumer.position(r.topic, r.partition)
@@ -218,17 +214,17 @@ def _after_loss(consumer: Any, options: ReaderOptions, r: off.OffsetRange, posit
     return resume
 
 
-class _TaskProducer:
+class TaskProducer:
     """One write task's idempotent producer: ``send_frame`` + ``finish`` (see writer.py)."""
 
     def __init__(self, options: WriterOptions, producer_id: int, producer_epoch: int) -> None:
-        self._producer = _clients().Producer(
+        self._producer = Producer(
             options.bootstrap, acks=options.acks, compression=options.compression, linger_ms=0,
             batch_size=options.batch_size, producer_id=producer_id, producer_epoch=producer_epoch,
             delivery_timeout_ms=options.timeout_ms,
         )
         self._bootstrap = options.bootstrap
-        self._futures: list[Any] = []
+        self._futures: list[Future[tuple[int, int]]] = []
 
     def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic`` (rows that name their own topic)."""
@@ -248,7 +244,7 @@ class _TaskProducer:
         for future in self._futures:
             future.result(timeout=timeout_ms / 1000)
 
-    def __enter__(self) -> "_TaskProducer":
+    def __enter__(self) -> "TaskProducer":
         return self
 
     def __exit__(self, kind: object, *exc: object) -> None:
@@ -259,5 +255,5 @@ class _TaskProducer:
                 raise
 
 
-def open_producer(options: WriterOptions, *, producer_id: int, producer_epoch: int) -> _TaskProducer:
-    return _TaskProducer(options, producer_id, producer_epoch)
+def open_producer(options: WriterOptions, *, producer_id: int, producer_epoch: int) -> TaskProducer:
+    return TaskProducer(options, producer_id, producer_epoch)

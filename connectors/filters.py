@@ -23,9 +23,10 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import Any, Callable, Final, Iterable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql.datasource import (
     EqualTo,
     Filter,
@@ -39,13 +40,14 @@ from pyspark.sql.datasource import (
 )
 
 from . import offsets as off
-
-if TYPE_CHECKING:
-    from .reader import ReadPlan
+from .plan import ReadPlan
 
 __all__ = ["PushedFilters", "push_filters"]
 
-_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+_COMPARISONS: Final = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
+# the operator of each comparison, applied to a column expression and a scalar
+# (``operator.ge(pc.field(name), scalar)`` is the Expression ``pc.field(name) >= scalar``)
+_COMPARE: dict[type[Filter], Callable[[Any, Any], Any]] = {
     EqualTo: operator.eq,
     GreaterThan: operator.gt,
     GreaterThanOrEqual: operator.ge,
@@ -63,7 +65,7 @@ class PushedFilters:
     offset_low: int = 0              # inclusive
     offset_high: int | None = None   # exclusive
     min_timestamp: int | None = None  # ms
-    row_filter: Any = None            # pyarrow.compute.Expression for Consumer(row_filter=...)
+    row_filter: pc.Expression | None = None  # for Consumer(row_filter=...)
 
     def _keep(self, tp: off.TopicPartition) -> bool:
         return all(_test(op, tp.topic, v) for op, v in self.topic_tests) and all(
@@ -81,10 +83,16 @@ class PushedFilters:
 def _test(op: str, actual: Any, value: Any) -> bool:
     if op == "in":
         return actual in value
-    return {"eq": operator.eq, "gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}[op](actual, value)
+    return bool({"eq": operator.eq, "gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le}[op](actual, value))
 
 
-_OP_NAME = {EqualTo: "eq", GreaterThan: "gt", GreaterThanOrEqual: "ge", LessThan: "lt", LessThanOrEqual: "le"}
+_OP_NAME: dict[type[Filter], str] = {EqualTo: "eq", GreaterThan: "gt", GreaterThanOrEqual: "ge", LessThan: "lt", LessThanOrEqual: "le"}
+
+
+def _column(flt: Filter) -> str | None:
+    """The top-level column ``flt`` tests, or None (nested, or a filter without one)."""
+    attribute: tuple[str, ...] = getattr(flt, "attribute", ())
+    return attribute[0] if len(attribute) == 1 else None
 
 
 def _to_ms(value: Any) -> int | None:
@@ -95,36 +103,34 @@ def _to_ms(value: Any) -> int | None:
     return None
 
 
-def push_filters(filters: Iterable[Filter], plan: "ReadPlan") -> tuple[PushedFilters, list[Filter]]:
+def push_filters(filters: Iterable[Filter], plan: ReadPlan) -> tuple[PushedFilters, list[Filter]]:
     """Split ``filters`` into what the source absorbs and what Spark still evaluates."""
     pushed = PushedFilters()
     remaining: list[Filter] = []
-    expressions: list[Any] = []
+    expressions: list[pc.Expression] = []
     data_fields = {f.name: f for f in (plan.topic_schema or [])} if plan.kind == "typed" else {}
     for flt in filters:
-        attr = getattr(flt, "attribute", ())
-        column = attr[0] if len(attr) == 1 else None
-        kind = type(flt)
-        if column in ("topic", "partition") and (kind in _OP_NAME or kind is In):
+        column = _column(flt)
+        if column in ("topic", "partition") and isinstance(flt, (*_COMPARISONS, In)):
             target = pushed.topic_tests if column == "topic" else pushed.partition_tests
-            target.append(("in", tuple(flt.value)) if kind is In else (_OP_NAME[kind], flt.value))
+            target.append(("in", tuple(flt.value)) if isinstance(flt, In) else (_OP_NAME[type(flt)], flt.value))
             continue
-        if column == "offset" and kind in _OP_NAME and isinstance(flt.value, int):
+        if column == "offset" and isinstance(flt, _COMPARISONS) and isinstance(flt.value, int):
             v = int(flt.value)
-            low, high = {"eq": (v, v + 1), "gt": (v + 1, None), "ge": (v, None), "lt": (0, v), "le": (0, v + 1)}[_OP_NAME[kind]]
+            low, high = {"eq": (v, v + 1), "gt": (v + 1, None), "ge": (v, None), "lt": (0, v), "le": (0, v + 1)}[_OP_NAME[type(flt)]]
             pushed.offset_low = max(pushed.offset_low, low)
             if high is not None:
                 pushed.offset_high = high if pushed.offset_high is None else min(pushed.offset_high, high)
             continue
-        if column == "offset" and kind is In and flt.value and all(isinstance(x, int) for x in flt.value):
+        if column == "offset" and isinstance(flt, In) and flt.value and all(isinstance(x, int) for x in flt.value):
             pushed.offset_low = max(pushed.offset_low, min(flt.value))
             high = max(flt.value) + 1
             pushed.offset_high = high if pushed.offset_high is None else min(pushed.offset_high, high)
-        elif column == "timestamp" and kind in (GreaterThan, GreaterThanOrEqual):
+        elif column == "timestamp" and isinstance(flt, (GreaterThan, GreaterThanOrEqual)):
             ms = _to_ms(flt.value)
             if ms is not None:
                 pushed.min_timestamp = ms if pushed.min_timestamp is None else max(pushed.min_timestamp, ms)
-        elif column in data_fields:
+        elif column is not None and column in data_fields:
             expression = _expression(flt, data_fields[column])
             if expression is not None:
                 expressions.append(expression)
@@ -137,31 +143,23 @@ def push_filters(filters: Iterable[Filter], plan: "ReadPlan") -> tuple[PushedFil
     return pushed, remaining
 
 
-def _expression(flt: Filter, arrow_field: pa.Field) -> Any:
+def _expression(flt: Filter, arrow_field: pa.Field[Any]) -> pc.Expression | None:
     """A pyarrow.compute expression for ``flt`` on a top-level column, or None."""
-    import pyarrow.compute as pc
-
     name = arrow_field.name
-    kind = type(flt)
-    if kind is IsNull:
+    if isinstance(flt, IsNull):
         return pc.field(name).is_null()
-    if kind is IsNotNull:
-        return pc.field(name).is_valid()
+    if isinstance(flt, IsNotNull):
+        return pc.is_valid(pc.field(name))  # = Expression.is_valid(), which pyarrow-stubs 20 types as bool
     if not (pa.types.is_integer(arrow_field.type) or pa.types.is_floating(arrow_field.type)
             or pa.types.is_string(arrow_field.type) or pa.types.is_boolean(arrow_field.type)):
         return None
     try:
-        if kind is In:
+        if isinstance(flt, In):
             return pc.field(name).isin(pa.array(list(flt.value), type=arrow_field.type))
-        if kind in _COMPARE:
+        if isinstance(flt, _COMPARISONS):
             scalar = pa.scalar(flt.value, type=arrow_field.type)
-            return {
-                EqualTo: lambda f: f == scalar,
-                GreaterThan: lambda f: f > scalar,
-                GreaterThanOrEqual: lambda f: f >= scalar,
-                LessThan: lambda f: f < scalar,
-                LessThanOrEqual: lambda f: f <= scalar,
-            }[kind](pc.field(name))
+            compared: pc.Expression = _COMPARE[type(flt)](pc.field(name), scalar)
+            return compared
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
         return None
     return None

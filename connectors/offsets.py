@@ -42,6 +42,7 @@ __all__ = [
     "LATEST",
     "TopicPartition",
     "Offsets",
+    "JsonOffsets",
     "OffsetRange",
     "to_json",
     "from_json",
@@ -63,6 +64,7 @@ class TopicPartition(NamedTuple):
 
 
 Offsets = dict[TopicPartition, int]
+JsonOffsets = dict[str, dict[str, int]]  # the checkpoint's form: {"topic": {"partition": next_offset}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,7 @@ def _sorted(offsets: Mapping[TopicPartition, int]) -> list[tuple[TopicPartition,
     return sorted(offsets.items(), key=lambda item: (item[0].topic, item[0].partition))
 
 
-def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+def to_json(offsets: Mapping[TopicPartition, int]) -> JsonOffsets:
     """The canonical JSON-able dict of ``offsets`` (sorted topics, sorted partitions)."""
     out: dict[str, dict[str, int]] = {}
     for tp, offset in _sorted(offsets):

@@ -32,9 +32,7 @@ shrank; with ``false`` it skips what is gone and goes on.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, Filter, InputPartition
@@ -45,51 +43,18 @@ from pyspark.sql.streaming.datasource import (
     ReadMaxRows,
     SupportsTriggerAvailableNow,
 )
-from pyspark.sql.types import StructType
 
 from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMismatchError
 
 from . import client
 from . import offsets as off
 from .filters import PushedFilters, push_filters
-from .options import ReaderOptions
+from .plan import RangePartition, ReadPlan
 
-__all__ = ["ReadPlan", "RangePartition", "fetch_projection", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
+if TYPE_CHECKING:
+    from spark_log import Admin
 
-
-@dataclass(frozen=True)
-class RangePartition(InputPartition):
-    """One Spark task: records ``[start, end)`` of ``topic``-``partition``. Picklable."""
-
-    topic: str
-    partition: int
-    start: int
-    end: int
-
-
-@dataclass(frozen=True)
-class ReadPlan:
-    """Everything a read needs, fixed at query start on the driver. Picklable.
-
-    ``kind`` is "bytes" or "typed"; ``topic_schema`` the typed topics' Arrow schema;
-    ``schema`` the Spark schema the query sees (after ``columns``); ``fetch_columns``
-    the stored columns the brokers must send (projection pushdown).
-    """
-
-    options: ReaderOptions
-    kind: str
-    schema: StructType
-    fetch_columns: tuple[str, ...]
-    topic_schema: pa.Schema | None = None
-    timestamp_types: dict[str, int] = field(default_factory=dict)
-
-    def matches(self, topic: str) -> bool:
-        o = self.options
-        if o.subscribe is not None:
-            return topic in o.subscribe
-        if o.subscribe_pattern is not None:
-            return re.fullmatch(o.subscribe_pattern, topic) is not None
-        return o.assign is not None and any(tp.topic == topic for tp in o.assign)
+__all__ = ["fetch_projection", "read_range", "SparkLogStreamReader", "SparkLogBatchReader", "SparkLogFilteringBatchReader"]
 
 
 def fetch_projection(plan: ReadPlan) -> list[str] | None:
@@ -130,7 +95,11 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
     rows = size = 0
 
     def joined() -> pa.RecordBatch:
-        return pending[0] if len(pending) == 1 else pa.concat_batches(pending)
+        if len(pending) == 1:
+            return pending[0]
+        # pa.concat_batches is public since pyarrow 19; pyarrow-stubs 20 does not export it
+        batch: pa.RecordBatch = pa.concat_batches(pending)  # type: ignore[attr-defined]
+        return batch
 
     for batch in client.read_range(
         plan.options,
@@ -153,7 +122,7 @@ class _DriverSide:
 
     def __init__(self, plan: ReadPlan) -> None:
         self.plan = plan
-        self._admin: Any = None
+        self._admin: Admin | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -161,7 +130,7 @@ class _DriverSide:
         return state
 
     @property
-    def admin(self) -> Any:
+    def admin(self) -> Admin:
         if self._admin is None:
             self._admin = client.open_admin(self.plan.options.bootstrap)
         return self._admin
@@ -233,7 +202,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_latest: off.Offsets | None = None
         self._record_bytes: dict[off.TopicPartition, float] = {}  # sampled once per partition
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> off.JsonOffsets:
         return off.to_json(self._driver.starting("latest"))
 
     def getDefaultReadLimit(self) -> ReadLimit:
@@ -247,7 +216,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = self._driver.latest()
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def latestOffset(self, start: off.JsonOffsets, limit: ReadLimit) -> off.JsonOffsets:
         begin = off.from_json(start)
         latest = self._target if self._target is not None else self._driver.latest()
         self._last_latest = latest
@@ -280,11 +249,11 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             )
         return latest
 
-    def reportLatestOffset(self) -> dict | None:
+    def reportLatestOffset(self) -> off.JsonOffsets | None:
         latest = self._last_latest if self._last_latest is not None else self._driver.latest()
         return off.to_json(latest)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: off.JsonOffsets, end: off.JsonOffsets) -> Sequence[InputPartition]:
         o = self._plan.options
         ranges = off.plan_ranges(
             off.from_json(start),
@@ -298,7 +267,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, RangePartition)
         return read_range(self._plan, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: off.JsonOffsets) -> None:
         """Nothing to do: progress lives in Spark's checkpoint, not in the brokers."""
 
     def stop(self) -> None:

@@ -28,7 +28,7 @@ binary or string, as Spark's Kafka sink does).
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -83,7 +83,7 @@ def bytes_source_schema(*, include_headers: bool) -> StructType:
 
 def _widen(arrow_type: pa.DataType) -> pa.DataType:
     """An Arrow type Spark can represent, for types Spark has no twin of."""
-    widen = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
+    widen: dict[pa.DataType, pa.DataType] = {pa.uint8(): pa.int16(), pa.uint16(): pa.int32(), pa.uint32(): pa.int64(), pa.uint64(): pa.decimal128(20, 0)}
     if arrow_type in widen:
         return widen[arrow_type]
     if pa.types.is_dictionary(arrow_type):
@@ -97,7 +97,10 @@ def _widen(arrow_type: pa.DataType) -> pa.DataType:
     if pa.types.is_struct(arrow_type):
         return pa.struct([f.with_type(_widen(f.type)) for f in arrow_type])
     if pa.types.is_map(arrow_type):
-        return pa.map_(_widen(arrow_type.key_type), arrow_type.item_field.with_type(_widen(arrow_type.item_type)))
+        # pyarrow-stubs 20 takes only a DataType as the item; pyarrow takes a Field too (keeps its name and nullability)
+        mapped: pa.DataType = pa.map_(  # type: ignore[call-overload]
+            _widen(arrow_type.key_type), arrow_type.item_field.with_type(_widen(arrow_type.item_type)))
+        return mapped
     return arrow_type
 
 
@@ -148,7 +151,7 @@ def spark_arrow_schema(schema: StructType) -> pa.Schema:
     return to_arrow_schema(schema, timezone="UTC")
 
 
-def _column(batch: pa.RecordBatch, name: str, target: pa.DataType, *, timestamp_type: int) -> pa.Array:
+def _column(batch: pa.RecordBatch, name: str, target: pa.DataType, *, timestamp_type: int) -> pa.Array[Any]:
     if name == "timestampType":
         return pa.nulls(batch.num_rows, pa.int32()).fill_null(timestamp_type)
     column = batch.column(name)

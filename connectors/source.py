@@ -21,8 +21,6 @@ Contract with Spark
 """
 from __future__ import annotations
 
-from typing import Any
-
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -36,9 +34,10 @@ from spark_log.errors import InvalidConfigError, NoSchemaError, SchemaMismatchEr
 
 from . import client
 from .options import ReaderOptions, WriterOptions
-from .reader import ReadPlan, SparkLogBatchReader, SparkLogFilteringBatchReader, SparkLogStreamReader
+from .plan import ReadPlan
+from .reader import SparkLogBatchReader, SparkLogFilteringBatchReader, SparkLogStreamReader
 from .schema_mapping import bytes_source_schema, data_columns, project, spark_arrow_schema, typed_source_schema
-from .writer import SparkLogBatchWriter, SparkLogStreamWriter, resolve_target
+from .writer import SparkLogBatchWriter, SparkLogStreamWriter, WriteTarget, resolve_target
 
 __all__ = ["SparkLogDataSource"]
 
@@ -82,7 +81,7 @@ class SparkLogDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         return SparkLogStreamWriter(self._target(schema, overwrite))
 
-    def _target(self, schema: StructType, overwrite: bool) -> Any:
+    def _target(self, schema: StructType, overwrite: bool) -> WriteTarget:
         if overwrite:
             raise InvalidConfigError("a topic is append-only: save mode 'overwrite' is not supported; use 'append'")
         return resolve_target(WriterOptions.parse(self.options), spark_arrow_schema(schema))

@@ -52,8 +52,8 @@ from __future__ import annotations
 import hashlib
 import time
 import uuid
-from dataclasses import dataclass, replace
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
@@ -70,6 +70,9 @@ from spark_log.errors import (
 from . import client
 from .options import WriterOptions
 from .schema_mapping import typed_payload
+
+if TYPE_CHECKING:
+    from spark_log import Admin
 
 __all__ = ["WriteTarget", "WriteCommit", "SparkLogStreamWriter", "SparkLogBatchWriter", "producer_identity"]
 
@@ -151,19 +154,18 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
                 raise InvalidConfigError("option 'keyColumns' applies to typed topics; bytes topics hash the 'key' column", key="keyColumns")
             return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
-        if info.schema is None:
-            info = _register_first_schema(admin, info, data.schema)
-        client.check_writable(data.schema, info.schema, options.topic)
+        schema = info.schema if info.schema is not None else _register_first_schema(admin, info, data.schema)
+        client.check_writable(data.schema, schema, options.topic)
         keys = options.key_columns if options.key_columns is not None else tuple(info.key_columns)
         missing = [k for k in keys if k not in data.schema.names]
         if missing:
             raise InvalidConfigError(f"option 'keyColumns' names columns the DataFrame lacks: {missing}", key="keyColumns")
-        return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, info.schema)
+        return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, schema)
     finally:
         admin.close()
 
 
-def _describe_or_create(admin: Any, options: WriterOptions) -> client.TopicView:
+def _describe_or_create(admin: Admin, options: WriterOptions) -> client.TopicView:
     topic = options.topic
     assert topic is not None
     try:
@@ -180,12 +182,13 @@ def _describe_or_create(admin: Any, options: WriterOptions) -> client.TopicView:
                                      key_columns=options.key_columns or ())
 
 
-def _register_first_schema(admin: Any, info: client.TopicView, schema: pa.Schema) -> client.TopicView:
-    """Give a typed topic without a schema the DataFrame's; returns the topic afterwards."""
+def _register_first_schema(admin: Admin, info: client.TopicView, schema: pa.Schema) -> pa.Schema:
+    """Give a typed topic without a schema the DataFrame's; returns the topic's schema
+    afterwards (``schema``, or the one another writer registered first)."""
     columns = ", ".join(f"{f.name}: {f.type}" for f in schema)
     try:
         client.register_schema(admin, info.name, schema)
-        return replace(info, schema=schema)
+        return schema
     except InvalidSchemaError as exc:
         raise InvalidSchemaError(
             f"the DataFrame's columns ({columns}) cannot be the schema of typed topic '{info.name}': {exc.message}"
@@ -196,7 +199,7 @@ def _register_first_schema(admin: Any, info: client.TopicView, schema: pa.Schema
     while True:  # the broker describing may lag the one that refused; metadata polling, not synchronisation
         current = client.describe(admin, info.name)
         if current.schema is not None:
-            return current
+            return current.schema
         if time.monotonic() > deadline:
             raise refused
         time.sleep(0.05)
@@ -255,17 +258,18 @@ class _TaskWriter:
         column = batch.column("topic")
         if column.null_count:
             raise InvalidConfigError("column 'topic' is null in some rows and option 'topic' is not set", key="topic")
-        for topic in sorted(pc.unique(column).to_pylist()):
-            yield topic, batch.filter(pc.equal(column, topic))
+        topics = cast("list[str]", pc.unique(column).to_pylist())  # no nulls: checked above
+        for topic in sorted(topics):
+            yield topic, batch.filter(pc.equal(column, pa.scalar(topic, column.type)))
 
-    def _send(self, producer: Any, topic: str, batch: pa.RecordBatch, n: int, index: int) -> None:
+    def _send(self, producer: client.TaskProducer, topic: str, batch: pa.RecordBatch, n: int, index: int) -> None:
         rows_partition = _partition_of_rows(batch, self.target, n, self.spark_partition + index)
         payload = self._payload(batch)
         order = np.argsort(rows_partition, kind="stable")
         bounds = np.flatnonzero(np.diff(rows_partition[order])) + 1
         for chunk in np.split(order, bounds):
             if len(chunk):
-                rows = payload if len(chunk) == payload.num_rows else payload.take(pa.array(chunk))
+                rows = payload if len(chunk) == payload.num_rows else payload.take(chunk)
                 producer.send_frame(topic, rows, partition=int(rows_partition[chunk[0]]))
                 self.frames += 1
 
@@ -293,7 +297,8 @@ class SparkLogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, target: WriteTarget) -> None:
         self._target = target
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+    # pyspark's Arrow writers narrow DataSourceStreamWriter.write(Iterator[Row]) to record batches
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:  # type: ignore[override]
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
@@ -305,10 +310,10 @@ class SparkLogStreamWriter(DataSourceStreamArrowWriter):
         pid, epoch = producer_identity(query_id, ctx.partitionId(), int(batch_id))
         return _TaskWriter(self._target, ctx.partitionId(), pid, epoch).run(iterator)
 
-    def commit(self, messages: list[WriteCommit | None], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to finish: every task's frames are acknowledged before it returns."""
 
-    def abort(self, messages: list[WriteCommit | None], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: frames that landed are recognised as duplicates on replay."""
 
 
@@ -319,7 +324,8 @@ class SparkLogBatchWriter(DataSourceArrowWriter):
         self._target = target
         self._job_id = uuid.uuid4().hex  # fixed on the driver, shipped to every task
 
-    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+    # pyspark's Arrow writers narrow DataSourceWriter.write(Iterator[Row]) to record batches
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:  # type: ignore[override]
         from pyspark import TaskContext
 
         ctx = TaskContext.get()

@@ -35,27 +35,32 @@ import time
 import uuid
 import warnings
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import pyarrow as pa
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin
 
+if TYPE_CHECKING:  # pyspark is imported where it is used (the CLI starts fast without it)
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
 __all__ = ["CLICK_SCHEMA", "click_events", "lag_of", "main", "stop_between_batches", "wait_topic_known", "window_counts"]
 
 COUNTRIES = ["US", "DE", "FR", "IN", "BR", "JP", "GB", "NG"]
 PAGES = ["/", "/search", "/product", "/cart", "/checkout", "/help", "/account", "/blog"]
-CLICK_SCHEMA = pa.schema([
-    ("event_id", pa.int64()),
-    ("user_id", pa.string()),
-    ("page", pa.string()),
-    ("country", pa.string()),
-    ("event_time", pa.timestamp("us", tz="UTC")),
-])
+_CLICK_FIELDS: list[pa.Field[Any]] = [
+    pa.field("event_id", pa.int64()),
+    pa.field("user_id", pa.string()),
+    pa.field("page", pa.string()),
+    pa.field("country", pa.string()),
+    pa.field("event_time", pa.timestamp("us", tz="UTC")),
+]
+CLICK_SCHEMA = pa.schema(_CLICK_FIELDS)
 
 
-def click_events(spark: Any, rows_per_second: int) -> Any:
+def click_events(spark: SparkSession, rows_per_second: int) -> DataFrame:
     """A deterministic click stream from the rate source (replays give the same rows)."""
     from pyspark.sql import functions as F
 
@@ -73,7 +78,7 @@ def click_events(spark: Any, rows_per_second: int) -> Any:
     )
 
 
-def window_counts(events: Any) -> Any:
+def window_counts(events: DataFrame) -> DataFrame:
     """Clicks per 10-second event-time window and country."""
     from pyspark.sql import functions as F
 
@@ -158,13 +163,18 @@ class _Chaos:
             self.state = f"restart failed: {exc}"
 
 
-def stop_between_batches(query: Any, timeout_s: float = 60.0) -> None:
+def stop_between_batches(query: StreamingQuery, timeout_s: float = 60.0) -> None:
     """Stop ``query`` right after a micro-batch completes, so that no batch is cut short
     (a stopped batch's rows may already be in the topic while its commit is not)."""
-    last = (query.lastProgress or {}).get("batchId")
+
+    def batch_id() -> int | None:
+        progress = query.lastProgress
+        return progress.batchId if progress is not None else None
+
+    last = batch_id()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        current = (query.lastProgress or {}).get("batchId")
+        current = batch_id()
         if current != last and not query.status.get("isTriggerActive", False):
             break
         time.sleep(0.05)  # polling the query's status; Spark has no "stop after this batch"
@@ -184,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     work = Path(tempfile.mkdtemp(prefix="spark-log-demo-"))
     admin = Admin(bootstrap)
     spark = None
-    queries: list[Any] = []
+    queries: list[StreamingQuery] = []
     try:
         admin.create_topic(topic, partitions=4, replication_factor=3, schema=CLICK_SCHEMA)
         print(f"created topic {topic} (4 partitions, replication factor 3) on {bootstrap}", flush=True)
@@ -201,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
                   .option("checkpointLocation", str(work / "reader")).trigger(processingTime="1 second").start())
         queries.append(reader)
         victim = admin.describe_topic(topic).partitions[0].leader
+        if victim is None:
+            raise RuntimeError(f"partition {topic}-0 has no leader to kill")
         chaos = _Chaos(cluster, victim, topic)
         begin = time.monotonic()
         flowing: float | None = None  # when the writer's first micro-batch completed

@@ -24,9 +24,9 @@ from . import _client, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
-from ._records import schema_from_bytes, schema_to_bytes
 from .errors import InvalidRequestError, SparkLogError
 from .proto import broker_pb2 as pb
+from .schemas import schema_from_bytes, schema_to_bytes
 
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 
@@ -116,7 +116,7 @@ def _spec_to_wire(spec: Any) -> int:
 
 
 def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int,
-                     isolation: int = pb.READ_UNCOMMITTED, *, deadline_s: float = 30.0) -> dict[tuple[str, int], int]:
+                     isolation: pb.IsolationLevel = pb.READ_UNCOMMITTED, *, deadline_s: float = 30.0) -> dict[tuple[str, int], int]:
     """Offsets of ``tps`` for a wire spec (-2 earliest, -1 latest, else a timestamp),
     asking each partition's leader; retries leader moves until ``deadline_s``."""
     out: dict[tuple[str, int], int] = {}
@@ -142,7 +142,8 @@ def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int
                 partitions=[pb.ListOffsetsPartition(topic=t, partition=p, timestamp=spec, current_leader_epoch=-1)
                             for t, p in group])
             try:
-                response = cluster.broker(address).ListOffsets(request, timeout=cluster.request_timeout_s)
+                response: pb.ListOffsetsResponse = cluster.broker(address).ListOffsets(
+                    request, timeout=cluster.request_timeout_s)
             except grpc.RpcError as exc:
                 error = errors.from_rpc_error(exc, address=address)
                 if not error.retriable:
@@ -152,14 +153,14 @@ def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int
                     cluster.forget(t)
                 continue
             for result in response.partitions:
-                error = error_from_pb(result.error)
-                if error is None:
+                failure = error_from_pb(result.error)
+                if failure is None:
                     out[(result.topic, result.partition)] = result.offset
-                elif error.retriable:
+                elif failure.retriable:
                     cluster.forget(result.topic)
-                    last = error
+                    last = failure
                 else:
-                    raise error
+                    raise failure
         todo = [tp for tp in todo if tp not in out]
         if todo:
             if time.monotonic() + delay > deadline:

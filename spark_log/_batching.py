@@ -111,7 +111,7 @@ def split_rows(topic: str, info: TopicInfo, table: pa.Table, routing: Any,
     bounds = np.flatnonzero(np.diff(sorted_parts)) + 1
     starts = np.concatenate([[0], bounds])
     ends = np.concatenate([bounds, [len(order)]])
-    taken = table.take(pa.array(order))
+    taken = table.take(order)
     return [(int(sorted_parts[s]), taken.slice(int(s), int(e - s))) for s, e in zip(starts, ends)]
 
 

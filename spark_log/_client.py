@@ -30,6 +30,7 @@ from .errors import (
 )
 from .proto import broker_pb2 as pb
 from .proto import broker_pb2_grpc as rpc
+from .schemas import schema_from_bytes
 
 __all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "CHANNEL_OPTIONS", "error_from_pb"]
 
@@ -98,14 +99,8 @@ class TopicInfo:
         return self.schemas[self.schema_id]
 
 
-def _schema_from_bytes(data: bytes) -> pa.Schema:
-    from ._records import schema_from_bytes
-
-    return schema_from_bytes(data)
-
-
 def topic_info_from_pb(meta: pb.TopicMeta | pb.TopicDescription) -> TopicInfo:
-    schemas = {s.schema_id: _schema_from_bytes(s.arrow_schema) for s in meta.schemas}
+    schemas = {s.schema_id: schema_from_bytes(s.arrow_schema) for s in meta.schemas}
     current = meta.schemas[-1].schema_id if meta.schemas else -1
     return TopicInfo(
         name=meta.name,

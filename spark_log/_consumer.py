@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import queue
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import grpc
 import numpy as np
@@ -40,9 +40,10 @@ import pyarrow.ipc as ipc
 
 from . import errors
 from ._client import Cluster, error_from_pb
-from ._pushdown import projection, serialize_filter, to_expression
+from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
+from .filters import serialize_filter
 from .frame import ATTR_CONTROL, decode_batch, iter_frames
 from .proto import broker_pb2 as pb
 
@@ -74,7 +75,7 @@ class Consumer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         columns: Sequence[str] | None = None,
-        row_filter: Any = None,
+        row_filter: RowFilter | None = None,
         isolation_level: str = "read_uncommitted",
         auto_offset_reset: str = "latest",
         fetch_max_wait_ms: int = 500,
@@ -300,9 +301,9 @@ class Consumer:
             tp = (result.topic, result.partition)
             if tp not in self._positions or self._positions[tp] != offsets.get(tp):
                 continue  # unassigned or sought since the fetch left
-            error = error_from_pb(result.error)
-            if error is not None:
-                self._partition_error(tp, error)
+            failure = error_from_pb(result.error)
+            if failure is not None:
+                self._partition_error(tp, failure)
                 continue
             out.extend(self._decode(tp, result))
         return out
@@ -364,7 +365,7 @@ def _below(batches: list[pa.RecordBatch], end: int) -> list[pa.RecordBatch]:
     for batch in batches:
         offsets = batch.column("offset")
         if batch.num_rows and offsets[batch.num_rows - 1].as_py() >= end:
-            batch = batch.filter(pc.less(offsets, end))
+            batch = batch.filter(pc.less(offsets, pa.scalar(end, pa.int64())))
         if batch.num_rows:
             out.append(batch)
     return out
@@ -374,11 +375,12 @@ def _finish_projected(batch: pa.RecordBatch, topic: str, partition: int) -> pa.R
     """A broker-filtered batch (data columns, offset, timestamp) in the consumer's layout."""
     names = [n for n in batch.schema.names if n not in ("offset", "timestamp")]
     data = pa.RecordBatch.from_arrays([batch.column(n) for n in names], names=names)
-    timestamps = batch.column("timestamp")
+    stamps = batch.column("timestamp")
+    timestamps: pa.Array[Any] | None = stamps
     if "timestamp" in names:
         timestamps = None
     elif data.num_columns == 0:
-        data = pa.RecordBatch.from_arrays([timestamps], names=["timestamp"])
+        data = pa.RecordBatch.from_arrays([stamps], names=["timestamp"])
         timestamps = None
     return add_reserved_columns(data, topic=topic, partition=partition,
                                 offsets=batch.column("offset"), timestamps=timestamps)
@@ -389,8 +391,9 @@ def _to_records(batch: pa.RecordBatch) -> list[ConsumerRecord]:
     names = batch.schema.names
     data_names = [n for n in names if n not in reserved]
     is_bytes = "value" in data_names and set(data_names) <= {"key", "value", "headers"}
-    timestamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
-    offsets = batch.column("offset").to_pylist()
+    # the reserved columns hold no nulls
+    timestamps = cast("list[int]", batch.column("timestamp").cast(pa.int64()).to_pylist())
+    offsets = cast("list[int]", batch.column("offset").to_pylist())
     topic = batch.column("topic")[0].as_py() if batch.num_rows else ""
     partition = batch.column("partition")[0].as_py() if batch.num_rows else 0
     out = []
@@ -400,7 +403,8 @@ def _to_records(batch: pa.RecordBatch) -> list[ConsumerRecord]:
         values = batch.column("value").to_pylist()
         headers = batch.column("headers").to_pylist() if "headers" in names else [None] * n
         for i in range(batch.num_rows):
-            hs = [(h["key"], h["value"]) for h in headers[i]] if headers[i] else []
+            row_headers = headers[i]
+            hs = [(h["key"], h["value"]) for h in row_headers] if row_headers else []
             out.append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], keys[i], values[i], hs))
         return out
     rows = batch.select(data_names).to_pylist() if data_names else [{}] * batch.num_rows

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import Future
-from concurrent.futures._base import FINISHED, PENDING, RUNNING  # type: ignore[attr-defined]
+from concurrent.futures._base import FINISHED, PENDING, RUNNING
 from typing import Any, Callable
 
 __all__ = ["FutureGroup"]
@@ -58,21 +58,21 @@ class FutureGroup:
                 return
             self._done = True
             for index, future in enumerate(self._futures):
-                if exc is None:
-                    future._result = result_for(index)  # type: ignore[attr-defined, misc]
+                if result_for is not None:
+                    future._result = result_for(index)
                 else:
-                    future._exception = exc  # type: ignore[attr-defined]
-                future._state = FINISHED  # type: ignore[attr-defined]
-                for waiter in future._waiters:  # type: ignore[attr-defined]
+                    future._exception = exc
+                future._state = FINISHED
+                for waiter in future._waiters:
                     if exc is None:
                         waiter.add_result(future)
                     else:
                         waiter.add_exception(future)
-                if future._done_callbacks:  # type: ignore[attr-defined]
+                if future._done_callbacks:  # type: ignore[attr-defined]  # private to Future, not in typeshed
                     with_callbacks.append(future)
             self._condition.notify_all()
         for future in with_callbacks:
-            future._invoke_callbacks()  # type: ignore[attr-defined]
+            future._invoke_callbacks()  # type: ignore[attr-defined]  # private to Future, not in typeshed
 
 
 assert PENDING  # imported for readers: group futures skip PENDING (never cancellable)

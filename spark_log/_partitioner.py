@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import random
 import threading
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,21 +66,26 @@ def partition_for_key(key: bytes | str, num_partitions: int) -> int:
     return (murmur2(data) & 0x7FFFFFFF) % num_partitions
 
 
-def murmur2_array(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def murmur2_array(keys: pa.Array[Any] | pa.ChunkedArray[Any]) -> npt.NDArray[np.uint32]:
     """murmur2 of every value of a binary/string array as uint32 (nulls hash as b"")."""
+    array: pa.Array[Any]
     if isinstance(keys, pa.ChunkedArray):
-        keys = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)
-    if pa.types.is_string(keys.type) or pa.types.is_large_string(keys.type):
-        keys = keys.cast(pa.large_binary() if pa.types.is_large_string(keys.type) else pa.binary())
-    if not (pa.types.is_binary(keys.type) or pa.types.is_large_binary(keys.type)):
-        raise TypeError(f"murmur2_array needs binary or string keys, got {keys.type}")
-    if keys.null_count:
-        keys = pc.fill_null(keys, b"")
-    n = len(keys)
-    offset_type = np.int64 if pa.types.is_large_binary(keys.type) else np.int32
-    buffers = keys.buffers()
-    offsets = np.frombuffer(buffers[1], dtype=offset_type)[keys.offset: keys.offset + n + 1].astype(np.int64)
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+        # pyarrow-stubs 20 types ChunkedArray.chunk(i) as a ChunkedArray; it is an Array
+        array = keys.combine_chunks() if keys.num_chunks != 1 else keys.chunk(0)  # type: ignore[assignment]
+    else:
+        array = keys
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        array = array.cast(pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary())
+    if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
+        raise TypeError(f"murmur2_array needs binary or string keys, got {array.type}")
+    if array.null_count:
+        array = array.fill_null(b"")
+    n = len(array)
+    offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
+    value_offsets, values = array.buffers()[1:3]
+    assert value_offsets is not None  # a binary array always has its offsets buffer
+    offsets = np.frombuffer(memoryview(value_offsets), dtype=offset_type)[array.offset: array.offset + n + 1].astype(np.int64)
+    data = np.frombuffer(memoryview(values), dtype=np.uint8) if values is not None else np.zeros(0, np.uint8)
     starts = offsets[:-1]
     lengths = (offsets[1:] - starts).astype(np.int64)
     m = np.uint32(_M)
@@ -110,26 +117,26 @@ def murmur2_array(keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return h.astype(np.uint32)
 
 
-def key_array(table: pa.Table | pa.RecordBatch, key_columns: list[str] | tuple[str, ...]) -> tuple[pa.Array, np.ndarray]:
+def key_array(table: pa.Table | pa.RecordBatch, key_columns: list[str] | tuple[str, ...]) -> tuple[pa.Array[Any], npt.NDArray[np.bool_]]:
     """The hashable key bytes of every row and a boolean mask of rows that have a key."""
-    columns = []
+    columns: list[pa.Array[Any]] = []
     present = np.zeros(table.num_rows, dtype=bool)
     for name in key_columns:
-        column = table.column(name)
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks()
+        found = table.column(name)
+        column: pa.Array[Any] = found.combine_chunks() if isinstance(found, pa.ChunkedArray) else found
         present |= column.is_valid().to_numpy(zero_copy_only=False)
         if not (pa.types.is_binary(column.type) or pa.types.is_string(column.type)
                 or pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)):
             column = column.cast(pa.string())
-        columns.append(pc.fill_null(column.cast(pa.binary()) if pa.types.is_string(column.type) else column, b""))
+        columns.append((column.cast(pa.binary()) if pa.types.is_string(column.type) else column).fill_null(b""))
     if len(columns) == 1:
         return columns[0], present
-    joined = pc.binary_join_element_wise(*[c.cast(pa.binary()) for c in columns], b"\x1f")
+    # pyarrow-stubs 20 types the separator (the last argument) like the arrays
+    joined: pa.Array[Any] = pc.binary_join_element_wise(*[c.cast(pa.binary()) for c in columns], b"\x1f")  # type: ignore[call-overload]
     return joined, present
 
 
-def partitions_for_keys(keys: pa.Array, num_partitions: int) -> np.ndarray:
+def partitions_for_keys(keys: pa.Array[Any], num_partitions: int) -> npt.NDArray[np.int32]:
     """Partition of every key (int32 array), without a per-row Python loop."""
     hashed = murmur2_array(keys).astype(np.int64) & 0x7FFFFFFF
     return (hashed % num_partitions).astype(np.int32)

@@ -22,6 +22,10 @@ metadata refresh where the error asks for it, until ``delivery_timeout_ms``; the
 futures fail with the last error.  The backoff starts at 50 ms and doubles up to 200 ms, so
 after a leader fails the client finds the new leader within ~200 ms of its election.
 
+Time: the ``clock`` given (default ``SystemClock``) stamps record timestamps (``wall_ms``)
+and measures linger, retry backoff and the delivery and flush deadlines (``monotonic_ms``);
+the waits between two looks at it are real time (at most ``linger_ms``, a backoff, or 1 s).
+
 Thread-safety: ``send``, ``send_batch`` and ``flush`` may be called from many threads.
 """
 from __future__ import annotations
@@ -31,7 +35,6 @@ import itertools
 import logging
 import random
 import threading
-import time
 from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
@@ -147,6 +150,7 @@ class Producer:
         at once for an unknown topic or partition; delivery errors go to the future.
         """
         info = self._topic(topic)
+        payload: pa.RecordBatch | bytes | bytearray | memoryview | None  # what the open batch keeps
         if info.kind == "typed":
             if not isinstance(value, Mapping):
                 raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
@@ -154,20 +158,22 @@ class Producer:
                 parts = [value.get(c) for c in info.key_columns]
                 key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
             try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
-                value = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
+                payload = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
                 raise errors.SchemaMismatchError(f"row does not fit topic {topic!r}: {exc}") from None
-            size = 16 + value.nbytes
+            size = 16 + payload.nbytes
         else:
             if isinstance(value, str):
-                value = value.encode()
-            elif value is not None and not isinstance(value, (bytes, bytearray, memoryview)):
+                payload = value.encode()
+            elif value is None or isinstance(value, (bytes, bytearray, memoryview)):
+                payload = value
+            else:
                 raise errors.SchemaMismatchError(f"a bytes topic takes bytes or str values, got {type(value).__name__}")
             if isinstance(key, str):
                 key = key.encode()
             if headers is not None:
                 headers = check_headers(headers)
-            size = 24 + (len(value) if value is not None else 0) + (len(key) if key is not None else 0)
+            size = 24 + (len(payload) if payload is not None else 0) + (len(key) if key is not None else 0)
         n = info.num_partitions
         sticky = False
         if partition is None:
@@ -185,10 +191,10 @@ class Producer:
             slot = (topic, partition)
             batch = self._open.get(slot)
             if batch is None:
-                batch = self._open[slot] = OpenBatch(created=time.monotonic())
+                batch = self._open[slot] = OpenBatch(created=self._now_s())
                 self._lock.notify()
             batch.keys.append(key if not isinstance(key, str) else key.encode())
-            batch.values.append(value)
+            batch.values.append(payload)
             batch.headers.append(headers)
             batch.timestamps.append(ts)
             batch.size += size
@@ -240,10 +246,10 @@ class Producer:
                 batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
         for (topic, partition), batch in batches.items():
             self._ship_open(topic, partition, batch)
-        deadline = None if timeout is None else time.monotonic() + timeout
+        deadline = None if timeout is None else self._now_s() + timeout
         with self._lock:
             while self._pending or self._closing:
-                remaining = None if deadline is None else deadline - time.monotonic()
+                remaining = None if deadline is None else deadline - self._now_s()
                 if remaining is not None and remaining <= 0:
                     raise errors.RequestTimeoutError(f"flush: {self._pending} batches still unacknowledged")
                 self._lock.wait(remaining)
@@ -266,6 +272,11 @@ class Producer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _now_s(self) -> float:
+        """The injected clock's monotonic time in seconds: linger, retry backoff, delivery
+        and flush deadlines are all measured on it."""
+        return self._clock.monotonic_ms() / 1000
 
     # -- partitioning and framing ---------------------------------------------------------
 
@@ -343,7 +354,7 @@ class Producer:
                      *, sticky: bool, group: FutureGroup | None = None,
                      first_seq: int | None = None, producer_id: int = -1) -> "list[Future[tuple[int, int]]]":
         futures: list[Future[tuple[int, int]]] = []
-        deadline = time.monotonic() + self._delivery_timeout_s
+        deadline = self._now_s() + self._delivery_timeout_s
         request: list[Shipment] = []
         size = 0
         if first_seq is None:
@@ -418,12 +429,12 @@ class Producer:
                 self._failed(shipment, errors.BrokerNotAvailableError(str(exc)))
             return
         for shipment, result in zip(shipments, response.partitions):
-            error = error_from_pb(result.error)
-            if error is None:
+            failure = error_from_pb(result.error)
+            if failure is None:
                 shipment.resolve(result.base_offset)
                 self._settled(1)
             else:
-                self._failed(shipment, error)
+                self._failed(shipment, failure)
 
     def _settled(self, count: int) -> None:
         with self._lock:
@@ -432,13 +443,13 @@ class Producer:
 
     def _failed(self, shipment: Shipment, error: SparkLogError) -> None:
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
-        if retriable and time.monotonic() < shipment.deadline:
+        if retriable and self._now_s() < shipment.deadline:
             if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
                 self._cluster.forget(shipment.topic)
             shipment.attempts += 1
             delay = min(_RETRY_BACKOFF_S * 2 ** min(shipment.attempts - 1, 5), _RETRY_BACKOFF_MAX_S)
             with self._lock:
-                heapq.heappush(self._retries, (time.monotonic() + delay, shipment.seq, shipment))
+                heapq.heappush(self._retries, (self._now_s() + delay, shipment.seq, shipment))
                 self._lock.notify_all()
             return
         shipment.fail(error)
@@ -454,7 +465,7 @@ class Producer:
             with self._lock:
                 if self._closed and not self._open and not self._retries:
                     return
-                now = time.monotonic()
+                now = self._now_s()
                 wake = now + 1.0
                 for slot, batch in list(self._open.items()):
                     if now - batch.created >= self._linger_s:

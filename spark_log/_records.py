@@ -4,8 +4,12 @@
 - ``conform``: a user's table or batch -> the topic's current schema, or
   ``SchemaMismatchError`` naming the difference (bytes topics accept ``value`` alone, str
   for binary, and fill ``key``/``headers``/``timestamp``).
-- ``frame_records``: decoded frames -> consumer batches with the reserved columns
+- ``widen``: a batch written with an older compatible schema, read as the current one.
+- ``add_reserved_columns``: decoded frames -> consumer batches with the reserved columns
   ``topic``, ``partition``, ``offset``, ``timestamp`` appended.
+
+The bytes-topic layout (``BYTES_SCHEMA``, ``HEADERS_TYPE``) and the schema codecs are the
+kernel's: ``spark_log.schemas``.
 """
 from __future__ import annotations
 
@@ -13,62 +17,24 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .errors import SchemaMismatchError
+from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
 __all__ = [
     "BYTES_SCHEMA",
     "HEADERS_TYPE",
     "bytes_batch",
     "conform",
-    "schema_from_bytes",
-    "schema_to_bytes",
+    "widen",
     "add_reserved_columns",
 ]
 
-HEADERS_TYPE = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 
-
-def _bytes_schema() -> pa.Schema:
-    try:
-        from .schemas import BYTES_SCHEMA as schema
-
-        return schema
-    except ImportError:  # storage's module not there yet: the same layout
-        return pa.schema([
-            pa.field("key", pa.binary(), nullable=True),
-            pa.field("value", pa.binary()),
-            pa.field("headers", HEADERS_TYPE),
-            pa.field("timestamp", pa.timestamp("ms")),
-        ])
-
-
-BYTES_SCHEMA = _bytes_schema()
-
-
-def schema_to_bytes(schema: pa.Schema) -> bytes:
-    try:
-        from .schemas import schema_to_bytes as to_bytes
-
-        return to_bytes(schema)
-    except ImportError:
-        return schema.serialize().to_pybytes()
-
-
-def schema_from_bytes(data: bytes) -> pa.Schema:
-    try:
-        from .schemas import schema_from_bytes as from_bytes
-
-        return from_bytes(data)
-    except ImportError:
-        return pa.ipc.read_schema(pa.py_buffer(data))
-
-
-def _headers_array(headers: list[Any]) -> pa.Array:
+def _headers_array(headers: list[Any]) -> pa.Array[Any]:
     if headers.count(None) == len(headers):
         return pa.nulls(len(headers), HEADERS_TYPE)
-    rows = []
+    rows: list[list[dict[str, Any]] | None] = []
     for h in headers:
         if h is None:
             rows.append(None)
@@ -104,7 +70,7 @@ def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:
     raise SchemaMismatchError(f"expected a pyarrow Table or RecordBatch, got {type(data).__name__}")
 
 
-def _binary(column: pa.ChunkedArray, name: str) -> pa.ChunkedArray:
+def _binary(column: pa.ChunkedArray[Any], name: str) -> pa.ChunkedArray[Any]:
     if pa.types.is_binary(column.type):
         return column
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type):
@@ -146,7 +112,7 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema, *, kind: str, no
                     else:
                         raise SchemaMismatchError(f"column 'timestamp' must be a timestamp or int64 ms, got {column.type}")
                     if column.null_count:
-                        column = pc.fill_null(column, pa.scalar(now_ms, pa.timestamp("ms")))
+                        column = column.fill_null(pa.scalar(now_ms, pa.timestamp("ms")))
                 elif field.name == "headers" and not column.type.equals(field.type):
                     try:
                         column = column.cast(field.type)
@@ -188,7 +154,7 @@ def widen(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 
 def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
-                         offsets: pa.Array, timestamps: pa.Array | None) -> pa.RecordBatch:
+                         offsets: pa.Array[Any], timestamps: pa.Array[Any] | None) -> pa.RecordBatch:
     """``batch`` plus ``topic``, ``partition``, ``offset`` and (unless present) ``timestamp``."""
     n = batch.num_rows
     names = list(batch.schema.names)

@@ -28,9 +28,13 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from .errors import InvalidConfigError, SparkLogError
+
+if TYPE_CHECKING:  # the commands import the clients lazily (a fast `spark-log --help`)
+    from ._admin import Admin
+    from ._consumer import ConsumerRecord
 
 __all__ = ["main"]
 
@@ -128,11 +132,11 @@ def _topics(args: argparse.Namespace) -> int:
             print(f"topic {d.name}  id {d.topic_id}  kind {d.kind}  partitions {d.num_partitions}  "
                   f"replication factor {d.replication_factor}")
             if d.kind == "typed":
-                keys = f"  (keys: {', '.join(d.key_columns)})" if d.key_columns else ""
+                key_note = f"  (keys: {', '.join(d.key_columns)})" if d.key_columns else ""
                 if d.schema is None:
-                    print("schema: none yet (set by the first write or register_schema)" + keys)
+                    print("schema: none yet (set by the first write or register_schema)" + key_note)
                 else:
-                    print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema) + keys)
+                    print("schema: " + ", ".join(f"{f.name}: {f.type}" for f in d.schema) + key_note)
             for line in partition_table([(d.name, p) for _, p in sorted(d.partitions.items())], with_topic=False):
                 print("  " + line)
             defaults = _default_topic_config()
@@ -144,7 +148,7 @@ def _topics(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe_partitions(admin: Any, args: argparse.Namespace) -> None:
+def _describe_partitions(admin: Admin, args: argparse.Namespace) -> None:
     """``describe --under-replicated`` (table or JSON list) and ``describe NAME --json``.
     Exit code 0 whether or not any partition is under-replicated."""
     from ._cli_describe import partition_json, partition_table, topic_json
@@ -237,7 +241,7 @@ def _consume(args: argparse.Namespace) -> int:
     return 0
 
 
-def _render(record: Any, print_key: bool) -> str:
+def _render(record: ConsumerRecord, print_key: bool) -> str:
     if isinstance(record.value, dict):
         return json.dumps(record.value, default=str)
     value = record.value.decode(errors="replace") if record.value is not None else "null"

@@ -33,15 +33,22 @@ from pathlib import Path
 import grpc
 
 from spark_log import errors
-from spark_log._client import Cluster
 from spark_log.errors import SparkLogError
 from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import broker_pb2_grpc as rpc
 
 __all__ = ["LocalCluster", "main"]
 
 HOST = "127.0.0.1"
 STATE_FILE = "cluster.json"
 BOOTSTRAP_FILE = "bootstrap"
+# as the clients' channels: no message size limit (a metadata answer names every topic and
+# its schemas), no gRPC-level retries (a health probe that fails is asked again next round)
+_PROBE_CHANNEL_OPTIONS = (
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.enable_retries", 0),
+)
 
 
 def _free_ports(count: int) -> list[int]:
@@ -181,13 +188,13 @@ class LocalCluster:
         wanted = sorted(n.node_id for n in self.nodes)
         for node in self.nodes:
             address = f"{HOST}:{node.port}"
-            cluster = Cluster(address, request_timeout_s=2.0)
+            channel = grpc.insecure_channel(address, options=_PROBE_CHANNEL_OPTIONS)
             try:
-                response = cluster.broker(address).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
+                response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
             except grpc.RpcError as exc:
                 return f"node {node.node_id}: {errors.from_rpc_error(exc, address=address)}"
             finally:
-                cluster.close()
+                channel.close()
             live = sorted(b.broker_id for b in response.brokers if not b.fenced)
             if live != wanted or response.controller_id < 0:
                 return (f"node {node.node_id} sees live brokers {live}, controller {response.controller_id}, "

@@ -15,7 +15,7 @@ from typing import Callable
 
 from brokers.controller.client import ControllerClient
 from brokers.metadata.image import MetadataImage
-from spark_log._records import schema_from_bytes
+from spark_log.schemas import schema_from_bytes
 from spark_log.config import TopicConfig
 from spark_log.errors import (
     InvalidPartitionsError,

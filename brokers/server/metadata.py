@@ -10,7 +10,7 @@ import threading
 import pyarrow as pa
 
 from brokers.metadata.image import MetadataImage, PartitionInfo, TopicImage
-from spark_log._records import schema_to_bytes
+from spark_log.schemas import schema_to_bytes
 from spark_log.errors import UnknownTopicOrPartitionError
 from spark_log.proto import broker_pb2 as pb
 

@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from brokers.metadata.image import TopicImage
-from spark_log._pushdown import deserialize_filter
+from spark_log.filters import deserialize_filter
 from spark_log.errors import CorruptRecordError, InvalidRequestError, SchemaMismatchError
 from spark_log.frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames
 

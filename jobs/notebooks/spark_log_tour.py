@@ -37,6 +37,9 @@ if "__file__" in globals():  # a plain script: make the repo importable here and
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql.streaming.query import StreamingQuery  # noqa: E402
+
 from brokers.launcher.local import LocalCluster  # noqa: E402
 from connectors.session import local_session, register  # noqa: E402
 from jobs.demo import CLICK_SCHEMA, click_events, stop_between_batches, wait_topic_known, window_counts  # noqa: E402
@@ -50,6 +53,7 @@ if not bootstrap:
     started_here = not all(alive for *_, alive in local.status())
     bootstrap = local.up(timeout_s=120)
 
+spark: SparkSession  # Databricks defines it; a plain script makes it below
 if "spark" in globals():  # Databricks: the notebook's session
     register(spark)  # noqa: F821
 else:
@@ -97,17 +101,23 @@ reader = (window_counts(events).writeStream.outputMode("complete").format("memor
           .option("checkpointLocation", str(work / "reader")).trigger(processingTime="1 second").start())
 
 
-def wait_for_batches(query, count, timeout_s=180.0):
+def wait_for_batches(query: StreamingQuery, count: int, timeout_s: float = 180.0) -> None:
     """Until ``query`` has completed ``count`` more micro-batches."""
-    first = (query.lastProgress or {}).get("batchId", -1)
+
+    def last_batch() -> int:
+        progress = query.lastProgress
+        return progress.batchId if progress is not None else -1
+
+    first = last_batch()
     deadline = time.monotonic() + timeout_s
-    while (query.lastProgress or {}).get("batchId", -1) < first + count:
+    while last_batch() < first + count:
         if query.exception() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"{query.name or 'writer'} is not progressing: {query.exception()}")
         time.sleep(0.5)
     progress = query.lastProgress
-    print(f"batch {progress['batchId']}: {progress['numInputRows']} rows, "
-          f"{progress['processedRowsPerSecond']:.0f} rows/s processed")
+    assert progress is not None
+    print(f"batch {progress.batchId}: {progress.numInputRows} rows, "
+          f"{progress.processedRowsPerSecond:.0f} rows/s processed")
 
 
 wait_for_batches(writer, 3)

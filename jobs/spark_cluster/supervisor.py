@@ -139,8 +139,7 @@ def _exec_child(argv: list[str]) -> int:
     ask_parent_death_signal(signal.SIGTERM)
     if os.getppid() != parent:  # the parent died before the request took effect
         return 1
-    os.execvp(argv[3], argv[3:])
-    return 127  # not reached
+    os.execvp(argv[3], argv[3:])  # does not return (raises OSError if it cannot exec)
 
 
 if __name__ == "__main__":

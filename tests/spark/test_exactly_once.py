@@ -64,7 +64,7 @@ def _total(admin: Any, topic: str) -> int:
 def test_reader_killed_and_restarted_reads_every_record_once(
     spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path
 ) -> None:
-    from connectors import client
+    from spark_log import Producer
 
     topic = topic_name()
     admin.create_topic(topic, partitions=2)
@@ -74,7 +74,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
     errors: list[BaseException] = []
 
     def produce() -> None:
-        producer = client._clients().Producer(log_cluster.bootstrap)
+        producer = Producer(log_cluster.bootstrap)
         try:
             chunk = 0
             while not stop.is_set() and chunk < 80:

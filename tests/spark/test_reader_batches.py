@@ -10,7 +10,8 @@ from typing import Any, Callable
 import pyarrow as pa
 
 from connectors.options import ReaderOptions
-from connectors.reader import COALESCE_ROWS, RangePartition, read_range
+from connectors.plan import RangePartition
+from connectors.reader import COALESCE_ROWS, read_range
 from connectors.schema_mapping import spark_arrow_schema
 from connectors.source import build_plan
 

@@ -1,30 +1,17 @@
-"""The public surface and the dependency direction (DESIGN.md section 2)."""
+"""The public surface: ``spark_log``'s exports and the shared kernel's modules (the
+dependency direction and the import structure: ``test_imports.py``)."""
 from __future__ import annotations
 
-import ast
+import importlib
 from pathlib import Path
 
 import pytest
 
 import spark_log
 
+from .test_imports import KERNEL
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _imports(package: str) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {}
-    for path in sorted((ROOT / package).rglob("*.py")):
-        if path.name.endswith("_pb2.py") or path.name.endswith("_pb2_grpc.py"):
-            continue
-        tree = ast.parse(path.read_text(), filename=str(path))
-        names: set[str] = set()
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                names.update(alias.name.split(".")[0] for alias in node.names)
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
-        found[str(path.relative_to(ROOT))] = names
-    return found
 
 
 def test_all_names_exist_and_are_sorted() -> None:
@@ -37,34 +24,31 @@ def test_no_private_names_leak_into_all() -> None:
     assert not [name for name in spark_log.__all__ if name.startswith("_")]
 
 
-@pytest.mark.parametrize(
-    ("package", "forbidden"),
-    [
-        ("spark_log", {"brokers", "connectors", "jobs", "pyspark"}),
-        ("brokers", {"connectors", "jobs", "pyspark"}),
-        ("connectors", {"brokers", "jobs"}),
-    ],
-)
-def test_dependencies_point_one_way(package: str, forbidden: set[str]) -> None:
-    offenders = {path: sorted(names & forbidden) for path, names in _imports(package).items() if names & forbidden}
-    assert not offenders, f"{package} must not import {sorted(forbidden)}: {offenders}"
+@pytest.mark.parametrize("name", [k for k in KERNEL if k != "spark_log.proto"])
+def test_kernel_modules_are_public_with_explicit_exports(name: str) -> None:
+    """The shared kernel (brokers and connectors build on it): public modules, each with an
+    ``__all__`` of names it defines, none private."""
+    module = importlib.import_module(name)
+    exported = getattr(module, "__all__", None)
+    assert exported, f"{name} has no __all__"
+    missing = [n for n in exported if not hasattr(module, n)]
+    assert not missing, f"{name}.__all__ names what it does not define: {missing}"
+    assert not [n for n in exported if n.startswith("_")]
 
 
-def test_connectors_use_only_public_spark_log_names() -> None:
-    """The connector is a client like any other: no ``spark_log._private`` module."""
-    offenders: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "connectors").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            modules = []
-            if isinstance(node, ast.Import):
-                modules = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-            private = [m for m in modules if m.startswith("spark_log.") and any(
-                part.startswith("_") for part in m.split(".")[1:])]
-            if private:
-                offenders.setdefault(str(path.relative_to(ROOT)), []).extend(private)
-    assert not offenders, f"connectors must import only public spark_log names: {offenders}"
+@pytest.mark.parametrize("service", ["broker", "controller", "raft"])
+def test_kernel_holds_the_generated_protocol(service: str) -> None:
+    messages = importlib.import_module(f"spark_log.proto.{service}_pb2")
+    stubs = importlib.import_module(f"spark_log.proto.{service}_pb2_grpc")
+    assert messages.DESCRIPTOR.package and [name for name in dir(stubs) if name.endswith("Stub")]
+
+
+def test_wire_format_and_schema_codecs_are_in_the_kernel() -> None:
+    """What brokers decode lives in public modules (they must not import the clients)."""
+    from spark_log import filters, schemas
+
+    assert {"filter_schema", "serialize_filter", "deserialize_filter"} <= set(filters.__all__)
+    assert {"schema_to_bytes", "schema_from_bytes", "BYTES_SCHEMA", "HEADERS_TYPE"} <= set(schemas.__all__)
 
 
 def test_partitioner_is_public() -> None:

@@ -5,7 +5,8 @@ import pyarrow as pa
 import pytest
 
 from connectors.options import ReaderOptions
-from connectors.reader import ReadPlan, fetch_projection
+from connectors.plan import ReadPlan
+from connectors.reader import fetch_projection
 from connectors.schema_mapping import bytes_source_schema, data_columns, project, typed_source_schema
 
 _TYPED = pa.schema([("id", pa.int64()), ("name", pa.string()), ("blob", pa.binary())])

@@ -9,7 +9,7 @@ from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In,
 from connectors.filters import push_filters
 from connectors.offsets import TopicPartition as TP
 from connectors.options import ReaderOptions
-from connectors.reader import ReadPlan
+from connectors.plan import ReadPlan
 from connectors.schema_mapping import bytes_source_schema, typed_source_schema
 
 

@@ -1,7 +1,6 @@
 """client.read_range over an in-memory consumer: exact ranges, data loss, no progress."""
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ class _Log:
         self.log_start, self.end = log_start, end
 
 
-def _module(log: _Log) -> Any:
+def _consumer_class(log: _Log) -> Any:
     class Consumer:
         def __init__(self, *_: Any, **__: Any) -> None:
             self.pos = 0
@@ -49,11 +48,11 @@ def _module(log: _Log) -> Any:
         def close(self) -> None:
             pass
 
-    return types.SimpleNamespace(Consumer=Consumer)
+    return Consumer
 
 
 def _offsets(monkeypatch: pytest.MonkeyPatch, log: _Log, r: OffsetRange, **options: str) -> list[int]:
-    monkeypatch.setattr(client, "_clients", lambda: _module(log))
+    monkeypatch.setattr(client, "Consumer", _consumer_class(log))
     o = ReaderOptions.parse({"subscribe": "t", **options})
     return [x for b in client.read_range(o, r, columns=None) for x in b.column("offset").to_pylist()]
 

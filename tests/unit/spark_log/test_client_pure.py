@@ -11,9 +11,10 @@ import pytest
 
 from spark_log._client import resolve_bootstrap
 from spark_log._futures import FutureGroup
-from spark_log._pushdown import deserialize_filter, filter_schema, serialize_filter, to_expression
+from spark_log._pushdown import to_expression
 from spark_log._records import BYTES_SCHEMA, conform
 from spark_log.errors import InvalidConfigError, InvalidRequestError, SchemaMismatchError
+from spark_log.filters import deserialize_filter, filter_schema, serialize_filter
 
 
 def test_bootstrap_order(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
