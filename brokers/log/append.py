@@ -24,8 +24,7 @@ Thread-safety: pure functions over the caller's buffers; a ``CheckedFrames`` is 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, NamedTuple
 
 from spark_log.errors import CorruptRecordError, InvalidRequestError, RecordTooLargeError
 from spark_log.frame import FrameHeader, frame_body, leader_header, verify_frame
@@ -42,8 +41,7 @@ FrameInfo = tuple[int, int, int, int]
 _KEY = object()  # only check_frames holds it: nothing else can make CheckedFrames
 
 
-@dataclass(frozen=True, slots=True)
-class Checked:
+class Checked(NamedTuple):
     """One checked frame of a request: where it lies and its header."""
 
     position: int

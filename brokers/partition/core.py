@@ -46,8 +46,9 @@ from spark_log.frame import FrameHeader
 
 from .divergence import epoch_of_last_record, follower_truncation_offset, leader_check
 from .messages import (
+    APPEND,
     NO_LEADERSHIP,
-    Append,
+    SEQUENCE_GAP,
     Diverging,
     Duplicate,
     FetchPosition,
@@ -59,7 +60,6 @@ from .messages import (
     LogEnds,
     PartitionOffsets,
     ProduceDecision,
-    SequenceGap,
     Isolation,
 )
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerRun, ProducerStateTable, Verdict
@@ -166,10 +166,10 @@ class PartitionCore:
                 f"(acks=all refused)")
         check = self._producers.check(run.producer_id, run.producer_epoch, run.first_sequence, run.record_count)
         if check.verdict is Verdict.GAP:
-            return SequenceGap()
+            return SEQUENCE_GAP
         if check.verdict is Verdict.DUPLICATE:
             return Duplicate(check.first_offset, check.last_offset)
-        return Append()
+        return APPEND
 
     def sequence_gap_error(self, run: ProducerRun) -> OutOfOrderSequenceError:
         """The error for a gap that did not close in time."""

@@ -1,6 +1,8 @@
 """The partition unit's typed values: what goes into ``PartitionCore`` / ``Partition`` and
-what comes out.  All frozen, plain data (ints, tuples, bytes): a simulation can build
-them, compare them and print them.
+what comes out.  All immutable, plain data (ints, tuples, bytes): a simulation can build
+them, compare them and print them.  The ones made per request on the hot paths (produce,
+fetch, follower fetch) are ``NamedTuple``s, which cost a fifth of a frozen dataclass to
+make; the rest are frozen dataclasses.
 
 Offsets are record offsets; times are milliseconds (``*_ms``); epochs are leader epochs
 unless named otherwise; ``-1`` means "none / unknown" where a field says so.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from brokers.log.results import ReadResult
 
@@ -16,7 +19,7 @@ from .replica_state import ReplicaView
 
 __all__ = [
     "LeaderAndIsr", "Leadership", "NO_LEADERSHIP", "LogEnds", "PartitionOffsets", "PartitionRead", "Isolation",
-    "Append", "Duplicate", "SequenceGap", "ProduceDecision", "AppendOutcome",
+    "Append", "APPEND", "Duplicate", "SequenceGap", "SEQUENCE_GAP", "ProduceDecision", "AppendOutcome",
     "FollowerFetch", "Diverging", "FollowerFetchDecision", "FollowerFetchAnswer", "FetchPosition", "FetchedData",
     "IsrChange", "ReplicationView",
 ]
@@ -49,16 +52,14 @@ class Leadership:
 NO_LEADERSHIP = Leadership(leader_id=None, leader_epoch=0, is_leader=False)
 
 
-@dataclass(frozen=True, slots=True)
-class LogEnds:
+class LogEnds(NamedTuple):
     """Log facts the core decides with: first offset still stored, next offset (LEO)."""
 
     log_start_offset: int
     log_end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionOffsets:
+class PartitionOffsets(NamedTuple):
     """Offsets read together under the partition's lock.  ``last_stable_offset`` equals
     ``high_watermark`` until transactions exist."""
 
@@ -75,8 +76,7 @@ class Isolation(enum.Enum):
     READ_COMMITTED = 1
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionRead:
+class PartitionRead(NamedTuple):
     """A consumer read: whole frames (``result``) and the offsets at the time of the read."""
 
     result: ReadResult
@@ -87,7 +87,10 @@ class PartitionRead:
 
 @dataclass(frozen=True, slots=True)
 class Append:
-    """Produce decision: append the entry."""
+    """Produce decision: append the entry (one instance: ``APPEND``)."""
+
+
+APPEND = Append()
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,14 +104,17 @@ class Duplicate:
 @dataclass(frozen=True, slots=True)
 class SequenceGap:
     """Produce decision: an earlier sequence of this producer has not arrived yet; wait for
-    it (pipelined requests can arrive out of order), then ask again."""
+    it (pipelined requests can arrive out of order), then ask again (one instance:
+    ``SEQUENCE_GAP``)."""
+
+
+SEQUENCE_GAP = SequenceGap()
 
 
 ProduceDecision = Append | Duplicate | SequenceGap
 
 
-@dataclass(frozen=True, slots=True)
-class AppendOutcome:
+class AppendOutcome(NamedTuple):
     """An acknowledged produce entry: its offsets (the original ones for a duplicate), the
     log start and high watermark after it, and the leader epoch it was appended (or found)
     in, which an acks=all wait must still lead in."""
@@ -123,8 +129,7 @@ class AppendOutcome:
 
 # -- replication: the leader's side -----------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class FollowerFetch:
+class FollowerFetch(NamedTuple):
     """One partition of a follower's fetch: its LEO (``fetch_offset``), the epoch of its last
     record (-1: empty log) and the leader epoch it follows (-1: not checked)."""
 
@@ -134,8 +139,7 @@ class FollowerFetch:
     last_fetched_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class Diverging:
+class Diverging(NamedTuple):
     """The leader's diverging-epoch hint (KIP-320/595): its largest epoch <= the follower's
     last fetched epoch and where that epoch ends in the leader's log."""
 
@@ -143,8 +147,7 @@ class Diverging:
     end_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerFetchDecision:
+class FollowerFetchDecision(NamedTuple):
     """The core's answer to a follower fetch: ``diverging`` (send no records), or send from
     ``fetch_offset``; ``high_watermark`` after the fetch was counted; ``hw_grew`` (wake
     acks=all waiters and long polls); ``expand_candidate`` (the follower may rejoin the ISR:
@@ -156,8 +159,7 @@ class FollowerFetchDecision:
     expand_candidate: bool = False
 
 
-@dataclass(frozen=True, slots=True)
-class FollowerFetchAnswer:
+class FollowerFetchAnswer(NamedTuple):
     """The shell's answer: the decision plus the records read (whole frames from
     ``fetch_offset``, not capped by the HW) and the offsets at the time."""
 
@@ -171,8 +173,7 @@ class FollowerFetchAnswer:
 
 # -- replication: the follower's side ---------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class FetchPosition:
+class FetchPosition(NamedTuple):
     """What a follower asks its leader for: ``fetch_offset`` (its LEO), the epoch of its last
     record, the leader epoch it follows and its log start."""
 
@@ -182,8 +183,7 @@ class FetchPosition:
     log_start_offset: int
 
 
-@dataclass(frozen=True, slots=True)
-class FetchedData:
+class FetchedData(NamedTuple):
     """The leader's answer for one partition: a diverging hint, or whole frames (possibly
     starting below the follower's LEO) and the leader's high watermark."""
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import enum
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 from spark_log.errors import DuplicateSequenceError, FencedEpochError, InvalidRequestError, OutOfOrderSequenceError
 from spark_log.frame import FrameHeader
@@ -48,8 +48,7 @@ DEFAULT_MAX_BATCHES = 1000
 PRODUCER_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default
 
 
-@dataclass(frozen=True, slots=True)
-class ProducerRun:
+class ProducerRun(NamedTuple):
     """The idempotence fields of one partition entry: ``record_count`` records from
     ``first_sequence`` (``producer_id`` < 0: not idempotent)."""
 

@@ -28,7 +28,7 @@ with ``NotLeaderError`` if this broker stopped leading in the epoch the entry wa
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
@@ -85,8 +85,7 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
     return check_frames(data, max_message_bytes=topic.config.max_message_bytes, rule=producer_rules, topic=topic.name)
 
 
-@dataclass(frozen=True, slots=True)
-class _Replicating:
+class _Replicating(NamedTuple):
     """An acks=all entry appended and waiting for the high watermark."""
 
     entry: pb.PartitionRecords

@@ -65,8 +65,8 @@ def clock() -> ThreadClock:
     return ThreadClock()
 
 
-def _open(directory: Path, clock: ManualClock, broker_id: int, **config: int) -> Partition:
-    return Partition(topic="t", partition=0, topic_id="id-t", directory=directory, config=TopicConfig(**config),
+def _open(directory: Path, clock: ManualClock, broker_id: int, config: TopicConfig | None = None) -> Partition:
+    return Partition(topic="t", partition=0, topic_id="id-t", directory=directory, config=config or TopicConfig(),
                      broker_id=broker_id, clock=clock)
 
 
@@ -120,7 +120,7 @@ def test_an_acks_all_wait_times_out_on_the_injected_clock(leader: Partition, clo
 
 
 def test_acks_all_below_min_insync_replicas_appends_nothing(tmp_path: Path, clock: ThreadClock) -> None:
-    partition = _open(tmp_path / "p", clock, ME, min_insync_replicas=2)
+    partition = _open(tmp_path / "p", clock, ME, TopicConfig(min_insync_replicas=2))
     try:
         partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=1, replicas=(ME, FOLLOWER), isr=(ME,)),
                          config=partition.config)
@@ -153,7 +153,7 @@ def test_checked_frames_come_only_from_check_frames() -> None:
     with pytest.raises(TypeError, match="check_frames"):
         CheckedFrames(object(), checked.view, checked.frames, None)
     with pytest.raises(AttributeError):
-        checked.frames = ()  # type: ignore[misc]  # immutable on purpose
+        checked.frames = ()
     with pytest.raises(CorruptRecordError):
         _checked(_frame(1)[:-1])
 
