@@ -6,23 +6,27 @@ One process = one gRPC server on ``host:port`` carrying every service of the nod
   ``process_roles`` (the node must then be in ``controller_quorum_voters``), else an
   observer that only fetches the metadata log;
 - ``ControllerService`` on voters, backed by the ``QuorumController`` state machine;
-- the broker's services when ``"broker"`` is in ``process_roles``: registered by the
-  broker part through *service registrars* (below);
+- the broker's services when ``"broker"`` is in ``process_roles``: added by *service
+  registrars* (below); ``main`` (``python -m brokers.node``) passes the broker part's
+  (``brokers.server.register``);
 - for brokers, a ``BrokerHeartbeater`` that registers the broker with the active
   controller (a new incarnation per process start) and keeps its lease.
 
-Broker-part hook.  A registrar is ``fn(node) -> stop | None``: it is called once in
+Service registrars.  A registrar is ``fn(node) -> stop | None``: it is called once in
 ``start()``, after the metadata listener, Raft node and controller client exist and
 before the server starts, so it can add gRPC services to ``node.server`` and publishers
 to ``node.metadata``; the returned callable (if any) runs first in ``stop()``.
-Registrars come from ``Node.add_service_registrar(fn)`` and, for brokers, from
-``brokers.server.register`` if that module exists (its absence is not an error).
+Registrars are given explicitly: ``Node(config, registrars=[...])`` or
+``Node.add_service_registrar(fn)``.  The node itself knows no broker part; the entry point
+(``main``) wires it: ``brokers.server.register`` on broker nodes, which takes the node as a
+``brokers.server.BrokerHost`` (so the dependency points one way: node -> server).
 
 Useful attributes once started: ``server``, ``port``, ``address`` ("host:port"),
 ``metadata`` (``MetadataListener``: ``image``, ``add_publisher``, ``wait_for``),
 ``raft``, ``controller`` (voters only, else None), ``controller_client``
 (``ControllerClient`` over the voters), ``heartbeater`` (brokers only: ``broker_epoch``,
-``incarnation``), ``data_dir`` (the metadata log lives in ``data_dir/metadata``).
+``incarnation``), ``data_dir`` (the metadata log lives in ``data_dir/metadata``);
+``broker_epoch()`` and ``metadata_floor()`` read the heartbeater (-1 / None before it answered).
 
 Voters: ``controller_quorum_voters`` as "id@host:port"; empty means a single-node quorum
 of this node at its own address.  A voter listens on its voter entry's port when
@@ -42,7 +46,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import grpc
 
@@ -53,6 +57,7 @@ from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
 from brokers.raft.driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS
+from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
 from spark_log.errors import InvalidConfigError, SparkLogError
@@ -76,18 +81,6 @@ def _warm_up_arrow() -> None:
     pa.array([b""], type=pa.binary())
 
 
-def _broker_part_registrar() -> ServiceRegistrar | None:
-    """``brokers.server.register`` if the broker part is installed, else None."""
-    try:
-        import brokers.server as broker_server
-    except ModuleNotFoundError as exc:
-        if exc.name in ("brokers.server",):
-            return None
-        raise
-    registrar = getattr(broker_server, "register", None)
-    return registrar if callable(registrar) else None
-
-
 class Node:
     """One spark-log process (see the module docstring).  ``start``/``stop`` from one thread."""
 
@@ -98,6 +91,7 @@ class Node:
         clock: Clock | None = None,
         rng: random.Random | None = None,
         transport_filter: Callable[[int, int], bool] | None = None,
+        registrars: Sequence[ServiceRegistrar] = (),
     ) -> None:
         self.config = config
         self.clock: Clock = clock or SystemClock()
@@ -118,7 +112,7 @@ class Node:
                 "a broker-only node needs controller_quorum_voters that do not include itself",
                 key="controller_quorum_voters",
             )
-        self._registrars: list[ServiceRegistrar] = []
+        self._registrars: list[ServiceRegistrar] = list(registrars)
         self._closers: list[Callable[[], None]] = []
         self.server: grpc.Server | None = None
         self.port: int | None = None
@@ -129,7 +123,6 @@ class Node:
         self.raft: RaftNode | None = None
         self.controller_client: ControllerClient | None = None
         self.heartbeater: BrokerHeartbeater | None = None
-        self.broker_server: object | None = None  # set by the broker part's registrar
         self._started = False
 
     def add_service_registrar(self, registrar: ServiceRegistrar) -> None:
@@ -137,6 +130,18 @@ class Node:
         if self._started:
             raise RuntimeError("add service registrars before Node.start()")
         self._registrars.append(registrar)
+
+    def broker_epoch(self) -> int:
+        """This broker's registration epoch; -1 until the controller registered it."""
+        heartbeater = self.heartbeater
+        epoch = heartbeater.broker_epoch if heartbeater is not None else None
+        return epoch if epoch is not None else -1
+
+    def metadata_floor(self) -> int | None:
+        """The controller's metadata offset in this process's first heartbeat answer; None
+        until it came (a restarted broker serves nothing below it)."""
+        heartbeater = self.heartbeater
+        return heartbeater.first_metadata_offset if heartbeater is not None else None
 
     @property
     def port_file(self) -> Path:
@@ -183,11 +188,7 @@ class Node:
             controller_service.add_to_server(self.controller, self.server)
         self.controller_client = ControllerClient(self.voters)
 
-        registrars = list(self._registrars)
-        broker_part = _broker_part_registrar() if self.is_broker else None
-        if broker_part is not None:
-            registrars.append(broker_part)
-        for registrar in registrars:
+        for registrar in list(self._registrars):
             closer = registrar(self)
             if closer is not None:
                 self._closers.append(closer)
@@ -256,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_toml(BrokerConfig, args.config)
-        node = Node(config)
+        node = Node(config, registrars=[register_broker_part] if "broker" in config.process_roles else [])
     except SparkLogError as exc:
         print(f"spark-log: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,12 @@ record-batch message (encapsulated: continuation marker, flatbuffer metadata, bo
 The schema is not repeated; it is known by ``schema_id``.  Compression is Arrow IPC
 body compression, done once by the producer; brokers store and serve the bytes as
 they came and only rewrite ``base_offset`` and ``partition_leader_epoch``, which lie
-outside the CRC (as in Kafka), so the rewrite never recomputes it.
+outside the CRC (as in Kafka), so the rewrite never recomputes it.  The one exception is
+a ``LogAppendTime`` topic: the leader rewrites the timestamps and the attribute bit, and
+recomputes the CRC (``leader_header``).
+
+This module is the only place that knows the byte layout below: brokers stamp headers
+with ``set_offset_and_epoch`` / ``leader_header`` and slice bodies with ``frame_body``.
 
     offset size field
     0      8    base_offset              int64   offset of the first record
@@ -34,7 +39,7 @@ import enum
 import struct
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterator, Literal
 
 import crc32c as _crc32c
 import pyarrow as pa
@@ -54,6 +59,8 @@ __all__ = [
     "verify_frame",
     "iter_frames",
     "set_offset_and_epoch",
+    "leader_header",
+    "frame_body",
 ]
 
 MAGIC = b"SL"
@@ -61,8 +68,16 @@ VERSION = 1
 HEADER_SIZE = 64
 _HEADER = struct.Struct("<qii2sBBIHhiqqqii")
 assert _HEADER.size == HEADER_SIZE
-_OFFSET_EPOCH = struct.Struct("<qi")  # base_offset at 0, partition_leader_epoch at 12
+_BASE_OFFSET = struct.Struct("<q")  # at 0
+_EPOCH = struct.Struct("<i")  # at 12
+_EPOCH_AT = 12
+_CRC = struct.Struct("<I")  # at 20
+_CRC_AT = 20
 _CRC_START = 24
+_ATTRIBUTES = struct.Struct("<H")  # at 24
+_ATTRIBUTES_AT = 24
+_TIMESTAMPS = struct.Struct("<qq")  # first_timestamp, max_timestamp at 32
+_TIMESTAMPS_AT = 32
 
 ATTR_CODEC_MASK = 0x07
 ATTR_TRANSACTIONAL = 0x10
@@ -86,8 +101,9 @@ class Codec(enum.IntEnum):
         return mapping[text]
 
     @property
-    def arrow_name(self) -> str | None:
-        return {Codec.NONE: None, Codec.LZ4: "lz4", Codec.ZSTD: "zstd"}[self]
+    def arrow_name(self) -> Literal["lz4", "zstd"] | None:
+        names: dict[Codec, Literal["lz4", "zstd"] | None] = {Codec.NONE: None, Codec.LZ4: "lz4", Codec.ZSTD: "zstd"}
+        return names[self]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +212,7 @@ def encode_batch(
         base_sequence, schema_id,
     )
     crc = crc32c(memoryview(frame)[_CRC_START:])
-    struct.pack_into("<I", frame, 20, crc)
+    _CRC.pack_into(frame, _CRC_AT, crc)
     return bytes(frame)
 
 
@@ -250,8 +266,33 @@ def iter_frames(buf: bytes | bytearray | memoryview, *, verify: bool = True) -> 
 
 def set_offset_and_epoch(frame: bytearray | memoryview, base_offset: int, epoch: int, position: int = 0) -> None:
     """Rewrite a frame's base offset and leader epoch in place (the CRC stays valid)."""
-    struct.pack_into("<q", frame, position, base_offset)
-    struct.pack_into("<i", frame, position + 12, epoch)
+    _BASE_OFFSET.pack_into(frame, position, base_offset)
+    _EPOCH.pack_into(frame, position + _EPOCH_AT, epoch)
+
+
+def frame_body(buf: bytes | bytearray | memoryview, header: FrameHeader, position: int = 0) -> memoryview:
+    """The Arrow IPC message of the frame at ``position`` (everything after its header),
+    as a view of ``buf`` (no copy).  ``header`` is that frame's parsed header."""
+    return memoryview(buf)[position + HEADER_SIZE: position + header.frame_length]
+
+
+def leader_header(buf: bytes | bytearray | memoryview, header: FrameHeader, position: int = 0, *,
+                  base_offset: int, epoch: int, append_time_ms: int | None = None) -> bytearray:
+    """A copy of the header of the frame at ``position`` as a leader writes it: base offset
+    and leader epoch set (outside the CRC).  With ``append_time_ms`` (a ``LogAppendTime``
+    topic) both timestamps become it, the log-append-time attribute bit is set and the CRC
+    is recomputed over the new header's protected bytes and the unchanged body; the frame
+    is then ``leader_header(...) + frame_body(...)``.  ``header`` is the frame's parsed
+    (already verified) header; ``buf`` is not modified."""
+    head = bytearray(memoryview(buf)[position: position + HEADER_SIZE])
+    _BASE_OFFSET.pack_into(head, 0, base_offset)
+    _EPOCH.pack_into(head, _EPOCH_AT, epoch)
+    if append_time_ms is not None:
+        _ATTRIBUTES.pack_into(head, _ATTRIBUTES_AT, header.attributes | ATTR_LOG_APPEND_TIME)
+        _TIMESTAMPS.pack_into(head, _TIMESTAMPS_AT, append_time_ms, append_time_ms)
+        crc = _crc32c.crc32c(frame_body(buf, header, position), _crc32c.crc32c(bytes(head[_CRC_START:])))
+        _CRC.pack_into(head, _CRC_AT, int(crc))
+    return head
 
 
 def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa.Schema, *, verify: bool = False) -> pa.RecordBatch:

@@ -11,8 +11,9 @@ Directory layout (one directory per partition replica):
 Offsets are dense: frame ``i`` of the log starts where frame ``i - 1`` ended.  The log
 appends whole frames (Arrow IPC record batches behind spark_log.frame's 64-byte header)
 and serves them back as file bytes; it never decodes a record.  Per request the work is
-per frame: verify (CRC-32C), stamp offset and epoch into a 64-byte header copy, one
-``pwritev`` of headers plus the untouched bodies.
+per frame: stamp offset and epoch into a 64-byte header copy, one ``pwritev`` of headers
+plus the untouched bodies; the CRC-32C is verified once, by whoever made the
+``CheckedFrames`` (the produce path; ``check_frames`` here for raw bytes and followers).
 
 Durability: ``flush_messages`` (fsync once that many records are unflushed) and
 ``flush_ms`` (fsync on the first append or ``maybe_roll`` call once that long passed since
@@ -35,6 +36,7 @@ from spark_log.config import TopicConfig
 from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
 
 from . import append as _append
+from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
@@ -134,50 +136,57 @@ class PartitionLog:
 
     # --- appending -------------------------------------------------------------------
 
-    def append_as_leader(self, frames: bytes | bytearray | memoryview, *, leader_epoch: int) -> AppendInfo:
-        """Append producer frames: verified (CRC, ``max_message_bytes``), offsets assigned from
-        the LEO, ``leader_epoch`` stamped.  Raises ``CorruptRecordError``,
-        ``RecordTooLargeError``, ``InvalidRequestError`` (empty, bad epoch) or
-        ``FencedEpochError`` (``leader_epoch`` below the latest epoch in the log), and then
-        appends nothing.  ``StorageError`` if the disk fails (nothing appended either)."""
+    def append_as_leader(self, frames: CheckedFrames | bytes | bytearray | memoryview, *,
+                         leader_epoch: int) -> AppendInfo:
+        """Append producer frames: offsets assigned from the LEO, ``leader_epoch`` stamped.
+
+        ``CheckedFrames`` (``append.check_frames``, the produce path's validation) are
+        trusted: nothing is verified again.  Raw bytes are checked here first (CRC,
+        ``max_message_bytes``: ``CorruptRecordError``, ``RecordTooLargeError``,
+        ``InvalidRequestError`` for an empty or non-bytes request).  Raises
+        ``InvalidRequestError`` for a bad epoch and ``FencedEpochError`` when
+        ``leader_epoch`` is below the latest epoch in the log, and then appends nothing.
+        ``StorageError`` if the disk fails (nothing appended either)."""
         self._check_open()
         if not isinstance(leader_epoch, int) or isinstance(leader_epoch, bool) or not 0 <= leader_epoch < 2**31:
             raise InvalidRequestError(f"leader epoch must be an integer in [0, 2**31), got {leader_epoch!r}")
         latest = self._epochs.latest_epoch
         if latest is not None and leader_epoch < latest:
             raise FencedEpochError(f"leader epoch {leader_epoch} is below the log's latest epoch {latest}")
-        view, checked = _append.validate(frames, max_message_bytes=self._config.max_message_bytes)
+        checked = frames if isinstance(frames, CheckedFrames) else _append.check_frames(
+            frames, max_message_bytes=self._config.max_message_bytes)
         now_wall = self._clock.wall_ms() if self._config.message_timestamp_type == "LogAppendTime" else None
         first = self.log_end_offset
-        buffers, infos = _append.stamp_as_leader(view, checked, first_offset=first, epoch=leader_epoch, append_time_ms=now_wall)
-        self._write(buffers, infos, len(view))
+        buffers, infos = _append.stamp_as_leader(checked, first_offset=first, epoch=leader_epoch, append_time_ms=now_wall)
+        self._write(buffers, infos, len(checked.view))
         self._epochs.assign(leader_epoch, first)
         return self._after_append(infos)
 
     def append_as_follower(self, frames: bytes | bytearray | memoryview) -> AppendInfo:
         """Append frames copied from the leader as they are (offsets and epochs kept).
 
-        The first frame's base offset must be the LEO (else ``OffsetOutOfRangeError``), the
-        frames dense, and epochs must not go below the latest epoch (``InvalidRequestError``:
+        Every frame is verified (CRC; no size limit: the leader applied it).  The first
+        frame's base offset must be the LEO (else ``OffsetOutOfRangeError``), the frames
+        dense, and epochs must not go below the latest epoch (``InvalidRequestError``:
         truncate first).  All-or-nothing like ``append_as_leader``."""
         self._check_open()
-        view, checked = _append.validate(frames, max_message_bytes=None)
-        first = checked[0].header.base_offset
+        checked = _append.check_frames(frames, max_message_bytes=None)
+        first = checked.frames[0].header.base_offset
         if first != self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"follower append starts at offset {first}, but the log ends at {self.log_end_offset}",
                 log_end_offset=self.log_end_offset,
             )
         infos = _append.check_follower(checked, expected_offset=first, latest_epoch=self._epochs.latest_epoch)
-        self._write([view], infos, len(view))
+        self._write([checked.view], infos, len(checked.view))
         changed = False
-        for item in checked:
+        for item in checked.frames:
             changed |= self._epochs.assign(item.header.partition_leader_epoch, item.header.base_offset, persist=False)
         if changed:
             self._epochs.persist()
         return self._after_append(infos)
 
-    def _write(self, buffers: list, infos: list[tuple[int, int, int, int]], total: int) -> None:
+    def _write(self, buffers: list[Buffer], infos: list[FrameInfo], total: int) -> None:
         active = self._segments.active
         now = self._clock.monotonic_ms()
         last_next = infos[-1][1]
@@ -189,7 +198,7 @@ class PartitionLog:
             active = self._roll()
         active.append(buffers, infos, now_ms=now)
 
-    def _after_append(self, infos: list[tuple[int, int, int, int]]) -> AppendInfo:
+    def _after_append(self, infos: list[FrameInfo]) -> AppendInfo:
         count = infos[-1][1] - infos[0][0]
         self._unflushed_records += count
         if self._config.flush_messages and self._unflushed_records >= self._config.flush_messages:

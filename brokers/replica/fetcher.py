@@ -5,16 +5,16 @@ this broker follows under that leader, each with its log end offset as ``fetch_o
 the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it knows as
 ``current_leader_epoch``.  Per partition answer:
 
-- ``diverging_epoch``: truncate to ``divergence.follower_truncation_offset`` (KIP-595's
-  rule) and fetch again;
-- ``records``: ``Partition.append_as_follower`` (frames below our LEO, if the answer starts
-  inside a frame we already hold, are skipped); then the HW from the answer;
+- ``diverging_epoch``: the partition truncates (KIP-595's rule) and fetches again;
+- ``records``: the partition appends them (frames below its LEO, if the answer starts
+  inside a frame it already holds, are skipped); then takes the HW from the answer;
 - an error (NOT_LEADER, FENCED_EPOCH, ...): the partition waits for the next metadata
   image, which re-assigns it (``ReplicaManager``); other partitions go on.
 
-Every partition operation checks, under the partition's lock, that the partition still
-follows this leader in the epoch the request was built with (a leadership change between
-request and answer discards the answer).  Transport failures back off
+Both ends are the partition's typed methods (``Partition.fetch_position`` builds the
+request, ``Partition.apply_fetched`` applies the answer); the partition checks, under its
+lock, that it still follows this leader in the epoch the request was built with (a
+leadership change between request and answer discards the answer).  Transport failures back off
 ``retry_backoff_ms`` on the thread's condition (woken at once by ``stop``), never sleep.
 Fault hook: ``FetchFaults`` may delay each round or block this leader entirely.
 
@@ -36,12 +36,10 @@ import grpc
 
 from brokers.net.channels import PEER_CHANNEL_OPTIONS
 from brokers.net.faults import FetchFaults
+from brokers.partition import FetchedData, Partition
+from brokers.partition.messages import Diverging
 from spark_log.errors import SparkLogError
-from spark_log.frame import iter_frames
 from spark_log.proto import broker_pb2 as pb
-from spark_log.proto import broker_pb2_grpc as rpc
-
-from .divergence import epoch_of_last_record, follower_truncation_offset
 
 __all__ = ["ReplicaFetcher"]
 
@@ -59,10 +57,12 @@ class ReplicaFetcher:
         self.max_bytes = max_bytes
         self.retry_backoff_ms = retry_backoff_ms
         self._cond = threading.Condition()
-        self._partitions: dict[tuple[str, int], object] = {}
+        self._partitions: dict[tuple[str, int], Partition] = {}
         self._stopped = False
         self._channel = grpc.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
-        self._stub = rpc.BrokerStub(self._channel)
+        self._fetch = self._channel.unary_unary(
+            "/spark_log.broker.v1.Broker/Fetch", request_serializer=pb.FetchRequest.SerializeToString,
+            response_deserializer=pb.FetchResponse.FromString)
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}",
                                         daemon=True)
 
@@ -80,10 +80,14 @@ class ReplicaFetcher:
         if join:
             self._thread.join(timeout=10)
 
-    def set_partitions(self, partitions: dict[tuple[str, int], object]) -> None:
+    def set_partitions(self, partitions: dict[tuple[str, int], Partition]) -> None:
         with self._cond:
             self._partitions = dict(partitions)
             self._cond.notify_all()
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
 
     def _pause(self, seconds: float) -> bool:
         """Wait ``seconds`` or until stopped; False once stopped."""
@@ -115,7 +119,7 @@ class ReplicaFetcher:
             try:
                 self._round(partitions)
             except Exception as exc:  # noqa: BLE001 - keep following; the next round retries
-                if self._stopped:
+                if self.stopped:
                     return  # stop() closed the channel: the call was cancelled (or refused)
                 if isinstance(exc, grpc.RpcError):
                     log.debug("fetch from broker %d at %s failed: %s", self.leader_id, self.address, exc.code())
@@ -124,67 +128,41 @@ class ReplicaFetcher:
                 if not self._pause(self.retry_backoff_ms / 1000):
                     return
 
-    def _round(self, partitions: dict[tuple[str, int], object]) -> None:
+    def _round(self, partitions: dict[tuple[str, int], Partition]) -> None:
         request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=self.fetch_wait_max_ms, min_bytes=1,
                                   max_bytes=self.max_bytes)
         epochs: dict[tuple[str, int], int] = {}
         for key, partition in partitions.items():
-            with partition.cond:  # type: ignore[attr-defined]
-                if (partition.is_leader or partition.leader_id != self.leader_id  # type: ignore[attr-defined]
-                        or partition.removed):  # type: ignore[attr-defined]
-                    continue
-                plog = partition.log  # type: ignore[attr-defined]
-                leo = plog.log_end_offset
-                epochs[key] = partition.leader_epoch  # type: ignore[attr-defined]
-                request.partitions.add(topic=key[0], partition=key[1], fetch_offset=leo,
-                                       current_leader_epoch=epochs[key],
-                                       last_fetched_epoch=epoch_of_last_record(plog.epoch_entries(), leo),
-                                       log_start_offset=plog.log_start_offset)
+            position = partition.fetch_position(self.leader_id)
+            if position is None:
+                continue
+            epochs[key] = position.current_leader_epoch
+            request.partitions.add(topic=key[0], partition=key[1], fetch_offset=position.fetch_offset,
+                                   current_leader_epoch=position.current_leader_epoch,
+                                   last_fetched_epoch=position.last_fetched_epoch,
+                                   log_start_offset=position.log_start_offset)
         if not request.partitions:
             self._pause(self.retry_backoff_ms / 1000)
             return
-        if self._stopped:
+        if self.stopped:
             return
-        response = self._stub.Fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0)
+        response = self._fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0)
         errors = 0
         for result in response.partitions:
             key = (result.topic, result.partition)
-            partition = partitions.get(key)
-            if partition is None or key not in epochs:
+            answered = partitions.get(key)
+            if answered is None or key not in epochs:
                 continue
             if result.HasField("error") and result.error.code != 0:
                 errors += 1
                 continue
+            diverging = (Diverging(result.diverging_epoch.epoch, result.diverging_epoch.end_offset)
+                         if result.HasField("diverging_epoch") else None)
             try:
-                self._apply(partition, epochs[key], result)
+                answered.apply_fetched(self.leader_id, epochs[key],
+                                       FetchedData(diverging, memoryview(result.records), result.high_watermark))
             except SparkLogError as exc:
                 errors += 1
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)
         if errors and errors == len(response.partitions):
             self._pause(self.retry_backoff_ms / 1000)  # everything erred: wait for new metadata
-
-    def _apply(self, partition, epoch: int, result: pb.FetchPartitionResult) -> None:
-        with partition.cond:
-            if (partition.is_leader or partition.removed or partition.leader_id != self.leader_id
-                    or partition.leader_epoch != epoch):
-                return
-            plog = partition.log
-            if result.HasField("diverging_epoch"):
-                leo = plog.log_end_offset
-                cut = follower_truncation_offset(plog.epoch_entries(), leo,
-                                                 (result.diverging_epoch.epoch, result.diverging_epoch.end_offset))
-                log.info("%s-%d diverged from leader %d at epoch %d: truncating %d -> %d", result.topic,
-                         result.partition, self.leader_id, result.diverging_epoch.epoch, leo, cut)
-                partition.truncate_as_follower(cut)
-                return
-            data = memoryview(result.records)
-            if len(data):
-                leo = plog.log_end_offset
-                skip = 0
-                for position, header in iter_frames(data, verify=False):
-                    if header.base_offset >= leo:
-                        break
-                    skip = position + header.frame_length
-                if skip < len(data):
-                    partition.append_as_follower(data[skip:])
-            partition.replica.on_leader_high_watermark(result.high_watermark, plog.log_end_offset)

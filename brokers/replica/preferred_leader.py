@@ -61,7 +61,7 @@ def elect_preferred(image: MetadataImage, partitions: Iterable[tuple[str, int]])
             reason = f"preferred replica {preferred} is not live (fenced)"
         elif preferred not in info.isr:
             reason = f"preferred replica {preferred} is not in the ISR {list(info.isr)}"
-        if reason is not None or info.leader == preferred:
+        if reason is not None or preferred is None or info.leader == preferred:
             outcomes.append(ElectionOutcome(name, index, preferred, info.leader, reason=reason))
             continue
         change = PartitionChangeRecord(topic=name, partition=index, leader=preferred)

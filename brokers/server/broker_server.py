@@ -1,9 +1,14 @@
-"""``BrokerServer``: the broker part of a node, and ``register(node)`` for ``brokers.node``.
+"""``BrokerServer``: the broker part of a node, and ``register(host)``, its service registrar.
 
 Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
-publisher), the ``Broker`` and ``Admin`` gRPC services on the node's server, and the
-handlers behind them.  Registration and heartbeats with the controller are the node's
-(``BrokerHeartbeater``); admin requests use the node's ``ControllerClient``.
+publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the
+``Broker`` and ``Admin`` gRPC services on the node's server, and the handlers behind them
+(the leader's answer to follower fetches among them).  Registration and heartbeats with the
+controller are the node's; admin requests use the node's ``ControllerClient``.
+
+``register`` takes a ``BrokerHost``: the narrow part of a node the broker needs (its gRPC
+server, metadata listener, controller client, clock, data directory, config, broker epoch
+and metadata floor).  ``brokers.node.Node`` is one; this package never imports the node.
 
 Lifecycle: ``add_to_server`` before the server starts, ``start`` (manager thread and
 metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`` cleanly).
@@ -11,28 +16,51 @@ metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
 import grpc
 
 from brokers.controller.client import ControllerClient
 from brokers.metadata.publisher import MetadataListener
-from spark_log.clock import Clock, SystemClock
-from spark_log.proto import broker_pb2_grpc as rpc
-
+from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import BrokerConfig
 
 from .admin import AdminHandler
-from .errors import to_pb
+from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .service import AdminServicer, BrokerServicer
 from .wire import broker_handler
 
-if TYPE_CHECKING:
-    from brokers.node import Node
+__all__ = ["BrokerServer", "BrokerHost", "register"]
 
-__all__ = ["BrokerServer", "register"]
+
+class BrokerHost(Protocol):
+    """What the broker part needs from the process hosting it (``brokers.node.Node``),
+    once the host has its server, metadata listener and controller client."""
+
+    @property
+    def config(self) -> BrokerConfig: ...
+    @property
+    def server(self) -> grpc.Server | None: ...
+    @property
+    def data_dir(self) -> Path: ...
+    @property
+    def metadata(self) -> MetadataListener: ...
+    @property
+    def controller_client(self) -> ControllerClient | None: ...
+    @property
+    def clock(self) -> Clock: ...
+
+    def broker_epoch(self) -> int:
+        """This broker's registration epoch, -1 until registered."""
+        ...
+
+    def metadata_floor(self) -> int | None:
+        """The controller's metadata offset at the first heartbeat answer; None until then."""
+        ...
 
 
 class BrokerServer:
@@ -43,22 +71,23 @@ class BrokerServer:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
-        self.replicas = ReplicaManager(broker_id=broker_id, manager=self.manager, clock=clock or SystemClock(),
+        faults = FetchFaults.from_env(broker_id)
+        self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
-                                       to_pb=to_pb, lag_time_max_ms=replica_lag_time_max_ms,
+                                       lag_time_max_ms=replica_lag_time_max_ms,
                                        fetch_wait_max_ms=replica_fetch_wait_max_ms)
         self.builder = MetadataBuilder()
+        follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
-                                              controller_id=lambda: metadata.leader_id)
-        self.broker_servicer.fetch.replica_fetch = self.replicas.handle_fetch
+                                              controller_id=lambda: metadata.leader_id,
+                                              follower_fetches=follower_fetches)
         self.admin_servicer = AdminServicer(AdminHandler(
             controller=controller, image=lambda: metadata.image,
             wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
             builder=self.builder))
 
     def add_to_server(self, server: grpc.Server) -> None:
-        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer),))
-        rpc.add_AdminServicer_to_server(self.admin_servicer, server)
+        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)
@@ -72,25 +101,17 @@ class BrokerServer:
         self.manager.stop()
 
 
-def register(node: "Node") -> Callable[[], None]:
-    """The node's service registrar: adds the broker services and returns ``stop``."""
-    assert node.server is not None and node.controller_client is not None
-    def broker_epoch() -> int:
-        heartbeater = node.heartbeater
-        return heartbeater.broker_epoch if heartbeater is not None and heartbeater.broker_epoch is not None else -1
-
-    def metadata_floor() -> int | None:  # None until the first heartbeat was answered
-        heartbeater = node.heartbeater
-        return heartbeater.first_metadata_offset if heartbeater is not None else None
-
-    server = BrokerServer(broker_id=node.config.broker_id, data_dir=node.data_dir, metadata=node.metadata,
-                          controller=node.controller_client, clock=node.clock, broker_epoch=broker_epoch,
-                          metadata_floor=metadata_floor,
-                          replica_lag_time_max_ms=node.config.replica_lag_time_max_ms,
-                          replica_fetch_wait_max_ms=node.config.replica_fetch_wait_max_ms)
-    server.add_to_server(node.server)
+def register(host: BrokerHost) -> Callable[[], None]:
+    """The broker part's service registrar: adds the broker services to ``host.server``,
+    starts them and returns ``stop``."""
+    if host.server is None or host.controller_client is None:
+        raise RuntimeError("register the broker part once the host has its gRPC server and controller client")
+    config = host.config
+    server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
+                          controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
+                          metadata_floor=host.metadata_floor,
+                          replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
+    server.add_to_server(host.server)
     server.start()
-    node.broker_server = server  # type: ignore[attr-defined]  # for tests and tools
     return server.stop
-
-

@@ -5,8 +5,8 @@ answer is built from the leader's own state, read under the partition's lock in 
 
 - leader epoch, partition epoch, replicas, the ISR as this leader last applied it and any
   ISR expansion in flight (``pending_isr``);
-- log start offset, high watermark, last stable offset (no transactions yet: the high
-  watermark, as Fetch answers) and the leader's log end offset;
+- log start offset, high watermark, last stable offset (``Partition``'s: the high
+  watermark until transactions exist, as Fetch answers) and the leader's log end offset;
 - per replica (the leader included) its log end offset as the leader knows it from that
   follower's last fetch (-1 when it has not fetched in this leader epoch) and how long ago it
   was last caught up (-1 unknown).
@@ -81,7 +81,8 @@ class DescribePartitionsHandler:
 
     def _describe(self, topic: str, index: int, state: pb.PartitionState) -> None:
         partition = self.manager.get(topic, index)   # NotLeaderError / UnknownTopicOrPartitionError
-        view, log_start, hw = partition.replication_view()
+        replication = partition.replication_view()
+        view, offsets = replication.replica, replication.offsets
         if not view.is_leader:
             info = self.manager.image.topics.get(topic)
             leader = info.partitions[index].leader if info is not None and index in info.partitions else None
@@ -96,9 +97,9 @@ class DescribePartitionsHandler:
         state.replicas.extend(view.replicas)
         state.isr.extend(view.isr)
         state.pending_isr.extend(view.pending_isr)
-        state.log_start_offset = log_start
-        state.high_watermark = hw
-        state.last_stable_offset = hw
+        state.log_start_offset = offsets.log_start_offset
+        state.high_watermark = offsets.high_watermark
+        state.last_stable_offset = offsets.last_stable_offset
         state.log_end_offset = view.log_end_offsets.get(self.manager.broker_id, -1)
         for replica in view.replicas:
             state.replicas_progress.add(broker_id=replica, log_end_offset=view.log_end_offsets.get(replica, -1),

@@ -9,26 +9,30 @@ Budget: ``max_bytes`` (default 64 MiB) over the whole answer and ``partition_max
 per partition; the first partition with data gets at least one whole frame even when that
 frame is larger (so a consumer always makes progress).
 
-Consumers (``replica_id`` < 0) read below the high watermark, and below a partition's
+Consumers (``replica_id`` < 0) read below the high watermark (``READ_COMMITTED``: the last
+stable offset, which equals it until transactions exist), and below a partition's
 ``max_offset`` when it is > 0 (a bounded reader of ``[start, end)``: no frame whose base
 offset is >= ``max_offset``, the frame straddling it comes whole; a request whose every
 partition is already at its bound is answered at once).  Without pushdown the answer
 holds the stored frames as they are (the first may start before ``fetch_offset``).  Every
 partition answer carries ``next_fetch_offset``: where the next fetch should start.
+Follower fetches (``replica_id`` >= 0) go to ``LeaderFetchHandler`` (``leader_fetch.py``).
+Deadlines come from the broker's injected clock.
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable
+from typing import Callable
 
 from brokers.metadata.image import TopicImage
+from brokers.partition import Isolation, PartitionOffsets
 from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
+from .leader_fetch import LeaderFetchHandler
 from .partition_manager import PartitionManager
 from .pushdown import Pushdown
-from .wire import ARROW_STREAM, RECORDS, encode_fetch_response
+from .wire import ARROW_STREAM, RECORDS, FetchPart, Payload, encode_fetch_response
 
 __all__ = ["FetchHandler"]
 
@@ -39,10 +43,10 @@ _MAX_WAIT_MS = 60_000
 class FetchHandler:
     """Answers Fetch requests (see the module docstring)."""
 
-    def __init__(self, manager: PartitionManager) -> None:
+    def __init__(self, manager: PartitionManager, *, follower_fetches: LeaderFetchHandler | None = None) -> None:
         self.manager = manager
-        # follower fetches (replica_id >= 0): brokers.replica.manager.ReplicaManager.handle_fetch
-        self.replica_fetch: Callable[[pb.FetchRequest, Callable[[], bool]], pb.FetchResponse] | None = None
+        self._clock = manager.clock
+        self.follower_fetches = follower_fetches  # None: this broker serves no follower fetches
 
     def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> bytes:
         """Answer ``request`` (module docstring) as a serialised ``FetchResponse`` (see
@@ -52,35 +56,36 @@ class FetchHandler:
         if request.max_bytes < 0 or request.min_bytes < 0:
             raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
         if request.replica_id >= 0:
-            if self.replica_fetch is None:
+            if self.follower_fetches is None:
                 raise InvalidRequestError("this broker does not serve follower fetches")
-            return self.replica_fetch(request, is_active).SerializeToString()
-        # READ_COMMITTED: no transactions yet, so the last stable offset is the high watermark
+            return self.follower_fetches.handle(request, is_active=is_active).SerializeToString()
+        isolation = (Isolation.READ_COMMITTED if request.isolation_level == pb.READ_COMMITTED
+                     else Isolation.READ_UNCOMMITTED)
         pushdowns: dict[str, Pushdown] = {}
         if request.project or request.row_filter:
             for name in {p.topic for p in request.partitions}:
                 topic = self.manager.image.topics.get(name)
                 if topic is not None:
                     pushdowns[name] = self._pushdown(request, topic)
-        deadline = time.monotonic() + request.max_wait_ms / 1000
+        deadline_ms = self._clock.monotonic_ms() + request.max_wait_ms
         if request.partitions and all(0 < p.max_offset <= p.fetch_offset for p in request.partitions):
-            deadline = 0.0  # every partition is at its bound: nothing to wait for
+            deadline_ms = 0  # every partition is at its bound: nothing to wait for
         while True:
             seen = self.manager.data_version
-            parts, scanned, failed = self._read_all(request, pushdowns)
-            remaining = deadline - time.monotonic()
-            if scanned >= max(1, request.min_bytes) or failed or remaining <= 0 or not is_active():
+            parts, scanned, failed = self._read_all(request, pushdowns, isolation)
+            remaining_ms = deadline_ms - self._clock.monotonic_ms()
+            if scanned >= max(1, request.min_bytes) or failed or remaining_ms <= 0 or not is_active():
                 return encode_fetch_response(parts)
-            self.manager.wait_for_data(seen, remaining)
+            self.manager.wait_for_data(seen, remaining_ms / 1000)
 
     @staticmethod
     def _pushdown(request: pb.FetchRequest, topic: TopicImage) -> Pushdown:
         return Pushdown(project=request.project, columns=list(request.columns), row_filter=request.row_filter,
                         topic=topic)
 
-    def _read_all(self, request: pb.FetchRequest,
-                  pushdowns: dict[str, Pushdown]) -> tuple[list[tuple[pb.FetchPartitionResult, int, Any]], int, bool]:
-        parts: list[tuple[pb.FetchPartitionResult, int, Any]] = []
+    def _read_all(self, request: pb.FetchRequest, pushdowns: dict[str, Pushdown],
+                  isolation: Isolation) -> tuple[list[FetchPart], int, bool]:
+        parts: list[FetchPart] = []
         budget = request.max_bytes or _DEFAULT_MAX_BYTES
         scanned = 0
         failed = False
@@ -88,38 +93,44 @@ class FetchHandler:
             result = pb.FetchPartitionResult(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
                                              last_stable_offset=-1, log_start_offset=-1, log_end_offset=-1,
                                              next_fetch_offset=wanted.fetch_offset, preferred_read_replica=-1)
-            payload: list[Any] = [RECORDS, None]
+            field, payload = RECORDS, None
             try:
-                scanned += self._read_one(wanted, result, payload, budget - scanned, first=scanned == 0,
-                                          pushdown=pushdowns.get(wanted.topic),
-                                          needs_pushdown=bool(request.project or request.row_filter))
+                read, field, payload = self._read_one(wanted, result, budget - scanned, first=scanned == 0,
+                                                      pushdown=pushdowns.get(wanted.topic),
+                                                      needs_pushdown=bool(request.project or request.row_filter),
+                                                      isolation=isolation)
+                scanned += read
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
                 failed = True
-            parts.append((result, payload[0], payload[1]))
+            parts.append((result, field, payload))
         return parts, scanned, failed
 
-    def _read_one(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, payload: list[Any], budget: int,
-                  *, first: bool, pushdown: Pushdown | None, needs_pushdown: bool) -> int:
+    def _read_one(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, budget: int, *, first: bool,
+                  pushdown: Pushdown | None, needs_pushdown: bool,
+                  isolation: Isolation) -> tuple[int, int, Payload]:
+        """Read one partition into ``result``: ``(stored bytes scanned, wire field, payload)``
+        (the stored frames, or an Arrow stream after pushdown)."""
         partition = self.manager.get(wanted.topic, wanted.partition)
         if needs_pushdown and pushdown is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
         limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)
         if limit <= 0 and not first:
-            start, hw, end = partition.offsets()
-            result.high_watermark, result.last_stable_offset = hw, hw
-            result.log_start_offset, result.log_end_offset = start, end
-            return 0
-        read, start, hw, end = partition.read(wanted.fetch_offset, max_bytes=max(1, limit),
-                                              max_offset=wanted.max_offset if wanted.max_offset > 0 else None)
-        result.high_watermark, result.last_stable_offset = hw, hw
-        result.log_start_offset, result.log_end_offset = start, end
+            _set_offsets(result, partition.offsets())
+            return 0, RECORDS, None
+        fetched = partition.read(wanted.fetch_offset, max_bytes=max(1, limit), isolation=isolation,
+                                 max_offset=wanted.max_offset if wanted.max_offset > 0 else None)
+        _set_offsets(result, fetched.offsets)
+        read = fetched.result
         if not read.data:
-            return 0
-        if pushdown is None:
-            payload[:] = [RECORDS, read.data]  # stored bytes, copied once into the answer
-        else:
-            stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
-            payload[:] = [ARROW_STREAM, stream]
+            return 0, RECORDS, None
         result.next_fetch_offset = read.next_offset
-        return len(read.data)
+        if pushdown is None:
+            return len(read.data), RECORDS, read.data  # stored bytes, copied once into the answer
+        stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
+        return len(read.data), ARROW_STREAM, stream
+
+
+def _set_offsets(result: pb.FetchPartitionResult, offsets: PartitionOffsets) -> None:
+    result.high_watermark, result.last_stable_offset = offsets.high_watermark, offsets.last_stable_offset
+    result.log_start_offset, result.log_end_offset = offsets.log_start_offset, offsets.log_end_offset

@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from brokers.partition import Partition
 from spark_log.errors import InvalidRequestError, SparkLogError
 from spark_log.frame import decode_batch, iter_frames
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
-from .partition import Partition
 from .partition_manager import PartitionManager
 
 __all__ = ["ListOffsetsHandler", "EARLIEST", "LATEST"]
@@ -44,7 +44,8 @@ class ListOffsetsHandler:
         return response
 
     def _offset(self, partition: Partition, spec: int) -> tuple[int, int]:
-        start, hw, _ = partition.offsets()
+        offsets = partition.offsets()
+        start, hw = offsets.log_start_offset, offsets.high_watermark
         if spec == EARLIEST:
             return start, -1
         if spec == LATEST:
@@ -57,7 +58,7 @@ class ListOffsetsHandler:
         return self._refine(partition, max(found, start), spec, hw)
 
     def _refine(self, partition: Partition, frame_offset: int, target: int, hw: int) -> tuple[int, int]:
-        read, _, _, _ = partition.read(frame_offset, max_bytes=1)
+        read = partition.read(frame_offset, max_bytes=1).result
         if not read.data:
             return hw, -1
         topic = self.manager.image.topics.get(partition.topic)

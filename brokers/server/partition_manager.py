@@ -29,28 +29,33 @@ deleted, while it was down (a running broker drops those as the images arrive).
 Long polls: ``data_version`` grows on every append; ``wait_for_data(seen, timeout)`` waits
 on one broker-wide condition for it to change (or ``wake_all`` at shutdown).
 
+Time: maintenance is scheduled by the injected ``clock`` (``clock`` is also what the
+request handlers take their deadlines from).
+
 Thread-safety: all methods may be called from any thread.
 """
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
+from brokers.metadata.delta import MetadataDelta
 from brokers.metadata.image import EMPTY, MetadataImage
+from brokers.partition import LeaderAndIsr, Partition
+from brokers.partition.directory import read_topic_id
 from spark_log.clock import Clock, SystemClock
 from spark_log.errors import BrokerNotAvailableError, NotLeaderError, SparkLogError, UnknownTopicOrPartitionError
 
-from .partition import Partition, read_topic_id
 from .strays import stray_directories
 
 __all__ = ["PartitionManager"]
 
 log = logging.getLogger(__name__)
 
-_MAINTENANCE_INTERVAL_S = 5.0
+_MAINTENANCE_INTERVAL_MS = 5_000
 _CATCH_UP_POLL_S = 0.05
 
 
@@ -108,9 +113,14 @@ class PartitionManager:
     def image(self) -> MetadataImage:
         return self._image
 
+    @property
+    def clock(self) -> Clock:
+        """The broker's injected clock (request deadlines, maintenance)."""
+        return self._clock
+
     # -- metadata ---------------------------------------------------------------------------
 
-    def publish(self, delta: Any, image: MetadataImage) -> None:
+    def publish(self, delta: MetadataDelta | None, image: MetadataImage) -> None:
         """Metadata publisher: remember the image; the manager thread applies it."""
         with self._wakeup:
             self._latest = image
@@ -135,7 +145,7 @@ class PartitionManager:
         self._wakeup.notify_all()
 
     def _run(self) -> None:
-        next_maintenance = time.monotonic() + _MAINTENANCE_INTERVAL_S
+        next_maintenance_ms = self._clock.monotonic_ms() + _MAINTENANCE_INTERVAL_MS
         while True:
             with self._wakeup:
                 while not self._pending and not self._stopped:
@@ -144,7 +154,7 @@ class PartitionManager:
                         if not self._pending:
                             self._wakeup.wait(_CATCH_UP_POLL_S)
                         continue
-                    if not self._wakeup.wait(max(0.0, next_maintenance - time.monotonic())):
+                    if not self._wakeup.wait(max(0, next_maintenance_ms - self._clock.monotonic_ms()) / 1000):
                         break
                 if self._stopped:
                     return
@@ -153,9 +163,9 @@ class PartitionManager:
                 self.reconcile(image)
             except Exception:  # noqa: BLE001 - keep serving; the next image retries
                 log.exception("reconciling replicas with metadata offset %d failed", image.offset)
-            if time.monotonic() >= next_maintenance:
+            if self._clock.monotonic_ms() >= next_maintenance_ms:
                 self._maintenance()
-                next_maintenance = time.monotonic() + _MAINTENANCE_INTERVAL_S
+                next_maintenance_ms = self._clock.monotonic_ms() + _MAINTENANCE_INTERVAL_MS
 
     def reconcile(self, image: MetadataImage) -> None:
         """Make the hosted replicas match ``image`` (see the module docstring)."""
@@ -202,9 +212,9 @@ class PartitionManager:
                                   config=topic_image.config, clock=self._clock, on_append=self._notify_data,
                                   broker_id=self.broker_id)
             self._partitions[key] = partition
-        partition.become(leader_id=info.leader, leader_epoch=info.leader_epoch,
-                         is_leader=info.leader == self.broker_id, config=topic_image.config,
-                         replicas=tuple(info.replicas), isr=tuple(info.isr), partition_epoch=info.partition_epoch)
+        partition.become(LeaderAndIsr(leader_id=info.leader, leader_epoch=info.leader_epoch,
+                                      partition_epoch=info.partition_epoch, replicas=tuple(info.replicas),
+                                      isr=tuple(info.isr)), config=topic_image.config)
         return partition
 
     def _drop(self, key: tuple[str, int], *, delete: bool) -> None:
@@ -285,6 +295,4 @@ class PartitionManager:
 
 
 def _remove_tree(directory: Path) -> None:
-    import shutil
-
     shutil.rmtree(directory, ignore_errors=True)

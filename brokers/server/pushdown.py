@@ -16,6 +16,8 @@ Records below ``fetch_offset`` in the first frame are skipped.  Control frames a
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -104,8 +106,8 @@ class Pushdown:
         out = self._project(batch, offsets, timestamps)
         return out.slice(skip) if skip else out
 
-    def _column(self, batch: pa.RecordBatch, field: pa.Field, offsets: pa.Array, timestamps: pa.Array,
-                partition: int, n: int) -> pa.Array:
+    def _column(self, batch: pa.RecordBatch, field: pa.Field[Any], offsets: pa.Array[Any], timestamps: pa.Array[Any],
+                partition: int, n: int) -> pa.Array[Any]:
         index = batch.schema.get_field_index(field.name)
         if index >= 0:
             column = batch.column(index)
@@ -116,7 +118,8 @@ class Pushdown:
         elif field.name == "partition":
             column = pa.array(np.full(n, partition, dtype=np.int32))
         else:
-            return pa.nulls(n, field.type)
+            nulls: pa.Array[Any] = pa.nulls(n, field.type)
+            return nulls
         if not column.type.equals(field.type):
             try:
                 column = column.cast(field.type)
@@ -125,7 +128,7 @@ class Pushdown:
                     f"row_filter expects column {field.name!r} as {field.type}, the topic has {column.type}") from None
         return column
 
-    def _project(self, batch: pa.RecordBatch, offsets: pa.Array, timestamps: pa.Array) -> pa.RecordBatch:
+    def _project(self, batch: pa.RecordBatch, offsets: pa.Array[Any], timestamps: pa.Array[Any]) -> pa.RecordBatch:
         arrays = []
         for field in self.output_schema:
             index = batch.schema.get_field_index(field.name)

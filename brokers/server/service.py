@@ -8,29 +8,35 @@ already inside the responses.  Anything unexpected is logged and aborted as
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, TypeVar
+from typing import Callable, TypeVar
 
 import grpc
+from google.protobuf.message import Message
 
 from spark_log import errors
 from spark_log.errors import BrokerNotAvailableError, SparkLogError, StorageError
 from spark_log.proto import broker_pb2 as pb
-from spark_log.proto import broker_pb2_grpc as rpc
 
 from .admin import AdminHandler
 from .describe_partitions import DescribePartitionsHandler
 from .fetch import FetchHandler
+from .leader_fetch import LeaderFetchHandler
 from .list_offsets import ListOffsetsHandler
-from .reassignment_admin import ReassignmentAdmin
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .produce import ProduceHandler
+from .reassignment_admin import ReassignmentAdmin
+from .wire import unary
 
 __all__ = ["BrokerServicer", "AdminServicer"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def _serialize(message: Message) -> bytes:
+    return message.SerializeToString()
 
 
 def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
@@ -45,14 +51,17 @@ def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T
         raise
 
 
-class BrokerServicer(rpc.BrokerServicer):
+class BrokerServicer:
+    """The ``Broker`` service (registered by ``wire.broker_handler``).  ``follower_fetches``
+    answers fetches from follower brokers (None: refused)."""
+
     def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder,
-                 controller_id: Callable[[], int | None]) -> None:
+                 controller_id: Callable[[], int | None], follower_fetches: LeaderFetchHandler | None = None) -> None:
         self.manager = manager
         self.builder = builder
         self.controller_id = controller_id
         self.produce = ProduceHandler(manager)
-        self.fetch = FetchHandler(manager)
+        self.fetch = FetchHandler(manager, follower_fetches=follower_fetches)
         self.list_offsets = ListOffsetsHandler(manager)
         self.describe_partitions = DescribePartitionsHandler(manager)
 
@@ -81,12 +90,31 @@ class BrokerServicer(rpc.BrokerServicer):
         return _guard(context, "DescribePartitions", lambda: self.describe_partitions.handle(request))
 
 
-class AdminServicer(rpc.AdminServicer):
+class AdminServicer:
+    """The ``Admin`` service (registered through ``rpc_handler()``)."""
+
     def __init__(self, handler: AdminHandler) -> None:
         self.handler = handler
         self.reassignments = ReassignmentAdmin(handler)
 
-    def _run(self, name: str, context: grpc.ServicerContext, call: Callable[[], Any]) -> Any:
+    def rpc_handler(self) -> grpc.GenericRpcHandler:
+        """The service's gRPC handlers, for ``grpc.Server.add_generic_rpc_handlers``."""
+        ser = _serialize
+        return grpc.method_handlers_generic_handler("spark_log.broker.v1.Admin", {
+            "CreateTopic": unary(self.CreateTopic, pb.CreateTopicRequest, ser),
+            "DeleteTopic": unary(self.DeleteTopic, pb.DeleteTopicRequest, ser),
+            "DescribeTopic": unary(self.DescribeTopic, pb.DescribeTopicRequest, ser),
+            "ListTopics": unary(self.ListTopics, pb.ListTopicsRequest, ser),
+            "AlterConfigs": unary(self.AlterConfigs, pb.AlterConfigsRequest, ser),
+            "RegisterSchema": unary(self.RegisterSchema, pb.RegisterSchemaRequest, ser),
+            "AlterPartitionReassignments": unary(self.AlterPartitionReassignments,
+                                                 pb.AlterPartitionReassignmentsRequest, ser),
+            "ListPartitionReassignments": unary(self.ListPartitionReassignments,
+                                                pb.ListPartitionReassignmentsRequest, ser),
+            "ElectLeaders": unary(self.ElectLeaders, pb.ElectLeadersRequest, ser),
+        })
+
+    def _run(self, name: str, context: grpc.ServicerContext, call: Callable[[], T]) -> T:
         return _guard(context, name, call)
 
     def CreateTopic(self, request: pb.CreateTopicRequest, context: grpc.ServicerContext) -> pb.TopicDescription:  # noqa: N802

@@ -21,8 +21,7 @@ from collections.abc import Container
 from pathlib import Path
 
 from brokers.metadata.image import MetadataImage
-
-from .partition import read_topic_id
+from brokers.partition.directory import read_topic_id
 
 __all__ = ["stray_directories"]
 

@@ -9,17 +9,39 @@ registered with a pass-through response serializer for ``Fetch`` only.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Callable, Protocol, Sequence, TypeVar
 
 import grpc
 
+from google.protobuf.message import Message
+
 from spark_log.proto import broker_pb2 as pb
 
-__all__ = ["encode_fetch_response", "broker_handler", "RECORDS", "ARROW_STREAM"]
+__all__ = ["encode_fetch_response", "broker_handler", "unary", "RECORDS", "ARROW_STREAM", "Payload", "FetchPart",
+           "BrokerMethods"]
 
 RECORDS = 8
 ARROW_STREAM = 9
 _LEN = 2
+
+_Req = TypeVar("_Req", bound=Message)
+_Resp = TypeVar("_Resp")
+
+Payload = bytes | memoryview | None
+FetchPart = tuple[pb.FetchPartitionResult, int, Payload]
+"""One partition of a fetch answer: ``(result without payload, payload field, payload)``."""
+
+
+class BrokerMethods(Protocol):
+    """The ``Broker`` service's methods (``service.BrokerServicer``); ``Fetch`` answers bytes."""
+
+    def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse: ...  # noqa: N802
+    def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse: ...  # noqa: N802
+    def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> bytes: ...  # noqa: N802
+    def ListOffsets(self, request: pb.ListOffsetsRequest,  # noqa: N802
+                    context: grpc.ServicerContext) -> pb.ListOffsetsResponse: ...
+    def DescribePartitions(self, request: pb.DescribePartitionsRequest,  # noqa: N802
+                           context: grpc.ServicerContext) -> pb.DescribePartitionsResponse: ...
 
 
 def _varint(value: int) -> bytes:
@@ -34,13 +56,13 @@ def _varint(value: int) -> bytes:
             return bytes(out)
 
 
-def encode_fetch_response(parts: Sequence[tuple[pb.FetchPartitionResult, int, Any]], throttle_time_ms: int = 0) -> bytes:
+def encode_fetch_response(parts: Sequence[FetchPart], throttle_time_ms: int = 0) -> bytes:
     """Serialised ``FetchResponse`` of ``(result without payload, payload field, payload)``."""
-    chunks: list[Any] = []
+    chunks: list[bytes | memoryview] = []
     for head, field, payload in parts:
         head_bytes = head.SerializeToString()
         size = len(payload) if payload is not None else 0
-        tail = [_varint((field << 3) | _LEN), _varint(size), payload] if size else []
+        tail: list[bytes | memoryview] = [_varint((field << 3) | _LEN), _varint(size), payload] if payload is not None and size else []
         inner = len(head_bytes) + sum(len(t) for t in tail)
         chunks += [_varint((1 << 3) | _LEN), _varint(inner), head_bytes, *tail]
     if throttle_time_ms:
@@ -48,12 +70,16 @@ def encode_fetch_response(parts: Sequence[tuple[pb.FetchPartitionResult, int, An
     return b"".join(chunks)
 
 
-def broker_handler(servicer: Any) -> grpc.GenericRpcHandler:
+def unary(method: Callable[[_Req, grpc.ServicerContext], _Resp], request: type[_Req],
+          response: Callable[[_Resp], bytes]) -> grpc.RpcMethodHandler[_Req, _Resp]:
+    """A typed unary-unary handler (the generated ``*_pb2_grpc`` helpers are untyped)."""
+    return grpc.unary_unary_rpc_method_handler(method, request_deserializer=request.FromString,
+                                               response_serializer=response)
+
+
+def broker_handler(servicer: BrokerMethods) -> grpc.GenericRpcHandler:
     """The ``Broker`` service's handlers (as the generated ``add_BrokerServicer_to_server``,
     except that ``Fetch`` returns bytes already serialised by ``encode_fetch_response``)."""
-    def unary(method: Any, request: Any, response: Any) -> grpc.RpcMethodHandler:
-        return grpc.unary_unary_rpc_method_handler(method, request_deserializer=request.FromString,
-                                                   response_serializer=response)
     return grpc.method_handlers_generic_handler("spark_log.broker.v1.Broker", {
         "Metadata": unary(servicer.Metadata, pb.MetadataRequest, pb.MetadataResponse.SerializeToString),
         "Produce": unary(servicer.Produce, pb.ProduceRequest, pb.ProduceResponse.SerializeToString),

@@ -54,3 +54,20 @@ def test_single_node_quorum_serves_and_stops_cleanly(tmp_path: Path) -> None:
         node.stop()
     assert stopped == [True]
     assert not (tmp_path / "n1" / "broker.port").exists()
+
+
+def test_the_broker_part_never_imports_the_node() -> None:
+    """The node takes the broker part as an explicit registrar (``python -m brokers.node``
+    passes ``brokers.server.register``); the broker part sees the node only as a
+    ``BrokerHost``, so the import goes one way."""
+    import ast
+
+    root = Path(__file__).resolve().parents[3] / "brokers"
+    offenders = []
+    for package in ("server", "replica", "partition", "log"):
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                offenders += [f"{path.name}: {name}" for name in names if name == "brokers.node"]
+    assert not offenders

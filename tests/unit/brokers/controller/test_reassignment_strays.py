@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from brokers.metadata import records as r
-from brokers.server.partition import METADATA_FILE
+from brokers.partition.directory import METADATA_FILE
 from brokers.server.strays import stray_directories
 from tests.unit.brokers.metadata.helpers import broker, build, topic
 

@@ -25,9 +25,9 @@ import pytest
 
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
 from brokers.net.faults import FetchFaults
+from brokers.partition import Partition
 from brokers.replica.fetcher import ReplicaFetcher
-from brokers.replica.leader_fetch import LeaderFetchHandler
-from brokers.server.errors import to_pb
+from brokers.server.leader_fetch import LeaderFetchHandler
 from brokers.server.partition_manager import PartitionManager
 from brokers.server.produce import ProduceHandler, validate_frames
 from spark_log.clock import ManualClock
@@ -70,8 +70,13 @@ def manager(tmp_path: Path) -> Iterator[PartitionManager]:
             partition.close()
 
 
+def _offsets(partition: Partition) -> tuple[int, int, int]:
+    offsets = partition.offsets()
+    return offsets.log_start_offset, offsets.high_watermark, offsets.log_end_offset
+
+
 def _follower_fetch(manager: PartitionManager, fetch_offset: int, leader_epoch: int = 1) -> pb.FetchResponse:
-    handler = LeaderFetchHandler(manager=manager, clock=manager._clock, faults=FetchFaults(None, ME), to_pb=to_pb)
+    handler = LeaderFetchHandler(manager=manager, faults=FetchFaults(None, ME))
     request = pb.FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, max_bytes=1 << 20, partitions=[pb.FetchPartition(
         topic="t", partition=0, fetch_offset=fetch_offset, current_leader_epoch=leader_epoch, last_fetched_epoch=-1)])
     return handler.handle(request)
@@ -87,7 +92,7 @@ def test_one_follower_fetch_acknowledges_every_entry_of_a_request(manager: Parti
     producing.start()
     try:
         # every entry is appended while none is replicated yet (the HW is still 0)
-        wait_until(lambda: partition.offsets() == (0, 0, 30), timeout=10,
+        wait_until(lambda: _offsets(partition) == (0, 0, 30), timeout=10,
                    message=lambda: f"all three entries appended before any wait; offsets {partition.offsets()}")
         assert not answers
         fetched = _follower_fetch(manager, 0)
@@ -105,7 +110,7 @@ def test_one_follower_fetch_acknowledges_every_entry_of_a_request(manager: Parti
 def test_an_acks_all_wait_is_fenced_by_the_epoch_of_its_append(manager: PartitionManager) -> None:
     partition = manager.get("t", 0)
     data = memoryview(_frame(5, 0))
-    outcome = partition.append(data, validate_frames(data, manager.image.topics["t"]), gap_timeout_s=1.0)
+    outcome = partition.append_as_leader(validate_frames(data, manager.image.topics["t"]), gap_timeout_ms=1000)
     assert (outcome.last_offset, outcome.leader_epoch, partition.high_watermark) == (4, 1, 0)
     # leadership moves away and comes back in epoch 3 with an ISR of this broker alone: the
     # new epoch's HW passes the offset, but the append of epoch 1 was never replicated then
@@ -114,8 +119,8 @@ def test_an_acks_all_wait_is_fenced_by_the_epoch_of_its_append(manager: Partitio
         manager.reconcile(image)
     assert partition.is_leader and partition.leader_epoch == 3 and partition.high_watermark == 5
     with pytest.raises(NotLeaderError):
-        partition.wait_for_high_watermark(outcome.last_offset, 1.0, leader_epoch=outcome.leader_epoch)
-    assert partition.wait_for_high_watermark(outcome.last_offset, 1.0)  # waited for in the current epoch
+        partition.wait_for_high_watermark(outcome.last_offset, 1000, leader_epoch=outcome.leader_epoch)
+    assert partition.wait_for_high_watermark(outcome.last_offset, 1000)  # waited for in the current epoch
 
 
 class _SilentLeader:

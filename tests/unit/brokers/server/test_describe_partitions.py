@@ -1,8 +1,8 @@
 """``DescribePartitionsHandler`` over a real ``PartitionManager`` (real logs on disk).
 
 The metadata image is built by hand (this broker is 1; brokers 2 and 3 are its followers
-or lead other partitions); follower positions reach the leader's ``ReplicaState`` through
-``on_follower_fetch``, as the leader-fetch path records them.
+or lead other partitions); follower positions reach the leader through
+``Partition.answer_follower_fetch``, as the leader-fetch path records them.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
+from brokers.partition import FollowerFetch
 from brokers.server.describe_partitions import DescribePartitionsHandler
 from brokers.server.partition_manager import PartitionManager
 from brokers.server.produce import validate_frames
@@ -66,15 +67,13 @@ def _append(manager: PartitionManager, topic: str, index: int, count: int) -> No
                              pa.array([[]] * count, BYTES_SCHEMA.field("headers").type),
                              pa.array([0] * count, pa.timestamp("ms"))], schema=BYTES_SCHEMA)
     data = memoryview(bytes(encode_batch(batch, schema_id=0)))
-    partition.append(data, validate_frames(data, manager.image.topics[topic]), gap_timeout_s=1.0)
+    partition.append_as_leader(validate_frames(data, manager.image.topics[topic]), gap_timeout_ms=1000)
 
 
 def _fetched(manager: PartitionManager, topic: str, index: int, replica: int, fetch_offset: int) -> None:
     partition = manager.get(topic, index)
-    with partition.cond:
-        partition.replica.on_follower_fetch(replica, fetch_offset=fetch_offset,
-                                            log_end_offset=partition.log.log_end_offset,
-                                            now_ms=manager._clock.monotonic_ms())
+    partition.answer_follower_fetch(FollowerFetch(replica, fetch_offset, current_leader_epoch=-1, last_fetched_epoch=-1),
+                                    max_bytes=0)
 
 
 def _request(*entries: tuple[str, list[int]]) -> pb.DescribePartitionsRequest:

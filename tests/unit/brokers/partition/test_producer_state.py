@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from brokers.server.producer_state import ProducerStateTable, Verdict
+from brokers.partition.producer_state import ProducerStateTable, Verdict
 from spark_log.errors import DuplicateSequenceError, FencedEpochError, OutOfOrderSequenceError
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from brokers.log.epoch_cache import EpochCache
-from brokers.replica.divergence import (
+from brokers.partition.divergence import (
     end_offset_for_epoch,
     epoch_of_last_record,
     follower_truncation_offset,

@@ -1,7 +1,7 @@
 """ReplicaState: HW = min LEO over the ISR, caught-up tracking, shrink and expand candidates."""
 from __future__ import annotations
 
-from brokers.replica.replica_state import ReplicaState
+from brokers.partition.replica_state import ReplicaState
 
 
 def leader(isr=(1, 2, 3), leo=10, hw=0) -> ReplicaState:

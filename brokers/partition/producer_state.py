@@ -26,6 +26,9 @@ Rules (Kafka's, plus the replay case the Spark writer needs):
 Sequences do not wrap (2**31 records per producer epoch and partition).  ``expire`` drops
 producers idle for longer than ``producer.id.expiration.ms``.
 
+A partition entry's frames are judged as one run (``ProducerRun.of``): they must share one
+producer id and epoch and have contiguous sequences.
+
 Thread-safety: none; the partition's lock guards it.
 """
 from __future__ import annotations
@@ -33,12 +36,42 @@ from __future__ import annotations
 import bisect
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple, Sequence
 
-from spark_log.errors import DuplicateSequenceError, FencedEpochError, OutOfOrderSequenceError
+from spark_log.errors import DuplicateSequenceError, FencedEpochError, InvalidRequestError, OutOfOrderSequenceError
+from spark_log.frame import FrameHeader
 
-__all__ = ["Verdict", "Check", "ProducerStateTable", "DEFAULT_MAX_BATCHES"]
+__all__ = ["Verdict", "Check", "ProducerRun", "ProducerStateTable", "DEFAULT_MAX_BATCHES",
+           "PRODUCER_ID_EXPIRATION_MS"]
 
 DEFAULT_MAX_BATCHES = 1000
+PRODUCER_ID_EXPIRATION_MS = 7 * 24 * 3600 * 1000  # Kafka's producer.id.expiration.ms default
+
+
+class ProducerRun(NamedTuple):
+    """The idempotence fields of one partition entry: ``record_count`` records from
+    ``first_sequence`` (``producer_id`` < 0: not idempotent)."""
+
+    producer_id: int
+    producer_epoch: int
+    first_sequence: int
+    record_count: int
+
+    @classmethod
+    def of(cls, headers: Sequence[FrameHeader]) -> "ProducerRun":
+        """The run of an entry's frames (at least one).  Raises ``InvalidRequestError`` when
+        they do not share producer id and epoch, ``OutOfOrderSequenceError`` when an
+        idempotent producer's sequences are not contiguous."""
+        first = headers[0]
+        pid, epoch = first.producer_id, first.producer_epoch
+        count = 0
+        for header in headers:
+            if header.producer_id != pid or header.producer_epoch != epoch:
+                raise InvalidRequestError("frames of one partition entry must share producer id and epoch")
+            if pid >= 0 and header.base_sequence != first.base_sequence + count:
+                raise OutOfOrderSequenceError("frames of one partition entry must have contiguous sequences")
+            count += header.record_count
+        return cls(pid, epoch, first.base_sequence, count)
 
 
 class Verdict(enum.Enum):

@@ -17,8 +17,8 @@ ISR whose LEO reached the HW and the start of the current leader epoch (expand c
 
 Follower side: the HW is ``min(leader's HW from the last fetch answer, own LEO)``.
 
-No clock, threads or IO: times are passed in (``now_ms``).  Thread-safety: none; the
-owning ``Partition`` holds its lock around every call.
+No clock, threads or IO: times are passed in (``now_ms``).  Thread-safety: none; owned by
+``PartitionCore`` (the ``Partition`` shell holds its lock around every call).
 """
 from __future__ import annotations
 

@@ -1,0 +1,299 @@
+"""``PartitionCore``: one partition replica's decisions, as a pure state machine.
+
+The core owns the replica's leadership (as the metadata image last said), its replication
+state (``ReplicaState``: follower positions, ISR, pending ISR, high watermark) and its
+idempotent-producer table (``ProducerStateTable``).  It has no lock, thread, clock or disk:
+times come in as ``now_ms``, log facts (``LogEnds``: log start and LEO; the leader-epoch
+entries ``[(epoch, start_offset), ...]``) come in as values, and decisions come out as the
+typed values of ``messages.py``.  Refusals are raised as typed ``SparkLogError``s, and a call
+that raises changes nothing.  The shell (``partition.Partition``) holds the lock, the
+``PartitionLog``, the clock and the waiters, and calls the core under its lock.
+
+What it decides:
+
+- high watermark: ``min(LEO of every ISR member)`` (``ReplicaState``), capped by this
+  replica's LEO; the last stable offset is the high watermark until transactions exist
+  (``last_stable_offset``, the one place to change then);
+- produce (``decide_produce``): leadership, epoch fencing of the producer's
+  ``current_leader_epoch``, ``min.insync.replicas`` for acks=all, then the producer-sequence
+  rule (append / duplicate with the original offsets / gap to wait for / fenced /
+  out of order: ``producer_state.py``); ``on_leader_append`` records what was appended and
+  advances the high watermark; ``replicated`` says whether an acks=all wait is over;
+- follower fetches at the leader (``on_follower_fetch``): epoch fencing, membership,
+  divergence (``divergence.leader_check``), the follower's progress, whether the high
+  watermark grew and whether the follower may rejoin the ISR;
+- following (``fetch_position``, ``follows``, ``truncation_offset`` (KIP-595),
+  ``on_follower_append``, ``on_truncated``, ``on_leader_high_watermark``);
+- ISR changes (``isr_change``): shrink candidates (not caught up within
+  ``replica.lag.time.max.ms``) and expand candidates (caught up to the HW and the epoch's
+  start), with the expansion counted in the HW while it is in flight.
+
+Thread-safety: none; one caller at a time (the shell's lock).
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from spark_log.errors import (
+    FencedEpochError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    UnknownTopicOrPartitionError,
+)
+from spark_log.frame import FrameHeader
+
+from .divergence import epoch_of_last_record, follower_truncation_offset, leader_check
+from .messages import (
+    APPEND,
+    NO_LEADERSHIP,
+    SEQUENCE_GAP,
+    Diverging,
+    Duplicate,
+    FetchPosition,
+    FollowerFetch,
+    FollowerFetchDecision,
+    IsrChange,
+    LeaderAndIsr,
+    Leadership,
+    LogEnds,
+    PartitionOffsets,
+    ProduceDecision,
+    Isolation,
+)
+from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerRun, ProducerStateTable, Verdict
+from .replica_state import ReplicaState, ReplicaView
+
+__all__ = ["PartitionCore"]
+
+EpochEntries = Sequence[tuple[int, int]]
+
+
+class PartitionCore:
+    """One replica's decisions (module docstring).  ``name`` ("topic-partition") only
+    appears in error messages; ``broker_id`` is this broker."""
+
+    def __init__(self, *, name: str, broker_id: int) -> None:
+        self.name = name
+        self.broker_id = broker_id
+        self.leadership: Leadership = NO_LEADERSHIP
+        self.removed = False
+        self._replica = ReplicaState(broker_id=broker_id)
+        self._producers = ProducerStateTable()
+
+    # -- leadership ------------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leadership.is_leader
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.leadership.leader_epoch
+
+    @property
+    def isr(self) -> tuple[int, ...]:
+        return self._replica.isr
+
+    def become(self, state: LeaderAndIsr, log: LogEnds, now_ms: int) -> None:
+        """Apply the metadata image's view: lead when ``state.leader_id`` is this broker,
+        else follow (a new leader epoch forgets the followers' positions)."""
+        is_leader = state.leader_id == self.broker_id
+        self.leadership = Leadership(state.leader_id, state.leader_epoch, is_leader)
+        if is_leader:
+            self._replica.become_leader(leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch,
+                                        replicas=state.replicas, isr=state.isr, log_end_offset=log.log_end_offset,
+                                        log_start_offset=log.log_start_offset, now_ms=now_ms)
+        else:
+            self._replica.become_follower(leader_epoch=state.leader_epoch, partition_epoch=state.partition_epoch,
+                                          replicas=state.replicas, isr=state.isr, log_end_offset=log.log_end_offset)
+
+    def close(self) -> None:
+        """The replica was closed or deleted: it leads nothing and refuses requests."""
+        self.removed = True
+        self.leadership = Leadership(self.leadership.leader_id, self.leadership.leader_epoch, False)
+
+    def check_open(self) -> None:
+        """``UnknownTopicOrPartitionError`` (retriable) once closed: a request still holding
+        the replica asks again and finds the new one."""
+        if self.removed:
+            raise UnknownTopicOrPartitionError(f"{self.name} was just removed from this broker")
+
+    def _check_leader(self) -> None:
+        self.check_open()
+        if not self.leadership.is_leader:
+            raise NotLeaderError(f"this broker no longer leads {self.name}")
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    def high_watermark(self, log_end_offset: int) -> int:
+        return min(self._replica.high_watermark, log_end_offset)
+
+    def last_stable_offset(self, log_end_offset: int) -> int:
+        """The high watermark: no transactions yet (the one place to change when they come)."""
+        return self.high_watermark(log_end_offset)
+
+    def offsets(self, log: LogEnds) -> PartitionOffsets:
+        return PartitionOffsets(log.log_start_offset, self.high_watermark(log.log_end_offset),
+                                self.last_stable_offset(log.log_end_offset), log.log_end_offset)
+
+    def read_bound(self, isolation: Isolation, log_end_offset: int, max_offset: int | None) -> int:
+        """The offset a consumer read stops before: the HW (read_uncommitted) or the LSO
+        (read_committed), and ``max_offset`` when given."""
+        bound = (self.high_watermark(log_end_offset) if isolation is Isolation.READ_UNCOMMITTED
+                 else self.last_stable_offset(log_end_offset))
+        return bound if max_offset is None else min(bound, max_offset)
+
+    # -- produce ---------------------------------------------------------------------------
+
+    def decide_produce(self, run: ProducerRun, *, required_leader_epoch: int = -1,
+                       min_insync_replicas: int | None = None) -> ProduceDecision:
+        """Whether to append a producer's entry.  Raises ``UnknownTopicOrPartitionError``
+        (removed), ``NotLeaderError`` (not leading, or a ``required_leader_epoch`` >= 0 this
+        broker has not seen), ``FencedEpochError`` (a lower one; or a fenced producer
+        epoch), ``NotEnoughReplicasError`` (acks=all: pass ``min_insync_replicas``; the ISR
+        is smaller), ``OutOfOrderSequenceError`` / ``DuplicateSequenceError`` (sequences)."""
+        self._check_leader()
+        current = self.leadership.leader_epoch
+        if required_leader_epoch >= 0 and required_leader_epoch != current:
+            if required_leader_epoch < current:
+                raise FencedEpochError(f"leader epoch {required_leader_epoch} is stale; current is {current}")
+            raise NotLeaderError(f"this broker has not seen leader epoch {required_leader_epoch} yet")
+        if min_insync_replicas is not None and len(self._replica.isr) < min_insync_replicas:
+            raise NotEnoughReplicasError(
+                f"{self.name} has {len(self._replica.isr)} in-sync replicas; min.insync.replicas={min_insync_replicas} "
+                f"(acks=all refused)")
+        check = self._producers.check(run.producer_id, run.producer_epoch, run.first_sequence, run.record_count)
+        if check.verdict is Verdict.GAP:
+            return SEQUENCE_GAP
+        if check.verdict is Verdict.DUPLICATE:
+            return Duplicate(check.first_offset, check.last_offset)
+        return APPEND
+
+    def sequence_gap_error(self, run: ProducerRun) -> OutOfOrderSequenceError:
+        """The error for a gap that did not close in time."""
+        known = self._producers.last_sequence(run.producer_id)
+        return OutOfOrderSequenceError(
+            f"producer {run.producer_id} epoch {run.producer_epoch}: sequence {run.first_sequence} arrived but "
+            + (f"the last appended is {known[1]} in epoch {known[0]}" if known else "nothing was appended yet"))
+
+    def on_leader_append(self, run: ProducerRun, headers: Sequence[FrameHeader], first_offset: int,
+                         log_end_offset: int) -> bool:
+        """The entry ``decide_produce`` allowed was appended at ``first_offset``; the log now
+        ends at ``log_end_offset``.  Records its sequences; True when the HW grew (RF=1)."""
+        if run.producer_id >= 0:
+            offset = first_offset
+            for header in headers:
+                self._producers.record(run.producer_id, run.producer_epoch, header.base_sequence, header.record_count,
+                                       offset, header.max_timestamp)
+                offset += header.record_count
+        return self._replica.maybe_advance(log_end_offset)
+
+    def replicated(self, offset: int, leader_epoch: int, log_end_offset: int) -> bool:
+        """acks=all: whether the HW passed ``offset``.  ``NotLeaderError`` once this broker
+        no longer leads in ``leader_epoch`` (or was removed): never acknowledged then."""
+        if not self.leadership.is_leader or self.leadership.leader_epoch != leader_epoch or self.removed:
+            raise NotLeaderError(f"{self.name}: leadership changed before offset {offset} was replicated; "
+                                 "it was not acknowledged")
+        return self.high_watermark(log_end_offset) > offset
+
+    # -- replication: the leader's side ----------------------------------------------------
+
+    def on_follower_fetch(self, fetch: FollowerFetch, log: LogEnds, epoch_entries: EpochEntries,
+                          now_ms: int) -> FollowerFetchDecision:
+        """Count a follower's fetch (module docstring).  Raises ``NotLeaderError`` (not
+        leading, an epoch not seen yet, not a replica), ``FencedEpochError`` (the follower's
+        epoch is stale), ``OffsetOutOfRangeError`` (below the log start)."""
+        if not self.leadership.is_leader:
+            raise NotLeaderError(f"this broker no longer leads {self.name}")
+        current = self.leadership.leader_epoch
+        if fetch.current_leader_epoch >= 0 and fetch.current_leader_epoch != current:
+            if fetch.current_leader_epoch < current:
+                raise FencedEpochError(f"follower's leader epoch {fetch.current_leader_epoch} is stale; "
+                                       f"the current one is {current}")
+            raise NotLeaderError(f"this broker has not seen leader epoch {fetch.current_leader_epoch} of {self.name}")
+        state = self._replica
+        if fetch.replica_id not in state.replicas:
+            raise NotLeaderError(f"broker {fetch.replica_id} is not a replica of {self.name}")
+        start, end = log.log_start_offset, log.log_end_offset
+        diverging = leader_check(epoch_entries, log_start_offset=start, log_end_offset=end,
+                                 fetch_offset=fetch.fetch_offset, last_fetched_epoch=fetch.last_fetched_epoch)
+        if diverging is not None:
+            return FollowerFetchDecision(Diverging(*diverging), self.high_watermark(end))
+        if fetch.fetch_offset < start:
+            raise OffsetOutOfRangeError(f"fetch offset {fetch.fetch_offset} is below the log start {start}")
+        grew = state.on_follower_fetch(fetch.replica_id, fetch_offset=fetch.fetch_offset, log_end_offset=end,
+                                       now_ms=now_ms)
+        replica = fetch.replica_id
+        expand = replica not in state.isr and replica not in state.pending_isr and replica in state.expandable()
+        return FollowerFetchDecision(None, self.high_watermark(end), grew, expand)
+
+    # -- replication: the follower's side --------------------------------------------------
+
+    def fetch_position(self, leader_id: int, log: LogEnds, epoch_entries: EpochEntries) -> FetchPosition | None:
+        """What to fetch from ``leader_id``, or None when this replica does not follow it."""
+        if self.leadership.is_leader or self.leadership.leader_id != leader_id or self.removed:
+            return None
+        leo = log.log_end_offset
+        return FetchPosition(leo, self.leadership.leader_epoch, epoch_of_last_record(epoch_entries, leo),
+                             log.log_start_offset)
+
+    def follows(self, leader_id: int, leader_epoch: int) -> bool:
+        """Whether an answer from ``leader_id`` to a fetch built in ``leader_epoch`` still
+        applies (a leadership change in between discards it)."""
+        lead = self.leadership
+        return not lead.is_leader and not self.removed and lead.leader_id == leader_id and lead.leader_epoch == leader_epoch
+
+    @staticmethod
+    def truncation_offset(diverging: Diverging, log_end_offset: int, epoch_entries: EpochEntries) -> int:
+        """Where to truncate on the leader's diverging hint (KIP-595's rule)."""
+        return follower_truncation_offset(epoch_entries, log_end_offset, (diverging.epoch, diverging.end_offset))
+
+    def on_truncated(self, log_end_offset: int) -> None:
+        """The log was truncated to ``log_end_offset``: the HW is capped and the producer
+        state forgotten (the caller replays the log into ``record_frames``)."""
+        self._replica.high_watermark = min(self._replica.high_watermark, log_end_offset)
+        self._producers = ProducerStateTable()
+
+    def record_frames(self, headers: Iterable[FrameHeader]) -> None:
+        """Frames in the log as stamped (a follower's append, or a replay of the log in
+        offset order): the producer state follows them."""
+        producers = self._producers
+        for header in headers:
+            producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+                             header.base_offset, header.max_timestamp)
+
+    def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> None:
+        """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO."""
+        self._replica.on_leader_high_watermark(leader_hw, log_end_offset)
+
+    # -- ISR -------------------------------------------------------------------------------
+
+    def isr_change(self, now_ms: int, lag_ms: int) -> IsrChange | None:
+        """The ISR change to request, if any: ISR followers not caught up within ``lag_ms``
+        leave, caught-up followers outside it join (counted in the HW from now on, while the
+        change is in flight: ``clear_pending_isr`` if the controller refuses it)."""
+        state = self._replica
+        if not self.leadership.is_leader or not state.is_leader:
+            return None
+        out = state.out_of_sync(now_ms=now_ms, lag_ms=lag_ms)
+        join = state.expandable()
+        if not out and not join:
+            return None
+        new_isr = tuple(r for r in state.isr if r not in out) + tuple(r for r in join if r not in state.isr)
+        if join:
+            state.pending_isr = tuple(sorted(set(state.isr) | set(join)))
+        return IsrChange(state.leader_epoch, state.partition_epoch, state.isr, new_isr, out, join)
+
+    def clear_pending_isr(self) -> None:
+        self._replica.pending_isr = ()
+
+    # -- describe and maintenance ----------------------------------------------------------
+
+    def replica_view(self, log_end_offset: int, now_ms: int) -> ReplicaView:
+        return self._replica.view(log_end_offset=log_end_offset, now_ms=now_ms)
+
+    def expire_producers(self, now_wall_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
+        """Forget producers idle longer than ``max_idle_ms``; returns how many."""
+        return self._producers.expire(now_wall_ms, max_idle_ms)

@@ -1,0 +1,355 @@
+"""``Partition``: one partition replica hosted by this broker (Kafka's Partition over UnifiedLog).
+
+The only owner of the replica's state: its ``PartitionLog``, its lock, and (through the
+pure ``PartitionCore``) its leadership, high watermark and last stable offset, replica/ISR
+state and idempotent-producer table.  Produce, consumer fetch, the leader's answer to
+follower fetches, the follower fetcher, describe, list-offsets and the ISR updater call the
+typed methods below; nothing else touches the lock, the log or the state.
+
+The shell does IO and waiting; every decision is the core's (``core.py``), called under the
+lock with the log facts of the moment (``LogEnds``, epoch entries) and the injected clock's
+``monotonic_ms``.  Deadlines (a producer's sequence gap, an acks=all wait) are taken from
+the injected clock too; ``Condition.wait`` gets the remaining real seconds computed from it.
+
+Waiting and waking: ``_cond`` (a ``threading.Condition``) is notified on every append, on
+leadership changes and when the HW grows, which wakes acks=all waiters and produce calls
+waiting for a sequence gap.  Long polls (consumers and followers) wait on the broker's
+data condition instead: ``on_append`` bumps it (``wake_long_polls``); an append with
+``notify=False`` leaves that to the caller, which appends more first (one wake-up per
+Produce request).
+
+Thread-safety: every public method may be called from any thread; each takes the lock at
+most once (a wait releases it while waiting).  ``leadership`` / ``is_leader`` /
+``leader_id`` / ``leader_epoch`` / ``removed`` read a snapshot without the lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from pathlib import Path
+from typing import Callable
+
+from brokers.log.append import CheckedFrames
+from brokers.log.partition_log import PartitionLog
+from spark_log.clock import Clock, SystemClock
+from spark_log.config import TopicConfig
+from spark_log.frame import FrameHeader, iter_frames
+
+from .core import PartitionCore
+from .directory import METADATA_FILE, write_metadata
+from .messages import (
+    AppendOutcome,
+    Duplicate,
+    FetchedData,
+    FetchPosition,
+    FollowerFetch,
+    FollowerFetchAnswer,
+    Isolation,
+    IsrChange,
+    LeaderAndIsr,
+    Leadership,
+    LogEnds,
+    PartitionOffsets,
+    PartitionRead,
+    ReplicationView,
+    SequenceGap,
+)
+from .producer_state import ProducerRun
+
+__all__ = ["Partition"]
+
+log = logging.getLogger(__name__)
+
+_REPLAY_READ_BYTES = 8 << 20
+
+
+class Partition:
+    """One hosted replica (see the module docstring).  Opening it opens (and recovers) the
+    log in ``directory`` and replays the producer state from it."""
+
+    def __init__(self, *, topic: str, partition: int, topic_id: str, directory: Path, config: TopicConfig,
+                 broker_id: int = -1, clock: Clock | None = None, on_append: Callable[[], None] = lambda: None) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.topic_id = topic_id
+        self.directory = directory
+        self._config = config
+        self._clock: Clock = clock or SystemClock()
+        self._on_append = on_append
+        self._cond = threading.Condition()
+        self._core = PartitionCore(name=f"{topic}-{partition}", broker_id=broker_id)
+        write_metadata(directory, topic=topic, partition=partition, topic_id=topic_id)
+        self._log = PartitionLog(directory, config, clock=self._clock)
+        self._replay_producers()
+
+    def __repr__(self) -> str:
+        return f"Partition({self.topic}-{self.partition}, {self._core.leadership})"
+
+    # -- snapshots readable without the lock ------------------------------------------------
+
+    @property
+    def leadership(self) -> Leadership:
+        return self._core.leadership
+
+    @property
+    def is_leader(self) -> bool:
+        return self._core.leadership.is_leader
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._core.leadership.leader_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self._core.leadership.leader_epoch
+
+    @property
+    def removed(self) -> bool:
+        """Closed or deleted: requests still holding it get a retriable error."""
+        return self._core.removed
+
+    @property
+    def config(self) -> TopicConfig:
+        return self._config
+
+    # -- leadership (from the metadata image) -----------------------------------------------
+
+    def become(self, state: LeaderAndIsr, *, config: TopicConfig) -> None:
+        """Lead or follow as ``state`` says (leader when its ``leader_id`` is this broker);
+        a changed ``config`` reopens the log with it."""
+        with self._cond:
+            if config != self._config:  # PartitionLog takes its config at open: reopen (a clean close is cheap)
+                self._log.close()
+                self._config = config
+                self._log = PartitionLog(self.directory, config, clock=self._clock)
+            self._core.become(state, self._ends(), self._clock.monotonic_ms())
+            self._cond.notify_all()
+
+    # -- offsets ----------------------------------------------------------------------------
+
+    def _ends(self) -> LogEnds:
+        return LogEnds(self._log.log_start_offset, self._log.log_end_offset)
+
+    @property
+    def high_watermark(self) -> int:
+        with self._cond:
+            return self._core.high_watermark(self._log.log_end_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        with self._cond:
+            return self._core.last_stable_offset(self._log.log_end_offset)
+
+    def offsets(self) -> PartitionOffsets:
+        """Log start, HW, LSO and LEO read together; ``UnknownTopicOrPartitionError`` once removed."""
+        with self._cond:
+            self._core.check_open()
+            return self._core.offsets(self._ends())
+
+    def replication_view(self) -> ReplicationView:
+        """The replication state and offsets, read together (describe)."""
+        with self._cond:
+            self._core.check_open()
+            ends = self._ends()
+            return ReplicationView(self._core.replica_view(ends.log_end_offset, self._clock.monotonic_ms()),
+                                   self._core.offsets(ends))
+
+    # -- produce ----------------------------------------------------------------------------
+
+    def append_as_leader(self, frames: CheckedFrames, *, required_leader_epoch: int = -1, acks_all: bool = False,
+                         gap_timeout_ms: int = 10_000, notify: bool = True) -> AppendOutcome:
+        """Append one produce entry's checked frames as leader, or acknowledge a duplicate.
+
+        Idempotence is decided for the entry as a unit (``ProducerRun``); a sequence gap
+        waits up to ``gap_timeout_ms`` (injected clock) for the missing frames, then raises
+        ``OutOfOrderSequenceError``.  ``acks_all`` refuses with ``NotEnoughReplicasError``
+        while the ISR is below ``min.insync.replicas``.  Other refusals: see
+        ``PartitionCore.decide_produce``; ``StorageError`` from the disk.  Nothing is appended
+        on any error.  ``notify=False`` leaves waking the long polls (``wake_long_polls``)
+        to the caller, which appends more first."""
+        headers = frames.headers
+        run = ProducerRun.of(headers)
+        min_isr = self._config.min_insync_replicas if acks_all else None
+        deadline_ms = self._clock.monotonic_ms() + gap_timeout_ms
+        core = self._core
+        with self._cond:
+            while True:
+                decision = core.decide_produce(run, required_leader_epoch=required_leader_epoch,
+                                               min_insync_replicas=min_isr)
+                if not isinstance(decision, SequenceGap):
+                    break
+                remaining_ms = deadline_ms - self._clock.monotonic_ms()
+                if remaining_ms <= 0:
+                    raise core.sequence_gap_error(run)
+                self._cond.wait(remaining_ms / 1000)
+            plog = self._log
+            if isinstance(decision, Duplicate):
+                return AppendOutcome(decision.first_offset, decision.last_offset, True, plog.log_start_offset,
+                                     core.high_watermark(plog.log_end_offset), core.leader_epoch)
+            info = plog.append_as_leader(frames, leader_epoch=core.leader_epoch)
+            end = plog.log_end_offset
+            core.on_leader_append(run, headers, info.first_offset, end)
+            self._cond.notify_all()
+            outcome = AppendOutcome(info.first_offset, info.last_offset, False, plog.log_start_offset,
+                                    core.high_watermark(end), core.leader_epoch)
+        if notify:
+            self._on_append()
+        return outcome
+
+    def wait_for_high_watermark(self, offset: int, timeout_ms: int, *, leader_epoch: int | None = None) -> bool:
+        """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once.  False
+        after ``timeout_ms`` (injected clock); ``NotLeaderError`` once this broker stops
+        leading in ``leader_epoch`` (default: the epoch at the call; pass
+        ``AppendOutcome.leader_epoch`` when other work ran between the append and the wait)."""
+        deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        with self._cond:
+            epoch = self._core.leader_epoch if leader_epoch is None else leader_epoch
+            while not self._core.replicated(offset, epoch, self._log.log_end_offset):
+                remaining_ms = deadline_ms - self._clock.monotonic_ms()
+                if remaining_ms <= 0:
+                    return False
+                self._cond.wait(remaining_ms / 1000)
+            return True
+
+    # -- consumers ---------------------------------------------------------------------------
+
+    def read(self, offset: int, *, max_bytes: int, max_offset: int | None = None,
+             isolation: Isolation = Isolation.READ_UNCOMMITTED) -> PartitionRead:
+        """Whole frames from ``offset`` below the high watermark (``READ_COMMITTED``: the last
+        stable offset) and, when given, ``max_offset``, with the offsets of the moment.
+        ``OffsetOutOfRangeError`` outside the log; ``UnknownTopicOrPartitionError`` once removed."""
+        with self._cond:
+            self._core.check_open()
+            ends = self._ends()
+            bound = self._core.read_bound(isolation, ends.log_end_offset, max_offset)
+            result = self._log.read(offset, max_bytes=max_bytes, max_offset=bound)
+            return PartitionRead(result, self._core.offsets(ends))
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
+        """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``."""
+        with self._cond:
+            self._core.check_open()
+            return self._log.offset_for_timestamp(timestamp_ms)
+
+    # -- replication: the leader's side -----------------------------------------------------
+
+    def answer_follower_fetch(self, fetch: FollowerFetch, *, max_bytes: int) -> FollowerFetchAnswer:
+        """Count a follower's fetch and read what it should get: a diverging hint, or up to
+        ``max_bytes`` (<= 0: nothing) of whole frames from its ``fetch_offset`` up to the
+        LEO.  A grown HW wakes acks=all waiters here; the caller wakes the long polls
+        (``wake_long_polls``) once it answered.  Raises what
+        ``PartitionCore.on_follower_fetch`` raises."""
+        with self._cond:
+            plog = self._log
+            ends = self._ends()
+            decision = self._core.on_follower_fetch(fetch, ends, plog.epoch_entries(), self._clock.monotonic_ms())
+            if decision.hw_grew:
+                self._cond.notify_all()
+            records = b""
+            next_offset = fetch.fetch_offset
+            if decision.diverging is None and fetch.fetch_offset < ends.log_end_offset and max_bytes > 0:
+                read = plog.read(fetch.fetch_offset, max_bytes=max_bytes)
+                records, next_offset = bytes(read.data), read.next_offset
+            return FollowerFetchAnswer(decision.diverging, records, next_offset, self._core.offsets(ends),
+                                       decision.hw_grew, decision.expand_candidate)
+
+    def wake_long_polls(self) -> None:
+        """Wake the broker's long polls (consumers, followers): the HW moved or data arrived."""
+        self._on_append()
+
+    # -- replication: the follower's side ---------------------------------------------------
+
+    def fetch_position(self, leader_id: int) -> FetchPosition | None:
+        """What to fetch from ``leader_id``; None when this replica does not follow it."""
+        with self._cond:
+            return self._core.fetch_position(leader_id, self._ends(), self._log.epoch_entries())
+
+    def apply_fetched(self, leader_id: int, leader_epoch: int, fetched: FetchedData) -> None:
+        """Apply the leader's answer to a fetch built in ``leader_epoch`` (discarded if this
+        replica no longer follows ``leader_id`` in it): truncate on a diverging hint, else
+        append the frames at or past our LEO (frames below it, when the answer starts inside
+        a frame we hold, are skipped) and take the leader's HW.  Follower appends verify
+        every frame (``PartitionLog.append_as_follower``).  Raises ``CorruptRecordError``,
+        ``OffsetOutOfRangeError``, ``InvalidRequestError`` or ``StorageError`` (nothing
+        appended)."""
+        with self._cond:
+            core, plog = self._core, self._log
+            if not core.follows(leader_id, leader_epoch):
+                return
+            if fetched.diverging is not None:
+                leo = plog.log_end_offset
+                cut = core.truncation_offset(fetched.diverging, leo, plog.epoch_entries())
+                log.info("%s-%d diverged from leader %d at epoch %d: truncating %d -> %d", self.topic, self.partition,
+                         leader_id, fetched.diverging.epoch, leo, cut)
+                plog.truncate_to(cut)
+                core.on_truncated(plog.log_end_offset)
+                self._replay_producers()
+                return
+            data = fetched.records
+            if len(data):
+                leo = plog.log_end_offset
+                skip = 0
+                appended: list[FrameHeader] = []
+                for position, header in iter_frames(data, verify=False):
+                    if not appended and header.base_offset < leo:
+                        skip = position + header.frame_length
+                    else:
+                        appended.append(header)
+                if appended:
+                    plog.append_as_follower(memoryview(data)[skip:])
+                    core.record_frames(appended)
+            core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
+
+    # -- ISR ----------------------------------------------------------------------------------
+
+    def isr_change(self, lag_ms: int) -> IsrChange | None:
+        """The ISR change to request from the controller, if any (``PartitionCore.isr_change``)."""
+        with self._cond:
+            return self._core.isr_change(self._clock.monotonic_ms(), lag_ms)
+
+    def clear_pending_isr(self) -> None:
+        """The controller refused the expansion: stop counting the joiners in the HW."""
+        with self._cond:
+            self._core.clear_pending_isr()
+
+    # -- upkeep and lifecycle ---------------------------------------------------------------
+
+    def _replay_producers(self) -> None:
+        """Rebuild the producer state from the log (open, truncation).  Caller holds the lock
+        (or owns the object alone)."""
+        plog = self._log
+        offset, end = plog.log_start_offset, plog.log_end_offset
+        while offset < end:
+            result = plog.read(offset, max_bytes=_REPLAY_READ_BYTES)
+            if not len(result.data):
+                break
+            self._core.record_frames(header for _, header in iter_frames(result.data, verify=False))
+            offset = result.next_offset
+
+    def maintenance(self) -> None:
+        """Roll, retention and producer-id expiry; called periodically by the manager."""
+        with self._cond:
+            if self._core.removed:
+                return
+            self._log.maybe_roll()
+            self._log.apply_retention()
+            self._core.expire_producers(self._clock.wall_ms())
+
+    def close(self) -> None:
+        """Close the log (flushed); requests still holding the replica get a retriable error."""
+        with self._cond:
+            self._core.close()
+            self._log.close()
+            self._cond.notify_all()
+
+    def delete(self) -> None:
+        """Close and delete the replica's directory."""
+        with self._cond:
+            self._core.close()
+            self._log.delete()
+            self._cond.notify_all()
+        try:
+            (self.directory / METADATA_FILE).unlink(missing_ok=True)
+            self.directory.rmdir()
+        except OSError:
+            pass
