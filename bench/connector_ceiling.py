@@ -39,12 +39,14 @@ _CACHE: dict[tuple[int, int], pa.RecordBatch] = {}
 
 
 def keyvalue_batch(start: int, stop: int) -> pa.RecordBatch:
-    """Rows ``start..stop`` of the bench's bytes data: key ``key-%08d``, value ``value-payload-<i>``."""
+    """Rows ``start..stop`` of the bench's bytes data: key ``key-%08d``, and a 100-byte value:
+    the id as 10 zero-padded digits, then 90 random bytes (incompressible; see ``payload_ids``)."""
     import numpy as np
 
     ids = np.arange(start, stop)
     keys = np.char.add(b"key-", np.char.zfill(ids.astype("S8"), 8)).astype(object)
-    values = np.char.add(b"value-payload-", ids.astype("S10")).astype(object)
+    noise = np.random.default_rng(start).integers(0, 256, size=(len(ids), 90), dtype=np.uint8)
+    values = [b"%010d" % i + row.tobytes() for i, row in zip(ids.tolist(), noise)]
     return pa.RecordBatch.from_arrays([pa.array(keys, pa.binary()), pa.array(values, pa.binary())], names=["key", "value"])
 
 
