@@ -13,7 +13,7 @@ module that validates against the current image and returns records):
                       then completes a reassignment whose target is all in the ISR
     alter_partition_reassignment  reassignment.py  start / replace / cancel (KIP-455)
     complete_reassignments        reassignment.py  safety net (periodic, lease loop)
-    elect_leaders     brokers.replica.preferred_leader  on demand (periodic too)
+    elect_leaders     preferred_leader.py               on demand (periodic too)
     alter_configs     configs.py        + election.py: unclean election enabled -> offline partitions elect now
     register_schema   schema_versions.py  compatible evolution only
 
@@ -65,7 +65,7 @@ from spark_log.errors import (
     UnknownTopicOrPartitionError,
 )
 
-from brokers.replica.preferred_leader import ElectionOutcome, elect_preferred, preferred_leader_changes
+from brokers.controller.preferred_leader import ElectionOutcome, elect_preferred, preferred_leader_changes
 
 from .alter_partition import alter_partition_records
 from .configs import alter_config_records
@@ -124,7 +124,7 @@ class QuorumController:
         self._propose_timeout_s = propose_timeout_s
         self._busy_timeout_s = busy_timeout_s
         self._check_interval_s = (check_interval_ms or max(20, session_timeout_ms // 10)) / 1000
-        # preferred-leader election (brokers.replica.preferred_leader), once per session timeout
+        # preferred-leader election (brokers.controller.preferred_leader), once per session timeout
         self._preferred_interval_ms = max(1000, session_timeout_ms)
         self._next_preferred_check_ms = 0
         self._auto_leader_rebalance = auto_leader_rebalance  # off: only on demand (elect_leaders)
@@ -315,7 +315,7 @@ class QuorumController:
 
     def elect_preferred_leaders(self) -> int:
         """Move leadership back to each partition's first replica where it is live and in the
-        ISR (``brokers.replica.preferred_leader``); returns how many partitions moved."""
+        ISR (``brokers.controller.preferred_leader``); returns how many partitions moved."""
 
         def handle(image: MetadataImage) -> int:
             changes = preferred_leader_changes(image)

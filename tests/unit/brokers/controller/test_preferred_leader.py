@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from brokers.metadata import records as r
-from brokers.replica.preferred_leader import preferred_leader_changes
+from brokers.controller.preferred_leader import preferred_leader_changes
 from tests.unit.brokers.metadata.helpers import broker, build, topic
 
 
