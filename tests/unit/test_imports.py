@@ -39,12 +39,24 @@ PRODUCT = ("spark_log", "brokers", "connectors", "jobs")
 #
 # and no product package imports tests or bench.
 CHECKED = frozenset({"spark_log", "brokers", "connectors", "jobs", "pyspark", "tests", "bench"})
-MAY_IMPORT: dict[str, frozenset[str]] = {
-    "spark_log": frozenset(),
-    "brokers": frozenset({"spark_log"}),
-    "connectors": frozenset({"spark_log", "pyspark"}),
-    "jobs": frozenset({"spark_log", "brokers", "connectors", "pyspark"}),
-}
+ARCHITECTURE = ROOT / "docs" / "ARCHITECTURE.md"
+
+
+def _doc_table(name: str) -> dict[str, frozenset[str]]:
+    """The import table ``name`` of docs/ARCHITECTURE.md (between ``<!-- name -->`` markers):
+    rows are importers, a ``yes`` cell allows the column."""
+    text = ARCHITECTURE.read_text()
+    start, end = text.index(f"<!-- {name} -->"), text.index(f"<!-- /{name} -->")
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in text[start:end].splitlines() if line.startswith("|")]
+    header, body = rows[0][1:], rows[2:]
+    return {row[0]: frozenset(col for col, cell in zip(header, row[1:]) if cell == "yes") for row in body}
+
+
+# The package table of docs/ARCHITECTURE.md: which product package (and pyspark) each may import.
+MAY_IMPORT: dict[str, frozenset[str]] = _doc_table("packages-table")
+# Its table for the subpackages of brokers (``node`` is brokers/node.py).
+BROKERS_MAY_IMPORT: dict[str, frozenset[str]] = _doc_table("brokers-table")
 
 # The shared kernel: public modules of spark_log that brokers, connectors and jobs build on.
 KERNEL = ("spark_log.errors", "spark_log.config", "spark_log.clock", "spark_log.frame", "spark_log.schemas",
@@ -166,6 +178,27 @@ def test_kernel_imports_only_kernel() -> None:
 
 def test_dependency_table_covers_the_product() -> None:
     assert set(MAY_IMPORT) == set(PRODUCT)
+    assert MAY_IMPORT["spark_log"] == frozenset()  # the kernel and client stand alone
+
+
+def _brokers_part(module: str) -> str:
+    """``brokers.server.fetch`` -> ``server``; ``brokers.node`` -> ``node``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_brokers_table_covers_every_subpackage() -> None:
+    parts = {_brokers_part(m) for m in _sources() if m.startswith("brokers.")}
+    assert parts == set(BROKERS_MAY_IMPORT), f"docs/ARCHITECTURE.md's brokers table names {sorted(BROKERS_MAY_IMPORT)}"
+
+
+def test_brokers_subpackages_import_as_the_table_says() -> None:
+    offenders = sorted(
+        f"{i.importer}:{i.line} imports {i.target}" for i in _imports()
+        if _top(i.importer) == "brokers" and i.module is not None and _top(i.module) == "brokers"
+        and _brokers_part(i.module) not in BROKERS_MAY_IMPORT.get(_brokers_part(i.importer), frozenset())
+        | {_brokers_part(i.importer), ""})
+    assert not offenders, "imports that docs/ARCHITECTURE.md's brokers table does not allow:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize("package", PRODUCT)
