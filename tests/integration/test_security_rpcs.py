@@ -17,7 +17,6 @@ Adds about 3 s.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Iterator
 
 import grpc
