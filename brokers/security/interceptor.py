@@ -19,9 +19,9 @@ controller, Raft, security, and services added later).  For each call:
 7. the quota is charged and the answer delayed by the throttle time, which it reports in
    ``throttle_time_ms``.
 
-Fast path: on a PLAINTEXT listener without authorizer and with no quota in the image,
-the principal (always ``User:ANONYMOUS`` there) is not computed: one image read and a
-few comparisons per call.  Time (``sleep``) is injected for tests.  Thread-safety: the
+Fast path: without authorizer, with no quota in the image and unless the listener is
+``SASL_SSL`` (which refuses unauthenticated calls), the principal is not computed: one
+image read and a few comparisons per call.  Time (``sleep``) is injected for tests.  Thread-safety: the
 interceptor is shared by every worker thread; it keeps no per-call state outside the
 thread-local identity.
 """

@@ -64,7 +64,10 @@ class NodeSecurity:
                                    max_throttle_ms=security.quota_max_throttle_ms)
         self.interceptor = SecurityInterceptor(
             authenticator=self.authenticator, authorizer=self.authorizer, quotas=self.quotas,
-            image=lambda: self._image(), always_authenticate=security.tls)
+            image=lambda: self._image(),
+            # SASL_SSL refuses unauthenticated calls; elsewhere the principal matters only to the
+            # authorizer and quotas, which the interceptor asks for when they apply
+            always_authenticate=security.security_protocol == "SASL_SSL")
         self.servicer: SecurityServicer | None = None
 
     def bind(self, server: grpc.Server, address: str) -> int:
