@@ -280,7 +280,14 @@ class Consumer:
             request = self._fetch_request(topic, offsets, max_wait_ms)
             if request is None:
                 continue
-            call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+            try:
+                call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+            except grpc.RpcError as exc:  # refused before it was sent (a SCRAM session that could not open)
+                error = errors.from_rpc_error(exc, address=address)
+                if not error.retriable:
+                    raise error from None
+                self._cluster.forget(topic)
+                continue
             self._outstanding[key] = (call, offsets)
             call.add_done_callback(lambda _f, k=key: self._done.put(k))
 

@@ -428,8 +428,8 @@ class Producer:
         except Exception as exc:  # noqa: BLE001 - e.g. a closed channel, a refused authentication
             self._in_flight.release()
             self._gate.release(address, None)
-            error = exc if isinstance(exc, SparkLogError) else errors.BrokerNotAvailableError(
-                f"cannot send to {address}: {exc}")
+            error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
+                     else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
                 self._failed(shipment, error)
             return

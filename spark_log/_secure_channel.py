@@ -7,7 +7,10 @@
   name; the client's certificate presented when one is configured);
 - ``SASL_SSL``: TLS plus a SCRAM-SHA-256 session with that broker (``ScramSession``): the
   first call authenticates (``Security.ScramStart``/``ScramFinish``, RFC 5802 messages;
-  the server's signature is checked, so a fake broker is noticed), every call carries the
+  the server's signature is checked, so a fake broker is noticed; a failure, whether
+  refused credentials or an unreachable broker, fails the call as a ``grpc.RpcError`` that
+  ``errors.from_rpc_error`` turns into the typed error, as if the broker had answered it,
+  so callers handle it where they handle every failed call), every call carries the
   session token in the metadata ``spark-log-session``, the session is renewed before it
   expires, and a ``SESSION_EXPIRED`` answer (the broker restarted) drops it so the next
   call (the caller's retry) authenticates again.
@@ -94,6 +97,25 @@ class ScramSession:
         return self._token
 
 
+class RefusedCall(grpc.RpcError):
+    """A call that failed before it was sent (its SCRAM session could not be opened):
+    carries ``error`` the way a broker's typed answer does (``errors.from_rpc_error``)."""
+
+    def __init__(self, error: SparkLogError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+    def code(self) -> grpc.StatusCode:
+        status: grpc.StatusCode = errors.grpc_status_code(self.error)
+        return status
+
+    def details(self) -> str:
+        return self.error.message
+
+    def trailing_metadata(self) -> Any:
+        return errors.trailing_metadata(self.error)
+
+
 class _Details(NamedTuple):
     method: str
     timeout: float | None
@@ -115,7 +137,10 @@ class _Interceptor(grpc.UnaryUnaryClientInterceptor):
         metadata = list(client_call_details.metadata or ()) + list(self._fixed)
         token = None
         if self._session is not None and client_call_details.method not in _SCRAM_METHODS:
-            token = self._session.token()
+            try:
+                token = self._session.token()
+            except SparkLogError as exc:
+                raise RefusedCall(exc) from None
             metadata.append((SESSION_HEADER, token))
         details = _Details(client_call_details.method, client_call_details.timeout, metadata,
                            client_call_details.credentials, client_call_details.wait_for_ready,

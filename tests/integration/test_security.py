@@ -81,6 +81,15 @@ def test_a_plaintext_client_against_the_tls_listener_fails_cleanly(sasl_cluster:
         assert admin.whoami() == "User:admin"
 
 
+def test_an_unreachable_broker_is_skipped_while_authenticating(sasl_cluster: SecuredCluster) -> None:
+    from tests.support.ports import free_port
+
+    bootstrap = f"127.0.0.1:{free_port()},{sasl_cluster.bootstrap}"  # nobody listens on the first
+    user = sasl_cluster.user(name("skip"))
+    with Admin(bootstrap, security=user, request_timeout_ms=20_000) as admin:
+        assert admin.whoami() == f"User:{user.username}"  # a failed SCRAM exchange moves on, as a failed call
+
+
 def test_read_and_write_need_their_acls_and_replication_runs_over_tls(sasl_cluster: SecuredCluster) -> None:
     t = topic(sasl_cluster)
     reader, writer = sasl_cluster.user(name("reader")), sasl_cluster.user(name("writer"))
