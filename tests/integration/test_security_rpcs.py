@@ -41,6 +41,7 @@ from brokers.security.rules import undeclared
 from brokers.server import register as register_broker_part
 from spark_log import ClientSecurity, errors
 from spark_log._secure_channel import open_channel
+from spark_log.proto import broker_pb2 as bpb
 from spark_log.acls import AclBinding, Operation, PatternType, Permission, ResourceType
 from spark_log.config import BrokerConfig, RaftConfig, SecurityConfig, from_mapping
 from tests.support.ports import free_port
@@ -228,3 +229,45 @@ def test_an_rpc_without_a_declared_rule_is_refused_even_to_a_principal_allowed_e
         assert isinstance(refused, errors.UnauthorizedError) and "no declared access rule" in refused.message
     finally:
         everything.close()
+
+
+def test_a_client_cannot_pass_for_a_follower(secured_node: tuple[Node, LocalPki, bytes]) -> None:
+    """A principal allowed READ on the topic reads as a consumer (``replica_id`` -1) but is
+    refused as a follower (``replica_id`` >= 0: CLUSTER_ACTION, nodes only), which would
+    skip the consumer quota and move the follower state the high watermark depends on."""
+    node, pki, secret = secured_node
+    channel = _node_channel(node, secret)
+    try:
+        upsert_user(channel, "reader", "reader-pw")
+    finally:
+        channel.close()
+    from spark_log import Admin
+
+    admin = ClientSecurity(protocol="SASL_SSL", ca_file=str(pki.ca_file), username="admin", password="admin-pw")
+    with Admin(node.address, security=admin) as client:
+        client.create_acls([AclBinding(ResourceType.TOPIC, NAME, PatternType.LITERAL, "User:reader", "*",
+                                       Operation.READ, Permission.ALLOW)])
+    reader = open_channel(node.address, ClientSecurity(protocol="SASL_SSL", ca_file=str(pki.ca_file),
+                                                       username="reader", password="reader-pw"))
+    fetch, list_offsets = "/spark_log.broker.v1.Broker/Fetch", "/spark_log.broker.v1.Broker/ListOffsets"
+
+    def fetch_as(replica_id: int) -> bytes:
+        return bpb.FetchRequest(replica_id=replica_id, max_wait_ms=0, partitions=[
+            bpb.FetchPartition(topic=NAME, partition=0, fetch_offset=0, current_leader_epoch=-1)]).SerializeToString()
+
+    def list_as(replica_id: int) -> bytes:
+        return bpb.ListOffsetsRequest(replica_id=replica_id, partitions=[
+            bpb.ListOffsetsPartition(topic=NAME, partition=0, timestamp=-1, current_leader_epoch=-1)
+        ]).SerializeToString()
+
+    try:
+        # the ACL reaches the broker's image asynchronously: wait for the consumer read to pass
+        wait_until(lambda: _call(reader, fetch, fetch_as(-1)) is None, timeout=30,
+                   message="User:reader may fetch as a consumer")
+        assert _call(reader, list_offsets, list_as(-1)) is None
+        for replica_id in (0, 1, 7):
+            for path, request in ((fetch, fetch_as(replica_id)), (list_offsets, list_as(replica_id))):
+                refused = _call(reader, path, request)
+                assert isinstance(refused, errors.ClusterAuthorizationError), f"{path} as replica {replica_id}: {refused!r}"
+    finally:
+        reader.close()
