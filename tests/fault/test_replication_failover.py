@@ -17,6 +17,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -30,11 +31,11 @@ from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
-FAST_FAILOVER = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
+FAST_FAILOVER: dict[str, object] = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
 PARTITIONS = 2
 
 
-def start_fast_cluster(root, attempts: int = 3, security: DevSecurity | None = None) -> LocalCluster:
+def start_fast_cluster(root: Path, attempts: int = 3, security: DevSecurity | None = None) -> LocalCluster:
     error: Exception | None = None
     for attempt in range(attempts):
         cluster = LocalCluster(root / f"attempt-{attempt}", brokers=3, extra_config=FAST_FAILOVER, security=security)
@@ -113,7 +114,7 @@ def leader_of(admin: Admin, topic: str, partition: int) -> tuple[int | None, tup
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "mtls"])
-def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path, tls: bool) -> None:
+def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path: Path, tls: bool) -> None:
     started = time.monotonic()
     cluster = start_fast_cluster(tmp_path, security=DevSecurity(tls=True, mtls=True) if tls else None)
     security = ClientSecurity.from_file(cluster.client_properties) if tls else None

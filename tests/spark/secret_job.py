@@ -70,7 +70,7 @@ def main(argv: list[str]) -> int:
         "spark.sql.streaming.stopTimeout": "10s",
     })
     stream_options = _options(bootstrap, ca_file, user, password, jaas=True)
-    query = (spark.readStream.format("spark-log").options(**stream_options)  # type: ignore[attr-defined]
+    query = (spark.readStream.format("spark-log").options(**stream_options)
              .option("subscribe", source).option("startingOffsets", "earliest").load()
              .selectExpr("key", "value")
              .writeStream.format("spark-log").options(**stream_options).option("topic", sink)
@@ -78,17 +78,17 @@ def main(argv: list[str]) -> int:
              .trigger(availableNow=True).start())
     query.awaitTermination()
     batch = _options(bootstrap, ca_file, user, password, jaas=False)
-    rows = spark.read.format("spark-log").options(**batch).option("subscribe", sink).load().count()  # type: ignore[attr-defined]
+    rows = spark.read.format("spark-log").options(**batch).option("subscribe", sink).load().count()
     print(f"sink rows: {rows}")
     wrong = _options(bootstrap, ca_file, "no-such-user", password, jaas=True)
     try:
-        spark.read.format("spark-log").options(**wrong).option("subscribe", sink).load().count()  # type: ignore[attr-defined]
+        spark.read.format("spark-log").options(**wrong).option("subscribe", sink).load().count()
         print("the wrong user was not refused")
         return 1
     except Exception:  # noqa: BLE001 - printed for the grep, as an application would log it
         traceback.print_exc()
         print("wrong user refused")
-    spark.stop()  # type: ignore[attr-defined]
+    spark.stop()
     return 0
 
 

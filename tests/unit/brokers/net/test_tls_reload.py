@@ -48,7 +48,8 @@ def stop_servers() -> Iterator[list[grpc.Server]]:
 
 def _echo(channel: grpc.Channel) -> bool:
     try:
-        return channel.unary_unary(METHOD)(b"ping", timeout=5) == b"ping"
+        call: grpc.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(METHOD)
+        return call(b"ping", timeout=5) == b"ping"
     except grpc.RpcError as exc:
         assert exc.code() == grpc.StatusCode.UNAVAILABLE, exc
         return False
