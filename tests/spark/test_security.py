@@ -106,7 +106,7 @@ def _run_job(run_dir: Path, cluster: SecuredCluster, user: str, password: str, s
     with open(run_dir / "stdout.log", "wb") as out, open(run_dir / "stderr.log", "wb") as err:
         return subprocess.run([sys.executable, "-m", "tests.spark.secret_job", str(run_dir), cluster.bootstrap,
                                cluster.ca_file, source, sink, *extra], stdout=out, stderr=err, env=env, cwd=run_dir,
-                              timeout=300)
+                              timeout=600)  # a hang guard: the job takes ~30 s on a quiet machine, minutes under heavy load
 
 
 def test_no_secret_in_logs_errors_or_checkpoints(sasl_cluster: SecuredCluster, tmp_path: Path) -> None:
