@@ -6,8 +6,8 @@
 With the password in the Kafka-named options (``kafka.sasl.jaas.config`` for the stream,
 ``kafka.sasl.password`` for the batch read): a streaming query SOURCE -> SINK
 (Trigger.AvailableNow, checkpoint under RUN_DIR/checkpoints), a batch read of SINK (prints
-``sink rows: N`` and ``sink records: [(key, value), ...]``, sorted), and a query that fails
-authentication with the password (another user name), whose error is printed.  Python logging (DEBUG for spark-log's loggers) goes to
+``sink rows: N``), and a query that fails authentication with the password (another user
+name), whose error is printed.  Python logging (DEBUG for spark-log's loggers) goes to
 RUN_DIR/job.log, Spark's event log to RUN_DIR/events; the caller sends stdout and stderr to
 RUN_DIR too.
 
@@ -25,8 +25,7 @@ from pathlib import Path
 
 def _options(bootstrap: str, ca_file: str, user: str, password: str, *, jaas: bool) -> dict[str, str]:
     options = {"bootstrap": bootstrap, "kafka.security.protocol": "SASL_SSL",
-               "kafka.ssl.truststore.location": ca_file, "kafka.ssl.truststore.type": "PEM",
-               "kafka.sasl.mechanism": "SCRAM-SHA-256"}
+               "kafka.ssl.truststore.location": ca_file, "kafka.sasl.mechanism": "SCRAM-SHA-256"}
     if jaas:
         options["kafka.sasl.jaas.config"] = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
                                              f'username="{user}" password="{password}";')
@@ -79,9 +78,8 @@ def main(argv: list[str]) -> int:
              .trigger(availableNow=True).start())
     query.awaitTermination()
     batch = _options(bootstrap, ca_file, user, password, jaas=False)
-    rows = spark.read.format("spark-log").options(**batch).option("subscribe", sink).load().select("key", "value").collect()
-    print(f"sink rows: {len(rows)}")
-    print(f"sink records: {sorted((bytes(r.key).decode(), bytes(r.value).decode()) for r in rows)}")
+    rows = spark.read.format("spark-log").options(**batch).option("subscribe", sink).load().count()
+    print(f"sink rows: {rows}")
     wrong = _options(bootstrap, ca_file, "no-such-user", password, jaas=True)
     try:
         spark.read.format("spark-log").options(**wrong).option("subscribe", sink).load().count()
