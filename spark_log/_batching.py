@@ -50,6 +50,7 @@ class Shipment:
     done: FutureGroup | Future  # type: ignore[type-arg]
     seq: int = 0  # issue order, for retries
     attempts: int = 0
+    maybe_written: bool = False  # some attempt may have appended it (see Producer._failed)
 
     def resolve(self, base_offset: int) -> None:
         partition = self.partition

@@ -19,7 +19,11 @@ order, so order per partition holds with any number of calls in flight.
 Retries: retriable errors (not leader, unknown partition while a topic is being created,
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
 metadata refresh where the error asks for it, until ``delivery_timeout_ms``; then the
-futures fail with the last error.  The backoff starts at 50 ms and doubles up to 200 ms, so
+futures fail with the last error.  That error's ``maybe_written`` says whether any
+attempt may have written the records: False only when every attempt was refused before
+the append (``SparkLogError.refused_before_write``, e.g. ``NotEnoughReplicasError``);
+True after a timeout, a lost connection, ``NotEnoughReplicasAfterAppendError`` or any
+answer that carried the offsets of an append.  The backoff starts at 50 ms and doubles up to 200 ms, so
 after a leader fails the client finds the new leader within ~200 ms of its election.
 
 Time: the ``clock`` given (default ``SystemClock``) stamps record timestamps (``wall_ms``)
@@ -422,26 +426,32 @@ class Producer:
         except grpc.RpcError as exc:
             error = errors.from_rpc_error(exc, address=address)
             for shipment in shipments:
-                self._failed(shipment, error)
+                self._failed(shipment, error, appended=None)
             return
         except Exception as exc:  # noqa: BLE001 - cancelled on close
             for shipment in shipments:
-                self._failed(shipment, errors.BrokerNotAvailableError(str(exc)))
+                self._failed(shipment, errors.BrokerNotAvailableError(str(exc)), appended=None)
             return
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
             if failure is None:
                 shipment.resolve(result.base_offset)
                 self._settled(1)
-            else:
-                self._failed(shipment, failure)
+            else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
+                self._failed(shipment, failure, appended=result.base_offset >= 0)
 
     def _settled(self, count: int) -> None:
         with self._lock:
             self._pending -= count
             self._lock.notify_all()
 
-    def _failed(self, shipment: Shipment, error: SparkLogError) -> None:
+    def _failed(self, shipment: Shipment, error: SparkLogError, *, appended: bool | None = False) -> None:
+        """One attempt of ``shipment`` failed with ``error``: retry it, or fail its futures.
+        ``appended``: the broker's answer says it appended the records (True) or not
+        (False, also when nothing was sent); None when the call failed without a
+        per-partition answer: then the error's class says (``refused_before_write``)."""
+        if appended or (appended is None and not error.refused_before_write):
+            shipment.maybe_written = True
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         if retriable and self._now_s() < shipment.deadline:
             if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
@@ -452,7 +462,8 @@ class Producer:
                 heapq.heappush(self._retries, (self._now_s() + delay, shipment.seq, shipment))
                 self._lock.notify_all()
             return
-        shipment.fail(error)
+        outcome = dict(error.details, maybe_written=shipment.maybe_written)
+        shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
         self._lost_sequences(parse_header(shipment.frame).producer_id)
         self._settled(1)
 
