@@ -64,9 +64,64 @@ def test_aborted_read_g1a() -> None:
 
 
 def test_unseen() -> None:
-    history = [Send(0, b"a", True, 0)]
-    assert check(history).kinds() == {"unseen"}
-    assert not check(history, ignore_unseen=True)
+    history = [Send(0, b"a", True, 0), Send(0, b"b", True, 1), FinalRead(0, ((1, b"b"),))]
+    assert check(history).kinds() == {"unseen", "lost-write"}
+    history = [Send(0, b"a", True, 0), Poll("c", 0, ((0, b"a"),)), FinalRead(0, ((0, b"a"),))]
+    assert not check(history)
+    assert check([Send(0, b"a", True, 0), FinalRead(0, ())], ignore_unseen=True).kinds() == {"lost-write"}
+
+
+# -- the stricter checks: each proven by a history that must fail it ------------------------
+
+def test_a_partition_without_a_final_read_is_an_error_not_a_pass() -> None:
+    """Once a partition without a final read was skipped silently: a test that forgot the
+    read, or read the wrong partition, passed."""
+    history = [Send(0, b"a", True, 0), Send(1, b"b", True, 0), FinalRead(0, ((0, b"a"),))]
+    result = check(history)
+    assert result.kinds() == {"no-final-read", "unseen"}
+    assert "partition 1" in str(result.of("no-final-read")[0])
+    polled = [Poll("c", 2, ((0, b"x"),)), FinalRead(0, ())]
+    assert check(polled).kinds() == {"no-final-read"}
+    assert not check([Send(None, b"lost", False, definite=False), FinalRead(0, ())])  # nothing acked or read
+
+
+def test_acknowledged_sends_of_one_producer_out_of_send_order() -> None:
+    """A later send acknowledged at a lower offset than an earlier one of the same
+    producer and partition (an idempotent producer's order was broken)."""
+    history = [Send(0, b"a", True, 1, producer="p", index=0), Send(0, b"b", True, 0, producer="p", index=1),
+               FinalRead(0, ((0, b"b"), (1, b"a")))]
+    result = check(history)
+    assert result.kinds() == {"send-order"}
+    assert "send #1 acknowledged at 0, after send #0 at 1" in str(result)
+    other = [Send(0, b"a", True, 1, producer="p", index=0), Send(0, b"b", True, 0, producer="q", index=1),
+             FinalRead(0, ((0, b"b"), (1, b"a")))]
+    assert not check(other)                              # two producers: no order between them
+
+
+def test_an_unacknowledged_send_stored_before_an_earlier_one_breaks_send_order() -> None:
+    history = [Send(0, b"a", True, 0, producer="p", index=0), Send(0, b"b", False, definite=False, producer="p", index=1),
+               Send(0, b"c", True, 2, producer="p", index=2),
+               FinalRead(0, ((0, b"a"), (1, b"c"), (2, b"b")))]
+    assert "send-order" in check(history).kinds()
+    fine = history[:-1] + [FinalRead(0, ((0, b"a"), (1, b"b"), (2, b"c")))]
+    assert not check(fine)
+
+
+def test_a_poll_of_a_record_later_truncated_is_flagged() -> None:
+    """A consumer read an unacknowledged record at offset 2 that the log later lost (and
+    nothing took its place): the poll saw a record that does not exist."""
+    history = [Send(0, b"a", True, 0), Send(0, b"b", True, 1), Send(0, b"c", False, definite=False),
+               Poll("c1", 0, ((0, b"a"), (1, b"b"), (2, b"c"))),
+               FinalRead(0, ((0, b"a"), (1, b"b")))]
+    result = check(history)
+    assert result.kinds() == {"truncated-read"}
+    assert "[2]" in str(result)
+
+
+def test_a_definite_failure_of_unknown_partition_that_becomes_visible_is_g1a() -> None:
+    history = [Send(None, b"never", False, definite=True), Send(3, b"a", True, 0),
+               FinalRead(3, ((0, b"a"), (1, b"never")))]
+    assert check(history).kinds() == {"G1a"}
 
 
 def test_long_histories_are_checked() -> None:
