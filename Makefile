@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean
+.PHONY: install test demo proto bench check-java clean sim-sweep
 
 install: $(STAMP)
 
@@ -38,6 +38,13 @@ proto: install
 
 bench: install check-java
 	$(PY) -m bench.storage_bench
+
+# More seeds of the deterministic simulations (Raft and data plane) than the suite runs:
+# make sim-sweep SEEDS=10000 [START=100000]
+SEEDS ?= 2000
+START ?= 100000
+sim-sweep: install
+	$(PY) -m pytest tests/sim -q -x -p no:randomly --sim-seeds $(SEEDS) --sim-seed-start $(START)
 
 clean:
 	rm -rf $(VENV) .spark-log

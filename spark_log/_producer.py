@@ -16,6 +16,12 @@ an older epoch than one the broker has seen is fenced (``FencedEpochError``).  B
 append a producer's frames in sequence order even when concurrent calls arrive out of
 order, so order per partition holds with any number of calls in flight.
 
+After a send fails for good a producer with a random id takes a fresh id (sequences from 0,
+``_lost_sequences``).  Sends of the old id already on their way may still be appended (a
+failure that may have written its records leaves no hole behind it), so the new id's
+first sends to a partition wait until every send of an older id to that partition is
+settled: acknowledged sends stay in send order across the change of id.
+
 Retries: retriable errors (not leader, unknown partition while a topic is being created,
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
 metadata refresh where the error asks for it, until ``delivery_timeout_ms``; then the
@@ -58,7 +64,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch, parse_header
+from .frame import Codec, encode_batch
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -131,6 +137,12 @@ class Producer:
         self._closing = 0  # batches closed but not yet shipped
         self._retries: list[tuple[float, int, Shipment]] = []
         self._issue_seq = itertools.count()
+        # per partition: producer id -> its shipments not yet settled; shipments of a newer
+        # id wait in _held until every older id's are (see the module docstring)
+        self._unsettled: dict[tuple[str, int], dict[int, int]] = {}
+        self._held: dict[tuple[str, int], list[list[Shipment]]] = {}
+        self._id_order = itertools.count()
+        self._generation: dict[int, int] = {self.producer_id: next(self._id_order)}
         self._closed = False
         self._sender = threading.Thread(target=self._run_sender, name="spark-log-producer", daemon=True)
         self._sender.start()
@@ -318,6 +330,7 @@ class Producer:
         with self._lock:
             if producer_id == self.producer_id:
                 self.producer_id = self._rng.getrandbits(63)
+                self._generation[self.producer_id] = next(self._id_order)
                 self._next_seq.clear()
 
     def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int, producer_id: int) -> bytes:
@@ -373,9 +386,12 @@ class Producer:
             if isinstance(done, Future):
                 done.set_running_or_notify_cancel()
                 futures.append(done)
-            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
+            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
+                                    pid=producer_id))
             with self._lock:
                 self._pending += 1
+                counts = self._unsettled.setdefault((topic, partition), {})
+                counts[producer_id] = counts.get(producer_id, 0) + 1
             size += len(frame)
             if size >= _REQUEST_TARGET_BYTES:
                 self._issue(request)
@@ -387,8 +403,16 @@ class Producer:
     # -- the wire -------------------------------------------------------------------------
 
     def _issue(self, shipments: list[Shipment]) -> None:
-        """Send one Produce call for shipments of one partition."""
+        """Send one Produce call for shipments of one partition (of one producer id), or hold
+        it while an older producer id has sends to that partition not yet settled."""
         first = shipments[0]
+        slot = (first.topic, first.partition)
+        with self._lock:
+            mine = self._generation.get(first.pid, 0)
+            counts = self._unsettled.get(slot, {})
+            if any(n and self._generation.get(pid, 0) < mine for pid, n in counts.items() if pid != first.pid):
+                self._held.setdefault(slot, []).append(shipments)
+                return
         try:
             address, epoch = self._cluster.leader(first.topic, first.partition)
         except SparkLogError as exc:
@@ -412,6 +436,7 @@ class Producer:
         if self._acks == 0:
             for shipment in shipments:
                 shipment.resolve(-1)
+                self._unsettle(shipment)
             with self._lock:
                 self._pending -= len(shipments)
                 self._lock.notify_all()
@@ -436,6 +461,7 @@ class Producer:
             failure = error_from_pb(result.error)
             if failure is None:
                 shipment.resolve(result.base_offset)
+                self._unsettle(shipment)
                 self._settled(1)
             else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
                 self._failed(shipment, failure, appended=result.base_offset >= 0)
@@ -444,6 +470,26 @@ class Producer:
         with self._lock:
             self._pending -= count
             self._lock.notify_all()
+
+    def _unsettle(self, shipment: Shipment) -> None:
+        """``shipment`` is settled (acknowledged or failed for good): once its producer id
+        has nothing unsettled on the partition, the newer ids' held shipments go."""
+        slot = (shipment.topic, shipment.partition)
+        release: list[list[Shipment]] = []
+        with self._lock:
+            counts = self._unsettled.get(slot)
+            if counts is None:
+                return
+            left = counts.get(shipment.pid, 0) - 1
+            if left > 0:
+                counts[shipment.pid] = left
+                return
+            counts.pop(shipment.pid, None)
+            if not counts:
+                del self._unsettled[slot]
+            release = self._held.pop(slot, [])
+        for shipments in release:
+            self._issue(shipments)  # held again if another older id is still unsettled
 
     def _failed(self, shipment: Shipment, error: SparkLogError, *, appended: bool | None = False) -> None:
         """One attempt of ``shipment`` failed with ``error``: retry it, or fail its futures.
@@ -464,7 +510,8 @@ class Producer:
             return
         outcome = dict(error.details, maybe_written=shipment.maybe_written)
         shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
-        self._lost_sequences(parse_header(shipment.frame).producer_id)
+        self._lost_sequences(shipment.pid)
+        self._unsettle(shipment)
         self._settled(1)
 
     # -- the sender thread: linger expiry and retries ----------------------------------------

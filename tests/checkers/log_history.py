@@ -19,9 +19,11 @@ is a pure function returning the named anomalies, after Jepsen's Kafka workload:
   partition is unknown (``partition=None``) is looked for in every partition.
 - ``unseen``: an acknowledged value that no poll and no final read ever observed.
 - ``send-order``: one producer's acknowledged sends to one partition (``producer`` set,
-  ``index`` its send order) are not at increasing offsets in send order; and in the final
-  read, the values of one producer's sends (acknowledged or not) appear out of send order.
-  An idempotent producer keeps its order per partition whatever the retries.
+  ``index`` its send order) are not at increasing offsets in send order, in their
+  acknowledgements or in the final read.  An idempotent producer keeps its order per
+  partition whatever the retries.  A send that *failed* carries no order promise: one that
+  may have been written (a request the client gave up on can still be appended later)
+  may appear anywhere after it.
 - ``no-final-read``: a partition that a send was acknowledged on, or a poll read, has no
   ``FinalRead``: nothing could be checked there, which is an error, never a pass.
 - ``truncated-read``: a poll returned a record at an offset the final read does not hold
@@ -167,6 +169,8 @@ def _check_send_order(sends: Sequence[Send], finals: dict[Partition, FinalRead],
         where = placed.get(partition, {})
         previous: tuple[Send, int] | None = None
         for send in group:
+            if not send.ok:
+                continue
             offset = where.get(send.value)
             if offset is None:
                 continue
