@@ -116,3 +116,91 @@ def test_an_error_with_the_offsets_of_an_append_is_indefinite(monkeypatch: pytes
     error = _fail_after(monkeypatch, [BEFORE_APPEND, (ErrorCode.NOT_LEADER, 3), BEFORE_APPEND])
     assert error.maybe_written is True
     assert _fail_after(monkeypatch, [(ErrorCode.NOT_LEADER, -1), BEFORE_APPEND]).maybe_written is False
+
+
+class _HeldCall:
+    """A Produce call the test answers when it wants."""
+
+    def __init__(self, request: pb.ProduceRequest) -> None:
+        self.request = request
+        self.callbacks: list[Any] = []
+        self.response: pb.ProduceResponse | None = None
+
+    def add_done_callback(self, fn: Any) -> None:
+        self.callbacks.append(fn)
+
+    def result(self) -> pb.ProduceResponse:
+        assert self.response is not None
+        return self.response
+
+    def answer(self, base_offset: int, code: ErrorCode = ErrorCode.NONE) -> None:
+        self.response = pb.ProduceResponse()
+        self.response.partitions.add(topic="t", partition=0, base_offset=base_offset, last_offset=base_offset,
+                                     error=pb.Error(code=int(code), message=code.name))
+        for fn in self.callbacks:
+            fn(self)
+
+
+class _HoldingCluster(_FakeCluster):
+    def __init__(self) -> None:
+        super().__init__([])
+        self.held: list[_HeldCall] = []
+
+    def broker(self, address: str) -> Any:
+        cluster = self
+
+        class Stub:
+            class Produce:  # noqa: N801 - the gRPC stub's method name
+                @staticmethod
+                def future(request: pb.ProduceRequest, timeout: float) -> _HeldCall:
+                    call = _HeldCall(request)
+                    cluster.held.append(call)
+                    return call
+        return Stub()
+
+
+def _frame_pid(call: _HeldCall) -> int:
+    from spark_log.frame import parse_header
+    return parse_header(call.request.partitions[0].records).producer_id
+
+
+def test_a_new_producer_id_waits_for_the_old_ids_sends_so_acks_stay_in_send_order(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the data-plane simulation: send 0 fails for good (it may have been written),
+    so the producer takes a new id; send 1, under the old id, is still on its way and is
+    appended after all (send 0 left no hole).  Had send 2 gone out under the new id at
+    once, it could have been acknowledged at a lower offset than send 1."""
+    cluster = _HoldingCluster()
+    clock = ManualClock()
+    monkeypatch.setattr(_producer, "Cluster", lambda *args, **kwargs: cluster)
+    producer = _producer.Producer("127.0.0.1:1", clock=clock, linger_ms=0, delivery_timeout_ms=60_000)
+    try:
+        first = producer.send("t", b"v0")
+        wait_until(lambda: len(cluster.held) == 1, timeout=10, message="send 0 in flight")
+        second = producer.send("t", b"v1")
+        wait_until(lambda: len(cluster.held) == 2, timeout=10, message="send 1 in flight")
+        old_pid = _frame_pid(cluster.held[0])
+        clock.advance(120_000)                                      # past send 0's delivery deadline
+        cluster.held[0].answer(0, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+        assert isinstance(first.exception(timeout=10), errors.NotEnoughReplicasAfterAppendError)
+        assert producer.producer_id != old_pid
+        third = producer.send("t", b"v2")
+        with pytest.raises(TimeoutError):
+            third.result(timeout=0.3)
+        assert len(cluster.held) == 2, "the new id's send went out while the old id's send 1 was unsettled"
+        cluster.held[1].answer(1)                                   # send 1 (old id) appended after all
+        assert second.result(timeout=10) == (0, 1)
+        wait_until(lambda: len(cluster.held) == 3, timeout=10, message="the held send goes once send 1 settled")
+        assert _frame_pid(cluster.held[2]) == producer.producer_id
+        cluster.held[2].answer(2)
+        assert third.result(timeout=10) == (0, 2)
+    finally:
+        clock.advance(10**10)                   # every send past its deadline: the next failure is final
+
+        def drained() -> bool:
+            for call in list(cluster.held):
+                if call.response is None:
+                    call.answer(-1, ErrorCode.BROKER_NOT_AVAILABLE)
+            return producer._pending == 0 and not producer._closing
+        wait_until(drained, timeout=10, message="the producer settles every send")
+        producer.close(timeout=5)
