@@ -68,11 +68,14 @@ class IsrUpdater:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop the thread (a controller call in flight fails once the node closes its
+        controller client); joined for at most ``timeout_s``."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join(timeout=15)
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
 
     def poke(self) -> None:
         with self._cond:

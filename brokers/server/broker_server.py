@@ -15,6 +15,7 @@ metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Protocol
 
@@ -95,10 +96,13 @@ class BrokerServer:
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop replication, then the replicas (closed, flushed); threads are joined within
+        ``timeout_s`` in all (``Node.stop`` bounds the whole process)."""
+        deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
-        self.replicas.stop()
-        self.manager.stop()
+        self.replicas.stop(timeout_s / 2)
+        self.manager.stop(max(0.0, deadline - time.monotonic()))
 
 
 def register(host: BrokerHost) -> Callable[[], None]:
@@ -114,4 +118,5 @@ def register(host: BrokerHost) -> Callable[[], None]:
                           replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
     server.add_to_server(host.server)
     server.start()
-    return server.stop
+    budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
+    return lambda: server.stop(budget_s)
