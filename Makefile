@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean sim-sweep
+.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps
 
 install: $(STAMP)
 
@@ -22,10 +22,15 @@ $(STAMP): requirements.lock pyproject.toml
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	rm -f $(VENV)/.installed-*; touch $@
 
+# Debian packages tests need: nftables (real network partitions between network namespaces,
+# tests/support/netns.py).  Installed only when missing; needs root (the test machines run as root).
+debian-deps:
+	@command -v nft >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
+
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
-test: install check-java
+test: install check-java debian-deps
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m pytest -q --durations=15
 

@@ -24,7 +24,8 @@ settled: acknowledged sends stay in send order across the change of id.
 
 Retries: retriable errors (not leader, unknown partition while a topic is being created,
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
-metadata refresh where the error asks for it, until ``delivery_timeout_ms``; then the
+metadata refresh where the error asks for it (and after a timeout: the leader may be cut
+off), until ``delivery_timeout_ms``; then the
 futures fail with the last error.  That error's ``maybe_written`` says whether any
 attempt may have written the records: False only when every attempt was refused before
 the append (``SparkLogError.refused_before_write``, e.g. ``NotEnoughReplicasError``);
@@ -500,7 +501,9 @@ class Producer:
             shipment.maybe_written = True
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         if retriable and self._now_s() < shipment.deadline:
-            if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
+            # a leader that timed out may be on the wrong side of a partition, still believing
+            # it leads: ask for metadata again (Kafka's producer does after a request timeout)
+            if error.refresh_metadata or isinstance(error, (OutOfOrderSequenceError, errors.RequestTimeoutError)):
                 self._cluster.forget(shipment.topic)
             shipment.attempts += 1
             delay = min(_RETRY_BACKOFF_S * 2 ** min(shipment.attempts - 1, 5), _RETRY_BACKOFF_MAX_S)

@@ -23,7 +23,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── NotLeaderError                 (retriable, refresh; carries leader_address)
     ├── NotControllerError             (retriable, refresh; carries leader_address)
     ├── NotEnoughReplicasError         (retriable; refused before the append: nothing written)
-    ├── NotEnoughReplicasAfterAppendError (retriable; appended, not replicated in time: may be written)
+    ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
     ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedEpochError               (not retriable for the fenced party)
     ├── ThrottledError                 (retriable)
@@ -247,6 +247,7 @@ class NotEnoughReplicasAfterAppendError(SparkLogError):
 
     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     retriable = True
+    refresh_metadata = True  # the leader could not replicate: it may be cut off and deposed
 
 
 class OffsetNotAvailableError(SparkLogError):
