@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps
+.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis
 
 install: $(STAMP)
 
@@ -50,6 +50,13 @@ SEEDS ?= 2000
 START ?= 100000
 sim-sweep: install
 	$(PY) -m pytest tests/sim -q -x -p no:randomly --sim-seeds $(SEEDS) --sim-seed-start $(START)
+
+# Randomised fault schedules against brokers in network namespaces (tests/nemesis): each run
+# (~45 s) is appended to tests/nemesis/ledger.csv; runs with anomalies keep their logs in
+# .nemesis-failures/.  make nemesis RUNS=20 [SEED=123]
+RUNS ?= 1
+nemesis: install debian-deps
+	$(PY) -m tests.nemesis.runner --runs $(RUNS) $(if $(SEED),--seed $(SEED))
 
 clean:
 	rm -rf $(VENV) .spark-log

@@ -22,6 +22,7 @@ from typing import Callable, Protocol
 import grpc
 
 from brokers.controller.client import ControllerClient
+from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
@@ -111,6 +112,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     if host.server is None or host.controller_client is None:
         raise RuntimeError("register the broker part once the host has its gRPC server and controller client")
     config = host.config
+    files.use_fault_file(config.broker_id)   # SPARK_LOG_DISK_FAULTS (tests): a slow disk through the file layer
     server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
                           metadata_floor=host.metadata_floor,
