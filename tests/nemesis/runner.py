@@ -43,13 +43,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, default=REPO / ".nemesis-failures")
     parser.add_argument("--no-ledger", action="store_true")
     parser.add_argument("--ledger", type=Path, default=LEDGER, help="the ledger to append to")
+    parser.add_argument("--commit", default=None, help="the commit to record (default: git rev-parse HEAD)")
     args = parser.parse_args(argv)
     why = available()
     if why is not None:
         print(f"nemesis: {why}", file=sys.stderr)
         return 2
     first = args.seed if args.seed is not None else int(time.time()) % 10_000_000
-    tree = commit()
+    tree = args.commit or commit()
     rows: list[Row] = []
     for seed in range(first, first + args.runs):
         row = one_run(seed, fault_s=args.fault_seconds, brokers=args.brokers, keep=args.keep)
