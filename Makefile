@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis
+.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis stop-soak
 
 install: $(STAMP)
 
@@ -55,8 +55,14 @@ sim-sweep: install
 # (~45 s) is appended to tests/nemesis/ledger.csv; runs with anomalies keep their logs in
 # .nemesis-failures/.  make nemesis RUNS=20 [SEED=123]
 RUNS ?= 1
+ROUNDS ?= 20
 nemesis: install debian-deps
 	$(PY) -m tests.nemesis.runner --runs $(RUNS) $(if $(SEED),--seed $(SEED))
+
+# SIGTERM/restart rounds under CPU load (tests/fault/test_bounded_stop.py; the suite runs 3):
+# make stop-soak ROUNDS=50
+stop-soak: install
+	SPARK_LOG_STOP_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/fault/test_bounded_stop.py -q -p no:randomly
 
 clean:
 	rm -rf $(VENV) .spark-log
