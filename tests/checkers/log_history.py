@@ -208,10 +208,15 @@ def _check_inconsistent_offsets(ops: Sequence[Op], out: Anomalies) -> None:
             ))
 
 
+def _reads(polls: Sequence[Poll], finals: dict[Partition, FinalRead]) -> list[Poll | FinalRead]:
+    """Every read of the history: the polls, then the final reads."""
+    return [*polls, *finals.values()]
+
+
 def _check_duplicates(polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
     offsets_of: dict[tuple[Partition, bytes], set[int]] = defaultdict(set)
     where: dict[tuple[Partition, bytes], list[object]] = defaultdict(list)
-    for op in [*polls, *finals.values()]:
+    for op in _reads(polls, finals):
         for offset, value in op.records:
             offsets_of[(op.partition, value)].add(offset)
             where[(op.partition, value)].append(op)
@@ -228,8 +233,8 @@ def _check_lost_writes(sends: Sequence[Send], finals: dict[Partition, FinalRead]
     for send in sends:
         if not send.ok or send.partition not in stored:
             continue
-        if stored[send.partition].get(send.offset) != send.value:
-            found = stored[send.partition].get(send.offset)  # type: ignore[arg-type]
+        found = stored[send.partition].get(send.offset) if send.offset is not None else None
+        if found != send.value:
             out.items.append(Anomaly(
                 "lost-write",
                 f"acked {send.value!r} at {send.partition!r}/{send.offset}, final read has {found!r}",
@@ -273,7 +278,7 @@ def _check_aborted_reads(sends: Sequence[Send], polls: Sequence[Poll], finals: d
     failed = {(s.partition, s.value): s for s in sends if not s.ok and s.definite}
     anywhere = {s.value: s for s in sends if not s.ok and s.definite and s.partition is None}
     acked = {(s.partition, s.value) for s in sends if s.ok}
-    for op in [*polls, *finals.values()]:
+    for op in _reads(polls, finals):
         for offset, value in op.records:
             key = (op.partition, value)
             culprit = failed.get(key) or anywhere.get(value)
@@ -284,7 +289,7 @@ def _check_aborted_reads(sends: Sequence[Send], polls: Sequence[Poll], finals: d
 
 
 def _check_unseen(sends: Sequence[Send], polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
-    observed = {(op.partition, value) for op in [*polls, *finals.values()] for _o, value in op.records}
+    observed = {(op.partition, value) for op in _reads(polls, finals) for _o, value in op.records}
     for send in sends:
         if send.ok and (send.partition, send.value) not in observed:
             out.items.append(Anomaly("unseen", f"acked {send.value!r} on {send.partition!r} never read", (send,)))

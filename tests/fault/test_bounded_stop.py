@@ -37,7 +37,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 SHUTDOWN_MS = 10_000     # BrokerConfig.shutdown_timeout_ms, its default
 SLACK_S = 3.0            # a loaded machine's delay between the exit and the wait noticing it
-FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 1500,
+FAST: dict[str, object] = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 1500,
         "shutdown_timeout_ms": SHUTDOWN_MS}
 TOPIC = "stops"
 ROUNDS = int(os.environ.get("SPARK_LOG_STOP_ROUNDS", "3"))  # make stop-soak ROUNDS=N runs more

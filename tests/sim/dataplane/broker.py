@@ -28,6 +28,8 @@ handles nothing until it resumes: its messages and timers wait.
 """
 from __future__ import annotations
 
+import functools
+
 from typing import TYPE_CHECKING, Any, Callable
 
 from brokers.metadata.image import EMPTY, MetadataImage
@@ -115,7 +117,8 @@ class SimBroker:
         self._reset()
         s = self.world.settings
         self.isr = IsrUpdater(broker_id=self.node_id, broker_epoch=lambda: self.broker_epoch,
-                              partitions=lambda: [r for r in self.replicas.values() if r.is_leader],
+                              # SimReplica stands in for Partition with the methods IsrUpdater calls (duck-typed)
+                              partitions=lambda: [r for r in self.replicas.values() if r.is_leader],  # type: ignore[misc]
                               alter_partition=self.world.controller.alter_partition, lag_time_max_ms=s.lag_ms)
         self.world.send(Register(self.node_id, CONTROLLER, self.incarnation))
         incarnation = self.incarnation
@@ -209,7 +212,7 @@ class SimBroker:
                 key = (self.node_id, index)
                 replica = self.replicas[index] = SimReplica(broker_id=self.node_id, topic=TOPIC, partition=index,
                                                             log=self.disks[index], now=self.world.now,
-                                                            touched=lambda key=key: self.world.dirty.add(key))
+                                                            touched=functools.partial(self.world.dirty.add, key))
             replica.become(LeaderAndIsr(leader_id=info.leader, leader_epoch=info.leader_epoch,
                                         partition_epoch=info.partition_epoch, replicas=tuple(info.replicas),
                                         isr=tuple(info.isr)))
@@ -304,7 +307,7 @@ class SimBroker:
                         appended_any = True
                         if m.acks_all:
                             waiter = _Waiter(m, now + m.timeout_ms, appended)
-                            self._later(m.timeout_ms, "produce-deadline", lambda p=partition: self._wake(p))
+                            self._later(m.timeout_ms, "produce-deadline", functools.partial(self._wake, partition))
                         else:
                             base, done = appended.first, True
                 except SparkLogError as exc:

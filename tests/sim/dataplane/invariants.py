@@ -141,12 +141,13 @@ class Invariants:
                 lens = {b: len(log) for b, log in logs.items()}
                 self.fail(f"partition {p}: replicas did not converge after healing (lengths {lens})")
         if self.durable:
-            anomalies = check(world.history + world.final_reads)
+            anomalies = check([*world.history, *world.final_reads])
             if anomalies:
                 self.fail(f"history anomalies: {anomalies}")
 
     def lost_acknowledged(self) -> int:
         """How many acknowledged records the final read does not hold where acknowledged."""
-        held = {(f.partition, o): v for f in self.world.final_reads for o, v in f.records}
-        return sum(1 for op in self.world.history
-                   if isinstance(op, Send) and op.ok and held.get((op.partition, op.offset)) != op.value)
+        held: dict[tuple[object, object], bytes] = {(f.partition, o): v for f in self.world.final_reads
+                                                     for o, v in f.records}
+        return len([op for op in self.world.history
+                    if isinstance(op, Send) and op.ok and held.get((op.partition, op.offset)) != op.value])

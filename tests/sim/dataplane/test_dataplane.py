@@ -58,8 +58,8 @@ def test_power_loss_without_fsync_still_converges(seed: int, replay: str) -> Non
     """The default settings (no fsync) do not promise to survive power loss: a broker that
     lost its unflushed tail and is the last ISR member leads with a shorter log (Kafka
     before KIP-966 does the same).  What still holds: the cluster serves again and every
-    replica converges to one log.  (Losses are counted, not failed:
-    ``Invariants.lost_acknowledged``.)"""
+    replica converges to one log (``Invariants.validate_end``, which raises otherwise).
+    Losses are allowed here, not asserted: ``Invariants.lost_acknowledged`` counts them."""
     scenario = Scenario(faults=("power", *PROCESS_FAULTS), durable=False)
     world = run(seed, scenario, replay)
-    assert world.invariants.lost_acknowledged() >= 0
+    assert world.invariants.checks > 0
