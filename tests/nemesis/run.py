@@ -325,9 +325,9 @@ def _final_reads(cluster: NetnsCluster, partitions: int) -> list[FinalRead]:
 
 def _replicas_diverge(cluster: NetnsCluster, finals: list[FinalRead]) -> str:
     def same() -> bool:
-        return all(read_replica(replica_dir(cluster.data_dir(i), TOPIC, f.partition)) == list(f.records)
+        return all(read_replica(replica_dir(cluster.data_dir(i), TOPIC, int(str(f.partition)))) == list(f.records)
                    for f in finals for i in cluster.ids
-                   if replica_dir(cluster.data_dir(i), TOPIC, int(f.partition)).exists())
+                   if replica_dir(cluster.data_dir(i), TOPIC, int(str(f.partition))).exists())
     try:
         wait_until(same, timeout=60, message="every replica holds the final read")
         return ""

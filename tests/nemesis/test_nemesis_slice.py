@@ -6,6 +6,8 @@ checks the ledger itself parses (the README states its totals).  About 35 s.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tests.support.netns import available
@@ -17,7 +19,7 @@ pytestmark = [pytest.mark.fault, pytest.mark.slow,
               pytest.mark.skipif(available() is not None, reason=f"{available()}")]
 
 
-def test_one_nemesis_run_finds_no_anomaly(tmp_path) -> None:
+def test_one_nemesis_run_finds_no_anomaly(tmp_path: Path) -> None:
     row = one_run(7, fault_s=10.0, brokers=3, keep=tmp_path / "kept", work_root=tmp_path)
     assert not row.anomalies, f"nemesis seed 7: {row.anomalies}; kept in {row.kept} (faults.log, node logs)"
     assert row.acked > 50

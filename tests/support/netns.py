@@ -108,7 +108,9 @@ class NetworkLab:
 
     def popen(self, host: Host, argv: Sequence[str], **kwargs: object) -> "subprocess.Popen[bytes]":
         """Start ``argv`` inside ``host``'s namespace (the process itself: ``ip netns exec`` execs)."""
-        return subprocess.Popen(["ip", "netns", "exec", host.ns, *argv], **kwargs)  # type: ignore[call-overload]
+        proc: "subprocess.Popen[bytes]" = subprocess.Popen(  # type: ignore[call-overload]  # kwargs passed through
+            ["ip", "netns", "exec", host.ns, *argv], **kwargs)
+        return proc
 
     # -- faults ---------------------------------------------------------------------------------
 

@@ -111,6 +111,7 @@ def test_supervisor_stops_its_child_on_request(tmp_path: Path) -> None:
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive() and supervisor.pid is None
+    assert pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 
@@ -131,6 +132,7 @@ def test_supervisor_kills_a_child_that_ignores_sigterm_within_its_bound(tmp_path
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive() and supervisor.pid is None
+    assert pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
 

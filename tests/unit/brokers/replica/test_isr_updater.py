@@ -100,7 +100,7 @@ def test_a_definite_refusal_stops_counting_the_joiner(leader: Partition) -> None
     _fetch(leader, JOINER, 10)
 
     class Refusing(Controller):
-        def __call__(self, **kwargs: object) -> PartitionInfo:  # type: ignore[override]
+        def __call__(self, **kwargs: object) -> PartitionInfo:
             raise InvalidRequestError("brokers [3] are fenced and cannot join the ISR of t-0")
 
     _updater(leader, Refusing([])).check(leader)
