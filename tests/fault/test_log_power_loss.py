@@ -21,6 +21,7 @@ does), but what remains is still a clean prefix.  Adds about 6 s.
 from __future__ import annotations
 
 import functools
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,8 +157,12 @@ def _operations(tmp_path: Path, seed: int, flush_messages: int) -> int:
     return layer.ops
 
 
+# 12 seeds x 2 settings in the suite; SPARK_LOG_POWER_SEEDS=200 (for instance) for a sweep
+SEEDS = int(os.environ.get("SPARK_LOG_POWER_SEEDS", "12"))
+
+
 @pytest.mark.parametrize("flush_messages", [1, 0], ids=["flush-every-message", "no-fsync"])
-@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("seed", range(SEEDS))
 def test_a_power_cut_at_any_operation_leaves_a_clean_recoverable_prefix(tmp_path: Path, seed: int,
                                                                         flush_messages: int) -> None:
     total = _operations(tmp_path, seed, flush_messages)
