@@ -10,7 +10,14 @@ One process = one gRPC server on ``host:port`` carrying every service of the nod
   registrars* (below); ``main`` (``python -m brokers.node``) passes the broker part's
   (``brokers.server.register``);
 - for brokers, a ``BrokerHeartbeater`` that registers the broker with the active
-  controller (a new incarnation per process start) and keeps its lease.
+  controller (a new incarnation per process start) and keeps its lease;
+- on every node the ``Security`` service, and on voters ``SecurityController``.
+
+Security (``brokers.security``, the ``[security]`` config): the listener is TLS or
+plaintext as configured (``NodeSecurity.bind``); every RPC of the server, whoever
+registered it, passes the ``SecurityInterceptor`` (authentication, the authorizer, quotas);
+every channel this node opens to other nodes (Raft, controller client, replica fetchers)
+comes from ``security.channels``, so internal traffic is as secure as the listener.
 
 Service registrars.  A registrar is ``fn(node) -> stop | None``: it is called once in
 ``start()``, after the metadata listener, Raft node and controller client exist and
@@ -21,7 +28,9 @@ Registrars are given explicitly: ``Node(config, registrars=[...])`` or
 (``main``) wires it: ``brokers.server.register`` on broker nodes, which takes the node as a
 ``brokers.server.BrokerHost`` (so the dependency points one way: node -> server).
 
-Useful attributes once started: ``server``, ``port``, ``address`` ("host:port"),
+Useful attributes once started: ``server`` (a ``RecordingServer``: ``server.services``
+names every service it serves), ``port``, ``address`` ("host:port"), ``security``
+(``NodeSecurity``; ``channels`` for links to other nodes),
 ``metadata`` (``MetadataListener``: ``image``, ``add_publisher``, ``wait_for``),
 ``raft``, ``controller`` (voters only, else None), ``controller_client``
 (``ControllerClient`` over the voters), ``heartbeater`` (brokers only: ``broker_epoch``,
@@ -57,13 +66,16 @@ from typing import Callable, Sequence
 
 import grpc
 
+from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
 from brokers.controller.client import ControllerClient
 from brokers.controller.controller import QuorumController
 from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
 from brokers.raft.driver import RaftNode
-from brokers.net.channels import SERVER_OPTIONS
+from brokers.net.channels import SERVER_OPTIONS, Channels
+from brokers.net.registry import RecordingServer
+from brokers.security.node_security import NodeSecurity
 from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
@@ -119,9 +131,10 @@ class Node:
                 "a broker-only node needs controller_quorum_voters that do not include itself",
                 key="controller_quorum_voters",
             )
+        self.security = NodeSecurity(config, clock=self.clock)  # InvalidConfigError: unreadable TLS files
         self._registrars: list[ServiceRegistrar] = list(registrars)
         self._closers: list[Callable[[], None]] = []
-        self.server: grpc.Server | None = None
+        self.server: RecordingServer | None = None
         self.port: int | None = None
         self.address = ""
         self.voters: dict[int, str] = dict(configured)
@@ -151,6 +164,11 @@ class Node:
         return heartbeater.first_metadata_offset if heartbeater is not None else None
 
     @property
+    def channels(self) -> Channels:
+        """How this node opens channels to other nodes (its listener's security)."""
+        return self.security.channels
+
+    @property
     def port_file(self) -> Path:
         return self.data_dir / PORT_FILE
 
@@ -166,8 +184,9 @@ class Node:
         if bind_port == 0 and config.broker_id in self.voters:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
         workers = config.num_io_threads + 8 * max(1, len(self.voters)) + 16  # long polls hold workers
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=SERVER_OPTIONS)
-        self.port = self.server.add_insecure_port(f"{config.host}:{bind_port}")
+        self.server = RecordingServer(grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+                                                  options=SERVER_OPTIONS, interceptors=[self.security.interceptor]))
+        self.port = self.security.bind(self.server, f"{config.host}:{bind_port}")
         if not self.port:
             raise OSError(f"cannot listen on {config.host}:{bind_port}")
         self.address = f"{config.host}:{self.port}"
@@ -188,12 +207,17 @@ class Node:
             rng=self._rng,
             transport_filter=self._transport_filter,
             clock=self.clock,
+            channels=self.security.channels,
         )
         self.raft.add_to_server(self.server)
         if self.controller is not None:
             self.controller.attach(self.raft)
             controller_service.add_to_server(self.controller, self.server)
-        self.controller_client = ControllerClient(self.voters)
+            security_controller_service.add_to_server(self.controller, self.server)
+        self.controller_client = ControllerClient(self.voters, channels=self.security.channels)
+        self.security.attach(image=lambda: self.metadata.image,
+                             wait_for=lambda predicate, timeout_s: self.metadata.wait_for(predicate, timeout_s=timeout_s),
+                             controller=self.controller_client, server=self.server)
 
         for registrar in list(self._registrars):
             closer = registrar(self)
@@ -207,7 +231,8 @@ class Node:
         if self.is_broker:
             session_s = config.session_timeout_ms / 1000
             self.heartbeater = BrokerHeartbeater(
-                ControllerClient(self.voters, timeout_s=session_s / 2, rpc_timeout_s=session_s / 3),
+                ControllerClient(self.voters, timeout_s=session_s / 2, rpc_timeout_s=session_s / 3,
+                                 channels=self.security.channels),
                 broker_id=config.broker_id,
                 address=self.address,
                 rack=config.rack,

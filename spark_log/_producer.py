@@ -33,6 +33,14 @@ True after a timeout, a lost connection, ``NotEnoughReplicasAfterAppendError`` o
 answer that carried the offsets of an append.  The backoff starts at 50 ms and doubles up to 200 ms, so
 after a leader fails the client finds the new leader within ~200 ms of its election.
 
+Security and quotas: ``security`` (a ``ClientSecurity``: TLS, client certificate, SCRAM)
+and ``client_id`` (quotas per client id) are used on every connection (``_client.Cluster``).
+A refusal (``AuthenticationError``, ``TopicAuthorizationError``) is not retriable: the
+futures fail with it at once.  When a broker's answers report ``throttle_time_ms`` (a
+byte-rate quota), the producer keeps one request in flight to that broker until an answer
+comes back unthrottled (``_throttle.ThrottleGate``); ``throttled`` and
+``throttle_time_ms`` count them.
+
 Time: the ``clock`` given (default ``SystemClock``) stamps record timestamps (``wall_ms``)
 and measures linger, retry backoff and the delivery and flush deadlines (``monotonic_ms``);
 the waits between two looks at it are real time (at most ``linger_ms``, a backoff, or 1 s).
@@ -58,6 +66,8 @@ from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_row
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
 from ._records import bytes_batch, conform
+from ._throttle import ThrottleGate
+from .security import ClientSecurity
 from .clock import Clock, SystemClock
 from .errors import (
     InvalidConfigError,
@@ -101,6 +111,8 @@ class Producer:
         delivery_timeout_ms: int = 120_000,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        security: ClientSecurity | None = None,
+        client_id: str = "",
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
@@ -124,7 +136,9 @@ class Producer:
         self.producer_id = producer_id if producer_id is not None else self._rng.getrandbits(63)
         self._explicit_id = producer_id is not None
         self.producer_epoch = producer_epoch
-        self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s)
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s, security=security,
+                                client_id=client_id)
+        self._gate = ThrottleGate()
         self._sticky = StickyPartitioner(self._rng)
         # send_batch's choice for rows without key or partition: with an explicit producer id it
         # is seeded by (id, epoch), so a replay of the same calls picks the same partitions
@@ -290,6 +304,16 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def throttled(self) -> int:
+        """How many answers reported a quota throttle (``throttle_time_ms`` > 0)."""
+        return self._gate.throttled
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """The total throttle time those answers reported."""
+        return self._gate.throttle_time_ms
+
     def _now_s(self) -> float:
         """The injected clock's monotonic time in seconds: linger, retry backoff, delivery
         and flush deadlines are all measured on it."""
@@ -427,12 +451,16 @@ class Producer:
                                             current_leader_epoch=-1) for s in shipments],
         )
         self._in_flight.acquire()
+        self._gate.acquire(address, timeout_s=self._request_timeout_s)
         try:
             call = self._cluster.broker(address).Produce.future(request, timeout=self._request_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - e.g. a closed channel
+        except Exception as exc:  # noqa: BLE001 - e.g. a closed channel, a refused authentication
             self._in_flight.release()
+            self._gate.release(address, None)
+            error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
+                     else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
-                self._failed(shipment, errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
+                self._failed(shipment, error)
             return
         if self._acks == 0:
             for shipment in shipments:
@@ -441,7 +469,11 @@ class Producer:
             with self._lock:
                 self._pending -= len(shipments)
                 self._lock.notify_all()
-            call.add_done_callback(lambda _: self._in_flight.release())
+            def settled(_: Any) -> None:
+                self._in_flight.release()
+                self._gate.release(address, None)
+
+            call.add_done_callback(settled)
             return
         call.add_done_callback(lambda f: self._on_response(f, shipments, address))
 
@@ -450,14 +482,17 @@ class Producer:
         try:
             response: pb.ProduceResponse = call.result()
         except grpc.RpcError as exc:
+            self._gate.release(address, None)
             error = errors.from_rpc_error(exc, address=address)
             for shipment in shipments:
                 self._failed(shipment, error, appended=None)
             return
         except Exception as exc:  # noqa: BLE001 - cancelled on close
+            self._gate.release(address, None)
             for shipment in shipments:
                 self._failed(shipment, errors.BrokerNotAvailableError(str(exc)), appended=None)
             return
+        self._gate.release(address, response.throttle_time_ms)
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
             if failure is None:

@@ -17,8 +17,14 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   │   └── NoSchemaError          (a typed topic created without a schema, none registered yet)
     │   ├── CorruptRecordError         (bad magic, bad CRC, truncated frame)
     │   ├── OffsetOutOfRangeError
-    │   ├── UnauthorizedError
+    │   ├── UnauthorizedError          (authorization: the principal may not do this)
+    │   │   ├── TopicAuthorizationError / GroupAuthorizationError
+    │   │   └── ClusterAuthorizationError / TransactionalIdAuthorizationError
+    │   ├── SecurityDisabledError      (ACL calls on a broker without an authorizer)
+    │   ├── ResourceNotFoundError      (e.g. deleting a user that does not exist)
     │   └── DuplicateSequenceError / OutOfOrderSequenceError
+    ├── AuthenticationError            (not retriable: no, or wrong, credentials)
+    │   └── SessionExpiredError        (retriable: authenticate again, then retry)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
     ├── NotLeaderError                 (retriable, refresh; carries leader_address)
     ├── NotControllerError             (retriable, refresh; carries leader_address)
@@ -81,6 +87,15 @@ class ErrorCode(enum.IntEnum):
     # reliability: 90-99
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90
     OFFSET_NOT_AVAILABLE = 91
+    # security (issue 17): 100-119
+    AUTHENTICATION_FAILED = 100
+    TOPIC_AUTHORIZATION_FAILED = 101
+    GROUP_AUTHORIZATION_FAILED = 102
+    CLUSTER_AUTHORIZATION_FAILED = 103
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 104
+    SECURITY_DISABLED = 105
+    RESOURCE_NOT_FOUND = 106
+    SESSION_EXPIRED = 107
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -185,7 +200,54 @@ class OffsetOutOfRangeError(InvalidRequestError):
 
 
 class UnauthorizedError(InvalidRequestError):
+    """The authenticated principal is not allowed to do this (an ACL denies it, or none
+    allows it).  The subclasses name the kind of resource, as Kafka's errors do."""
+
     code = ErrorCode.UNAUTHORIZED
+
+
+class TopicAuthorizationError(UnauthorizedError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationError(UnauthorizedError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationError(UnauthorizedError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationError(UnauthorizedError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class SecurityDisabledError(InvalidRequestError):
+    """An ACL request reached a broker whose authorizer is off (ACLs would do nothing)."""
+
+    code = ErrorCode.SECURITY_DISABLED
+
+
+class ResourceNotFoundError(InvalidRequestError):
+    """The named resource (a SCRAM user, say) does not exist."""
+
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class AuthenticationError(SparkLogError):
+    """The client did not authenticate, or its credentials are wrong (unknown user, wrong
+    password, a certificate the listener needs and did not get).  Messages never hold a
+    secret."""
+
+    code = ErrorCode.AUTHENTICATION_FAILED
+
+
+class SessionExpiredError(AuthenticationError):
+    """The SCRAM session token is unknown to this broker (it restarted) or expired: the
+    client authenticates again and retries."""
+
+    code = ErrorCode.SESSION_EXPIRED
+    retriable = True
 
 
 class DuplicateSequenceError(InvalidRequestError):
@@ -321,6 +383,10 @@ def grpc_status_code(error: SparkLogError) -> Any:
     """The gRPC status code that best describes ``error`` (for logs and plain gRPC tools)."""
     import grpc
 
+    if isinstance(error, AuthenticationError):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(error, UnauthorizedError):
+        return grpc.StatusCode.PERMISSION_DENIED
     if isinstance(error, InvalidRequestError):
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(error, UnknownTopicOrPartitionError):
@@ -362,6 +428,8 @@ def from_rpc_error(exc: Any, *, address: str = "") -> SparkLogError:
     where = f" ({address})" if address else ""
     if status == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimeoutError(f"request timed out{where}")
+    if status == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(f"authentication failed{where}: {message}")
     if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None):
         return BrokerNotAvailableError(f"broker not available{where}: {message}")
     return SparkLogError(f"{status.name if status else 'error'}{where}: {message}")

@@ -23,6 +23,7 @@ import time
 from typing import Callable
 
 from brokers.metadata.image import MetadataImage
+from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 
@@ -39,8 +40,9 @@ class ReplicaManager:
 
     def __init__(self, *, broker_id: int, hosted: Callable[[], list[Partition]], faults: FetchFaults,
                  broker_epoch: Callable[[], int], alter_partition: AlterPartition, lag_time_max_ms: int = 10_000,
-                 fetch_wait_max_ms: int = 200) -> None:
+                 fetch_wait_max_ms: int = 200, channels: Channels = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.channels = channels
         self._hosted = hosted
         self.faults = faults
         self.fetch_wait_max_ms = fetch_wait_max_ms
@@ -91,7 +93,8 @@ class ReplicaManager:
                     if address is None:
                         continue
                     fetcher = ReplicaFetcher(broker_id=self.broker_id, leader_id=leader_id, address=address,
-                                             faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms)
+                                             faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms,
+                                             channels=self.channels)
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(partitions)

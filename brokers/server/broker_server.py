@@ -24,6 +24,7 @@ import grpc
 from brokers.controller.client import ControllerClient
 from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
+from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
 from spark_log.clock import Clock, SystemClock
@@ -55,6 +56,10 @@ class BrokerHost(Protocol):
     def controller_client(self) -> ControllerClient | None: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def channels(self) -> Channels:
+        """How the host opens channels to other nodes (TLS when its listener uses it)."""
+        ...
 
     def broker_epoch(self) -> int:
         """This broker's registration epoch, -1 until registered."""
@@ -69,7 +74,7 @@ class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
                  clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
-                 metadata_floor: Callable[[], int | None] | None = None) -> None:
+                 metadata_floor: Callable[[], int | None] | None = None, channels: Channels = PLAINTEXT) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
@@ -77,7 +82,7 @@ class BrokerServer:
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        lag_time_max_ms=replica_lag_time_max_ms,
-                                       fetch_wait_max_ms=replica_fetch_wait_max_ms)
+                                       fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
         self.builder = MetadataBuilder()
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
@@ -117,7 +122,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
                           metadata_floor=host.metadata_floor,
                           replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
+                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms, channels=host.channels)
     server.add_to_server(host.server)
     server.start()
     budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
