@@ -6,7 +6,8 @@ keeps the answer, and sends the group's requests there.  ``call`` retries what r
 can fix (``NotCoordinatorError``, ``CoordinatorNotAvailableError``,
 ``CoordinatorLoadInProgressError``, an unreachable or timed-out broker, a
 ``NotEnoughReplicasError``) until its deadline, finding the coordinator again after a
-move; every other typed error is raised at once.  ``once`` makes one attempt (the
+move, and an unknown topic for 2 s (the coordinator's metadata may lag a topic just
+created); every other typed error is raised at once.  ``once`` makes one attempt (the
 heartbeat thread retries on its own schedule).  Thread-safe.
 """
 from __future__ import annotations
@@ -27,6 +28,8 @@ __all__ = ["GroupRpc"]
 
 _MOVED = (errors.NotCoordinatorError, errors.CoordinatorNotAvailableError, BrokerNotAvailableError,
           errors.RequestTimeoutError)
+_RETRY = (*_MOVED, errors.CoordinatorLoadInProgressError, errors.NotEnoughReplicasError)
+_BRIEF_S = 2.0  # UnknownTopicOrPartitionError: retried this long only
 
 
 class GroupRpc:
@@ -77,13 +80,15 @@ class GroupRpc:
              timeout_s: float | None = None, sleep: Callable[[float], None] = time.sleep) -> Any:
         """``method(request)`` at the group's coordinator, retried until ``deadline_s``
         (default: the request timeout) while the error is retriable (module docstring)."""
-        deadline = time.monotonic() + (self.timeout_s if deadline_s is None else deadline_s)
+        started = time.monotonic()
+        deadline = started + (self.timeout_s if deadline_s is None else deadline_s)
         delay = 0.02
         while True:
             try:
                 return self.once(group_id, method, request, timeout_s=timeout_s)
             except SparkLogError as error:
-                if not error.retriable or time.monotonic() + delay > deadline:
+                brief = isinstance(error, errors.UnknownTopicOrPartitionError) and time.monotonic() - started < _BRIEF_S
+                if not (isinstance(error, _RETRY) or brief) or time.monotonic() + delay > deadline:
                     raise
             sleep(delay)  # backoff while the coordinator moves or loads, not synchronisation
             delay = min(delay * 2, 0.5)
