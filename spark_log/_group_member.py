@@ -148,8 +148,9 @@ class Membership:
     def _view_locked(self) -> MemberView:
         return MemberView(self._joined, self._epoch, self._assignment, self._fenced, self._error)
 
-    def leave(self, *, static: bool = False) -> None:
-        """Stop heartbeating and leave the group (best effort: one try)."""
+    def leave(self, *, static: bool = False, send: bool = True) -> None:
+        """Stop heartbeating and leave the group (best effort: one try).  ``send=False``
+        stops without a word: to the group the member died (its session expires)."""
         with self.changed:
             self._stopped = True
             self.changed.notify_all()
@@ -157,7 +158,7 @@ class Membership:
             joined = self._epoch > 0 or self._joined
         if thread is not None:
             thread.join(timeout=self.rpc.timeout_s)
-        if not joined:
+        if not joined or not send:
             return
         epoch = -2 if static and self.instance_id else -1
         try:
