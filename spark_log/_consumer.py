@@ -116,8 +116,9 @@ class Consumer:
         member of); ``enable_auto_commit`` (default: true with a ``group_id``) commits the
         positions every ``auto_commit_interval_ms``, on revocation and on close;
         ``session_timeout_ms``: the coordinator removes the member this long after its last
-        heartbeat; ``max_poll_interval_ms``: how long a member may take to give up revoked
-        partitions (its next poll); ``group_instance_id``: static membership (a restart
+        heartbeat; ``max_poll_interval_ms``: a member that does not poll for this long leaves
+        the group (its partitions go to others; it rejoins at its next poll), and the
+        coordinator removes a member that takes longer to give up revoked partitions; ``group_instance_id``: static membership (a restart
         within the session timeout gets the same partitions back); ``group_remote_assignor``:
         "uniform" or "range" (default: the brokers'); ``max_poll_records``: at most this many
         records per poll (default: no limit).  Invalid values: ``InvalidConfigError``."""

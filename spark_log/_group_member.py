@@ -20,6 +20,10 @@ The coordinator decides the assignment; this side reports and follows:
   stop the heartbeats; ``error`` holds it and the next poll raises it.
 - ``leave`` sends one last heartbeat with epoch -1 (or -2: a static member leaving for a
   restart keeps its partitions for its session timeout) and stops the thread.
+- A consumer that does not poll for ``rebalance_timeout_ms`` (its ``max_poll_interval_ms``)
+  is stuck as far as the group is concerned: the heartbeat thread leaves the group (its
+  partitions go to the others) and sets ``fenced``, so the next poll drops its partitions
+  and rejoins (Kafka's ``max.poll.interval.ms``).
 
 Thread-safety: every method may be called from any thread; ``changed`` is notified
 whenever ``assignment``, ``fenced`` or ``error`` changes.
@@ -95,6 +99,7 @@ class Membership:
         self._stopped = False
         self._thread: threading.Thread | None = None
         self._host = socket.gethostname()
+        self._polled = time.monotonic()
 
     # -- the poll thread's side --------------------------------------------------------------
 
@@ -108,6 +113,11 @@ class Membership:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.group_id}", daemon=True)
                 self._thread.start()
+
+    def polled(self) -> None:
+        """The consumer polled (``max_poll_interval_ms`` counts from here)."""
+        with self.changed:
+            self._polled = time.monotonic()
 
     def view(self) -> MemberView:
         with self.changed:
@@ -180,8 +190,12 @@ class Membership:
                     self.changed.wait(wait)
                 if self._stopped:
                     return
+                stuck = time.monotonic() - self._polled > self.rebalance_timeout_ms / 1000 and self._epoch > 0
                 request = self._request()
                 self._due = time.monotonic() + self._interval_ms / 1000  # set_owned brings it forward
+            if stuck:
+                self._leave_stuck()
+                continue
             try:
                 answer: gpb.ConsumerGroupHeartbeatResponse = self.rpc.once(
                     self.group_id, "ConsumerGroupHeartbeat", request,
@@ -203,6 +217,16 @@ class Membership:
                 continue
             backoff = 0.05
             self._on_answer(request, answer)
+
+    def _leave_stuck(self) -> None:
+        log.warning("member %s of group %s did not poll for %d ms (max_poll_interval_ms): leaving the group; "
+                    "it rejoins at its next poll", self.member_id, self.group_id, self.rebalance_timeout_ms)
+        try:
+            self.rpc.once(self.group_id, "ConsumerGroupHeartbeat", gpb.ConsumerGroupHeartbeatRequest(
+                group_id=self.group_id, member_id=self.member_id, member_epoch=-1, instance_id=self.instance_id))
+        except SparkLogError as exc:
+            log.info("leaving group %s: %s (its session will expire instead)", self.group_id, exc)
+        self.fence()
 
     def _request(self) -> gpb.ConsumerGroupHeartbeatRequest:
         subscription = self._subscription

@@ -116,6 +116,7 @@ class GroupSession:
         """Reconcile with the coordinator (module docstring) and auto-commit when due.  With
         nothing owned yet, waits up to ``timeout_s`` for a first assignment."""
         if self.subscribed:
+            self.membership.polled()
             view = self.membership.view()
             if not self.owned and not view.assignment and not view.fenced and view.error is None:
                 self.membership.wait_for_change(timeout_s, view)

@@ -370,3 +370,22 @@ def test_unsupported_session_timeout_is_raised_by_poll(bootstrap: str, admin: Ad
                     consumer.poll(0.1)
     with pytest.raises(errors.GroupIdNotFoundError):  # refused joins left nothing behind
         admin.describe_group(group)
+
+
+def test_a_member_that_stops_polling_leaves_and_rejoins(bootstrap: str, admin: Admin, topic_name: str,
+                                                        group: str) -> None:
+    """max_poll_interval_ms: a stuck poll loop gives its partitions away, the next poll rejoins."""
+    _topic(admin, topic_name, partitions=2)
+    stuck = _member(bootstrap, group, max_poll_interval_ms=1500)
+    other = Polling(_member(bootstrap, group), "other").subscribe([topic_name])
+    try:
+        stuck.subscribe([topic_name])
+        wait_until(lambda: stuck.poll(0.1) is not None and len(stuck.assignment()) == 1 and len(other.owned()) == 1,
+                   timeout=30, message="two members never shared the partitions")
+        wait_until(lambda: len(other.owned()) == 2, timeout=30, message="the stuck member kept its partition")
+        assert len(admin.describe_group(group).members) == 1
+        wait_until(lambda: stuck.poll(0.1) is not None and len(stuck.assignment()) == 1 and len(other.owned()) == 1,
+                   timeout=30, message="the stuck member never rejoined")
+    finally:
+        other.stop()
+        stuck.close()
