@@ -125,7 +125,7 @@ class GroupSession:
             self._next_commit = time.monotonic() + self._interval_s
             positions = self._hooks._consumed_positions(self.assignment())
             if positions:
-                self.commit_async({tp: o for tp, o in positions.items()})
+                self.commit_async({tp: o for tp, o in positions.items()}, callback=self._log_failure)
 
     def _reconcile(self) -> None:
         view: MemberView = self.membership.view()
@@ -213,6 +213,10 @@ class GroupSession:
                 raise error
 
         return self._committer.submit(run)
+
+    def _log_failure(self, offsets: dict[TopicPartition, int], error: SparkLogError | None) -> None:
+        if error is not None:
+            log.warning("group %s: auto-commit of %d partition(s) failed: %s", self.group_id, len(offsets), error)
 
     def _send(self, request: gpb.OffsetCommitRequest) -> None:
         try:
