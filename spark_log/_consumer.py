@@ -43,7 +43,6 @@ from __future__ import annotations
 import queue
 import re
 import time
-from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, cast
@@ -59,6 +58,7 @@ from ._client import Cluster, error_from_pb
 from ._group_client import GroupRpc
 from ._group_member import GroupSubscription
 from ._group_session import Callback, GroupSession, OffsetAndMetadata, OffsetsArg
+from ._poll_buffer import PollBuffer
 from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
@@ -142,9 +142,8 @@ class Consumer:
         self._filters: dict[tuple[str, int], bytes] = {}
         self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
-        self._buffer: deque[tuple[TopicPartition, pa.RecordBatch]] = deque()  # fetched, not yet returned
         self._paused: set[TopicPartition] = set()
-        self._max_poll_records = _positive_or_none(max_poll_records, "max_poll_records")
+        self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
         for name, value in (("auto_commit_interval_ms", auto_commit_interval_ms),
                             ("session_timeout_ms", session_timeout_ms), ("max_poll_interval_ms", max_poll_interval_ms)):
             _positive_or_none(value, name)
@@ -270,15 +269,13 @@ class Consumer:
 
     def _next_returned(self, tp: TopicPartition) -> int | None:
         """The offset of the next record ``poll`` returns for ``tp`` (buffered first)."""
-        for buffered_tp, batch in self._buffer:
-            if buffered_tp == tp:
-                return int(batch.column("offset")[0].as_py())
-        return self._positions.get(tp)
+        waiting = self._buffer.first_offset(tp)
+        return waiting if waiting is not None else self._positions.get(tp)
 
     def _forget_outside(self, keep: set[TopicPartition]) -> None:
         self._ends = {tp: end for tp, end in self._ends.items() if tp in keep}
         self._paused &= keep
-        self._buffer = deque((tp, b) for tp, b in self._buffer if tp in keep)
+        self._buffer.keep_only(keep)
 
     def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
         """Read ``(topic, partition)`` from ``offset`` next; with ``end``, only the records
@@ -291,7 +288,7 @@ class Consumer:
         if end is not None and (isinstance(end, bool) or not isinstance(end, int) or end < offset):
             raise errors.InvalidRequestError(f"end must be an offset >= {offset} (the start), got {end!r}")
         self._positions[tp] = offset
-        self._buffer = deque((t, b) for t, b in self._buffer if t != tp)
+        self._buffer.drop([tp])
         if end is None:
             self._ends.pop(tp, None)
         else:
@@ -321,7 +318,7 @@ class Consumer:
             if tp not in self._positions:
                 raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
             self._positions[tp] = offsets[tp]
-        self._buffer = deque((t, b) for t, b in self._buffer if t not in set(tps))
+        self._buffer.drop(tps)
 
     def _resolve_unset(self) -> None:
         unset = [tp for tp, pos in self._positions.items() if pos is None]
@@ -354,7 +351,7 @@ class Consumer:
             timeout = max(0.0, timeout - (time.monotonic() - started))
         if not self._positions:
             return []
-        ready = self._from_buffer()
+        ready = self._buffer.take(self._paused)
         if ready:
             self._issue_fetches(self._max_wait_ms)
             return ready
@@ -379,31 +376,10 @@ class Consumer:
             if entry is not None:
                 results.append((key, entry))
         for key, (call, offsets) in results:
-            self._buffer.extend(self._take(key, call, offsets))
-        ready = self._from_buffer()
+            self._buffer.add(self._take(key, call, offsets))
+        ready = self._buffer.take(self._paused)
         self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
         return ready
-
-    def _from_buffer(self) -> list[pa.RecordBatch]:
-        """Buffered batches of unpaused partitions, in arrival order, up to
-        ``max_poll_records`` rows (a batch is cut at the limit; the rest stays first)."""
-        limit = self._max_poll_records
-        out: list[pa.RecordBatch] = []
-        keep: deque[tuple[TopicPartition, pa.RecordBatch]] = deque()
-        rows = 0
-        for tp, batch in self._buffer:
-            if tp in self._paused or (limit is not None and rows >= limit):
-                keep.append((tp, batch))
-            elif limit is not None and rows + batch.num_rows > limit:
-                take = limit - rows
-                out.append(batch.slice(0, take))
-                keep.append((tp, batch.slice(take)))
-                rows = limit
-            else:
-                out.append(batch)
-                rows += batch.num_rows
-        self._buffer = keep
-        return out
 
     def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
         """Records that arrived within ``timeout`` seconds, in offset order per partition."""
