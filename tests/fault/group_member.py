@@ -24,6 +24,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Any
 
 from spark_log import Consumer
 from spark_log.errors import FencedMemberEpochError
@@ -67,17 +68,18 @@ def main(argv: list[str] | None = None) -> int:
             if sorted(consumer.assignment()) != owned:
                 owned = sorted(consumer.assignment())
                 report()
-            rows: list[list[object]] = []
+            rows: list[list[Any]] = []
             done: dict[tuple[str, int], int] = {}
             for batch in batches:
                 partitions = batch.column("partition").to_pylist()
                 offsets = batch.column("offset").to_pylist()
                 values = batch.column("value").to_pylist()
                 for p, o, v in zip(partitions, offsets, values):
+                    assert p is not None and o is not None and v is not None  # non-null columns
                     rows.append([p, o, v.hex()])
                     done[(args.topic, p)] = o + 1
             if rows:
-                write({"poll": rows, "fresh": sorted(fresh & {r[0] for r in rows})})  # type: ignore[misc]
+                write({"poll": rows, "fresh": sorted(fresh & {r[0] for r in rows})})
                 fresh.difference_update(r[0] for r in rows)
                 try:
                     consumer.commit(done)  # after processing: at-least-once

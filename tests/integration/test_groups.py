@@ -107,7 +107,11 @@ def test_subscribe_poll_commit_committed_describe_and_leave(bootstrap: str, admi
     with _member(bootstrap, group, enable_auto_commit=False) as consumer:
         consumer.subscribe([topic_name], on_assigned=lambda ps: events.append(("assigned", ps)))
         got: list[int] = []
-        wait_until(lambda: got.extend(r.offset for r in consumer.poll(0.2)) or len(got) >= 300, timeout=60,
+        def more() -> bool:
+            got.extend(r.offset for r in consumer.poll(0.2))
+            return len(got) >= 300
+
+        wait_until(more, timeout=60,
                    message=lambda: f"consumed {len(got)} of 300")
         assert events == [("assigned", [(topic_name, p) for p in range(6)])]
         assert consumer.committed() == {(topic_name, p): None for p in range(6)}
@@ -134,7 +138,8 @@ def test_members_share_partitions_and_keep_what_does_not_move(bootstrap: str, ad
     _topic(admin, topic_name)
     everything = {(topic_name, p) for p in range(6)}
     a = Polling(_member(bootstrap, group), "a").subscribe([topic_name])
-    b = c = None
+    b: Polling | None = None
+    c: Polling | None = None
     try:
         wait_until(lambda: _converged([a], everything), timeout=30, message="a alone")
         b = Polling(_member(bootstrap, group), "b").subscribe([topic_name])
@@ -152,9 +157,9 @@ def test_members_share_partitions_and_keep_what_does_not_move(bootstrap: str, ad
         d = admin.describe_group(group)
         assert d.state == "Stable" and d.assignor == "uniform" and len(d.members) == 2
     finally:
-        for m in (a, b, c):
-            if m is not None and m.thread.is_alive():
-                m.stop()
+        for left in (a, b, c):
+            if left is not None and left.thread.is_alive():
+                left.stop()
 
 
 def test_a_fenced_members_commit_is_a_typed_error_and_it_rejoins(bootstrap: str, admin: Admin, topic_name: str,

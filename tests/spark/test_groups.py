@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 import pytest
 
-from spark_log import Producer
+from spark_log import Producer, errors
 from spark_log.cli import main
 from tests.support.wait import wait_until
 
@@ -49,15 +49,23 @@ def test_group_id_publishes_progress_resets_and_starts_from_the_group(
              .option("checkpointLocation", str(checkpoint)).start())
     try:
         def lag() -> int | None:
-            d = admin.describe_group(group)
+            if not query.isActive:  # pytest.fail is not an Exception: wait_until does not swallow it
+                pytest.fail(f"the query stopped: {query.exception()}")
+            d = admin.describe_group(group)  # GroupIdNotFoundError until its first commit: "not yet"
             done = sum(p.committed_offset or 0 for p in d.partitions.values())
             return d.total_lag if done == expected and len(d.partitions) == 2 else None
 
+        def seen() -> str:
+            try:
+                return f"group lag {lag()}, {len(rows)} rows read"
+            except errors.SparkLogError as exc:
+                return f"{exc}, {len(rows)} rows read"
+
         expected = 40
-        wait_until(lambda: lag() == 0, timeout=120, message=lambda: f"group lag {lag()}, {len(rows)} rows read")
+        wait_until(lambda: lag() == 0, timeout=120, message=seen)
         _produce(bootstrap, topic, 40, 10)
         expected = 50
-        wait_until(lambda: lag() == 0, timeout=120, message="the drained query's last batch was not published")
+        wait_until(lambda: lag() == 0, timeout=120, message=lambda: f"the drained query's last batch was not published: {seen()}")
         assert query.isActive and query.exception() is None
         assert main(["--bootstrap", bootstrap, "groups", "describe", group, "--json"]) == 0
         described = json.loads(capsys.readouterr().out)

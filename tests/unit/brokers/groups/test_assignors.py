@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Collection, Mapping
 
 import pytest
 
@@ -20,7 +21,8 @@ def _owners(result: dict[str, frozenset[tuple[str, int]]]) -> dict[tuple[str, in
     return owners
 
 
-def _check_complete(result, subscriptions, partitions) -> None:
+def _check_complete(result: dict[str, frozenset[tuple[str, int]]], subscriptions: Mapping[str, Collection[str]],
+                    partitions: Mapping[str, int]) -> None:
     owners = _owners(result)
     wanted = {(t, p) for ts in subscriptions.values() for t in ts if t in partitions for p in range(partitions[t])}
     assert set(owners) == wanted

@@ -168,7 +168,7 @@ def _reelected(image: MetadataImage, *, epoch: int) -> MetadataImage:
 def test_find_coordinator_creates_the_internal_topic_once(tmp_path: Path) -> None:
     created: list[tuple[str, int, int, Mapping[str, str]]] = []
     source = Source(tmp_path / "offsets-0", build([broker(1), broker(2)]))
-    coordinator = GroupCoordinator(broker_id=ME, partitions=source, create_topic=lambda *a: created.append(a),  # type: ignore[arg-type]
+    coordinator = GroupCoordinator(broker_id=ME, partitions=source, create_topic=lambda *a: created.append(a),
                                    topic=InternalTopicSpec(partitions=4, replication_factor=3))
     try:
         with pytest.raises(CoordinatorNotAvailableError):

@@ -60,7 +60,8 @@ def test_undecodable_records_raise_corrupt_record(key: bytes, value: bytes | Non
 
 
 def test_frames_hold_records_in_order_with_null_tombstones() -> None:
-    records = [OffsetRecord("g", "t", 0, CommittedOffset(5)), OffsetRecord("g", "t", 0, None), GroupRecord("g", None)]
+    records: list[OffsetRecord | GroupRecord] = [OffsetRecord("g", "t", 0, CommittedOffset(5)),
+                                                 OffsetRecord("g", "t", 0, None), GroupRecord("g", None)]
     frame = to_frame(records, timestamp_ms=1234)
     [(position, header)] = list(iter_frames(frame))
     assert header.record_count == 3 and header.first_timestamp == 1234
