@@ -33,6 +33,12 @@ of this node at its own address.  A voter listens on its voter entry's port when
 ``port`` is 0.  The bound port is written atomically to ``<data_dir>/broker.port``
 once the server is serving; a clean ``stop()`` removes it.  ``kill -USR1`` dumps every
 thread's stack to stderr (diagnosing a stuck node).
+
+Stopping is bounded (``shutdown_timeout_ms``, default 10 s): SIGTERM makes ``main`` run
+``stop()``, whose every join and wait gets what is left of the bound and whose outgoing
+calls are cancelled by closing their channels first; then the process exits at once (0),
+without the interpreter's unbounded teardown.  Past the bound a watchdog prints every
+thread's stack and exits 1.
 """
 from __future__ import annotations
 
@@ -44,6 +50,7 @@ import random
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
@@ -219,14 +226,24 @@ class Node:
         )
 
     def stop(self, grace_s: float = 1.0) -> None:
-        """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server."""
+        """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server.
+
+        Bounded by ``shutdown_timeout_ms``: every join and wait below gets what is left of
+        it (outgoing calls fail at once: their channels are closed first), so ``stop``
+        returns within the bound even when a thread does not end (threads are daemons; the
+        process exits anyway, ``main``)."""
         if not self._started:
             return
         self._started = False
+        deadline = time.monotonic() + self.config.shutdown_timeout_ms / 1000
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         if self.heartbeater is not None:
-            self.heartbeater.stop()
-            self.heartbeater.client.close()
-        if self.controller_client is not None:  # first: in-flight controller calls fail now, not at their deadline
+            self.heartbeater.client.close()  # first: a heartbeat in flight fails now, not at its deadline
+            self.heartbeater.stop(left())
+        if self.controller_client is not None:  # in-flight controller calls fail now, not at their deadline
             self.controller_client.close()
         for closer in reversed(self._closers):
             try:
@@ -234,11 +251,11 @@ class Node:
             except Exception:  # noqa: BLE001 - keep stopping the rest
                 log.exception("stopping a broker service failed")
         if self.controller is not None:
-            self.controller.stop()
+            self.controller.stop(left())
         if self.raft is not None:
-            self.raft.stop()
+            self.raft.stop(left())
         if self.server is not None:
-            self.server.stop(grace_s).wait()
+            self.server.stop(min(grace_s, left())).wait(left())
         try:
             self.port_file.unlink()
         except FileNotFoundError:
@@ -269,11 +286,32 @@ def main(argv: list[str] | None = None) -> int:
         node.start()
     except (OSError, RuntimeError, SparkLogError) as exc:
         print(f"spark-log: cannot start node {config.broker_id}: {exc}", file=sys.stderr)
-        node.stop()
-        return 1
+        return _bounded(node.stop, config.shutdown_timeout_ms, code=1)
     done.wait()
-    node.stop()
-    return 0
+    return _bounded(node.stop, config.shutdown_timeout_ms, code=0)
+
+
+def _bounded(stop: Callable[[], None], timeout_ms: int, *, code: int) -> int:
+    """Run ``stop`` and end the process with ``code`` within ``timeout_ms`` (plus a moment
+    to write the logs); with 1, every thread's stack on stderr, when it did not end in
+    time.  The interpreter's own shutdown (joining non-daemon threads such as the
+    gRPC server's workers, collecting garbage) is skipped: it is unbounded under load, and
+    every file the node wrote is closed and flushed by ``stop``."""
+    def expire() -> None:
+        print(f"spark-log: the node did not stop within {timeout_ms} ms; threads:", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(all_threads=True)
+        logging.shutdown()
+        os._exit(1)
+
+    watchdog = threading.Timer(timeout_ms / 1000, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    stop()
+    watchdog.cancel()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

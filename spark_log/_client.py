@@ -131,6 +131,7 @@ class Cluster:
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._metadata_offset = -1  # highest metadata offset seen in an answer
+        self._refreshes = 0  # each refresh starts with the next broker (see refresh)
         self._closed = False
 
     # -- channels ---------------------------------------------------------------------
@@ -187,9 +188,16 @@ class Cluster:
         last: SparkLogError | None = None
         # A broker behind the metadata log is skipped if another is ahead; one that does not
         # answer within READ_TRY_S (stalled, or cut off) is skipped too: a metadata
-        # request is read-only, so asking the next broker is always safe.
+        # request is read-only, so asking the next broker is always safe.  Each refresh
+        # starts with the next broker: a broker cut off from the others answers with an old
+        # image that no answer seen so far is ahead of, and asking it first every time kept
+        # a producer sending to a deposed leader for good (a real network partition did).
         try_timeout_s = min(self.request_timeout_s, READ_TRY_S)
-        for address in self.addresses():
+        addresses = self.addresses()
+        with self._lock:
+            start = self._refreshes % len(addresses) if addresses else 0
+            self._refreshes += 1
+        for address in addresses[start:] + addresses[:start]:
             try:
                 answer = self.broker(address).Metadata(request, timeout=try_timeout_s)
             except grpc.RpcError as exc:

@@ -132,6 +132,8 @@ class BrokerConfig:
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_wait_max_ms: int = 200
+    # SIGTERM: the process stops cleanly within this bound, or dumps its threads and exits 1
+    shutdown_timeout_ms: int = 10_000
     # Kafka's auto.leader.rebalance.enable: the active controller moves leadership back to
     # each partition's preferred replica once per session timeout (Admin.elect_leaders does it on demand).
     auto_leader_rebalance_enable: bool = True
@@ -170,6 +172,7 @@ class BrokerConfig:
             "must be greater than heartbeat_interval_ms",
         )
         _require(self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms", "must be >= 1")
+        _require(self.shutdown_timeout_ms >= 100, "shutdown_timeout_ms", "must be >= 100")
         _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
         _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")
         _require(self.default_replication_factor >= 1, "default_replication_factor", "must be >= 1")

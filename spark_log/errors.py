@@ -25,7 +25,9 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
     ├── NotLeaderError                 (retriable, refresh; carries leader_address)
     ├── NotControllerError             (retriable, refresh; carries leader_address)
-    ├── NotEnoughReplicasError         (retriable)
+    ├── NotEnoughReplicasError         (retriable; refused before the append: nothing written)
+    ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
+    ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedEpochError               (not retriable for the fenced party)
     │   └── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
     │       └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
@@ -36,6 +38,11 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── NotCoordinatorError            (retriable, refresh: the coordinator moved)
     ├── CoordinatorLoadInProgressError (retriable: the new coordinator is replaying its partition)
     └── StorageError                   (not retriable: the disk said no)
+
+``refused_before_write`` says whether a produce that failed with the error was refused
+before anything was appended (a *definite* failure: the records are in no log); False
+means the write may have happened (timeouts, connection loss, ``NotEnoughReplicasAfterAppend``).
+The producer records per send whether any attempt may have written (``maybe_written``).
 
 ``to_status`` / ``from_rpc_error`` are the one place errors cross gRPC: the code and
 message travel in trailing metadata so that clients re-raise the same typed error.
@@ -93,6 +100,9 @@ class ErrorCode(enum.IntEnum):
     INVALID_REGULAR_EXPRESSION = 50
     OFFSET_METADATA_TOO_LARGE = 51
     INVALID_SESSION_TIMEOUT = 52
+    # reliability: 90-99
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90
+    OFFSET_NOT_AVAILABLE = 91
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -104,6 +114,7 @@ class SparkLogError(Exception):
     code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN
     retriable: ClassVar[bool] = False
     refresh_metadata: ClassVar[bool] = False
+    refused_before_write: ClassVar[bool] = False  # a produce failing with it appended nothing
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -120,6 +131,16 @@ class SparkLogError(Exception):
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}"
 
+    @property
+    def maybe_written(self) -> bool:
+        """For a failed send: whether the records may have been written anyway.  The
+        producer sets it from every attempt of the send (``details["maybe_written"]``);
+        otherwise it is what the error's class says (``refused_before_write``)."""
+        value = self.details.get("maybe_written")
+        if value is None:
+            return not self.refused_before_write
+        return value is True or value == "True"
+
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across Spark tasks
         return (_rebuild, (type(self), self.message, self.details))
 
@@ -133,6 +154,7 @@ _REGISTRY[ErrorCode.UNKNOWN] = SparkLogError
 
 class InvalidRequestError(SparkLogError):
     code = ErrorCode.INVALID_REQUEST
+    refused_before_write = True
 
 
 class InvalidConfigError(InvalidRequestError):
@@ -200,6 +222,7 @@ class UnknownTopicOrPartitionError(SparkLogError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     retriable = True
     refresh_metadata = True
+    refused_before_write = True
 
 
 class NotLeaderError(SparkLogError):
@@ -208,6 +231,7 @@ class NotLeaderError(SparkLogError):
     code = ErrorCode.NOT_LEADER
     retriable = True
     refresh_metadata = True
+    refused_before_write = True  # unless the answer carries the offsets of an append (see Producer)
 
     @property
     def leader_address(self) -> str | None:
@@ -229,17 +253,44 @@ class NotControllerError(SparkLogError):
 
 
 class NotEnoughReplicasError(SparkLogError):
+    """acks=all refused *before* the append: the ISR is smaller than
+    ``min.insync.replicas``.  Nothing was written."""
+
     code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+    refused_before_write = True
+
+
+class NotEnoughReplicasAfterAppendError(SparkLogError):
+    """acks=all: the records *were appended* by the leader but the high watermark did
+    not pass them within the request timeout (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    The write may yet become visible; a retry by an idempotent producer is acknowledged
+    with the original offsets if it did."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+    refresh_metadata = True  # the leader could not replicate: it may be cut off and deposed
+
+
+class OffsetNotAvailableError(SparkLogError):
+    """A leader elected a moment ago cannot answer an offset query yet: its high
+    watermark has not reached the start of its leader epoch, so it may be below what the
+    previous leader already acknowledged (Kafka's OFFSET_NOT_AVAILABLE, KIP-207).  Ask
+    again shortly."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
     retriable = True
 
 
 class FencedEpochError(SparkLogError):
     code = ErrorCode.FENCED_EPOCH
+    refused_before_write = True
 
 
 class ThrottledError(SparkLogError):
     code = ErrorCode.THROTTLED
     retriable = True
+    refused_before_write = True
 
 
 class BrokerNotAvailableError(SparkLogError):
@@ -255,6 +306,7 @@ class RequestTimeoutError(SparkLogError):
 
 class StorageError(SparkLogError):
     code = ErrorCode.STORAGE_ERROR
+    refused_before_write = True  # the log appends nothing on a failed write
 
 
 # --- consumer groups (codes 40-59) ----------------------------------------------------
@@ -377,8 +429,9 @@ def grpc_status_code(error: SparkLogError) -> Any:
         return grpc.StatusCode.NOT_FOUND
     if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError, NotCoordinatorError)):
         return grpc.StatusCode.FAILED_PRECONDITION
-    if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, ThrottledError,
-                          CoordinatorNotAvailableError, CoordinatorLoadInProgressError)):
+    if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
+                          OffsetNotAvailableError, ThrottledError, CoordinatorNotAvailableError,
+                          CoordinatorLoadInProgressError)):
         return grpc.StatusCode.UNAVAILABLE
     if isinstance(error, RequestTimeoutError):
         return grpc.StatusCode.DEADLINE_EXCEEDED

@@ -188,11 +188,12 @@ class QuorumController:
         self._thread = threading.Thread(target=self._loop, name=f"controller-{self.node_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the lease loop; joined for at most ``timeout_s``."""
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=max(0.0, timeout_s))
             self._thread = None
 
     def _loop(self) -> None:

@@ -38,6 +38,7 @@ from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfR
 from . import append as _append
 from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
+from . import files
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
@@ -61,11 +62,11 @@ class PartitionLog:
         self._clock = clock
         self._closed = False
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = files.open_fd(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self._lock_fd)
+            files.close(self._lock_fd)
             raise StorageError(f"{self.directory} is already open in another PartitionLog") from None
         try:
             self._open()
@@ -432,7 +433,7 @@ class PartitionLog:
 
     def _release(self) -> None:
         if self._lock_fd >= 0:
-            os.close(self._lock_fd)
+            files.close(self._lock_fd)
             self._lock_fd = -1
 
     def __enter__(self) -> "PartitionLog":

@@ -173,14 +173,15 @@ class RaftNode:
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.node_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the raft thread, fail pending proposals, close channels and the log."""
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the raft thread (joined for at most ``timeout_s``), fail pending proposals,
+        close channels and the log."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         self._inbox.put(("stop",))
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=max(0.0, timeout_s))
         self._peers.close()
         for waiters in self._waiters.values():
             for waiter in waiters:

@@ -69,16 +69,21 @@ class ReplicaFetcher:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, *, join: bool = True) -> None:
+    def stop(self, *, join: bool = True, timeout_s: float = 10.0) -> None:
         """Stop the thread; an in-flight fetch is cancelled (closing the channel cancels it:
         a leader that stopped answering must not hold up a leadership change).  ``join=False``
-        returns at once."""
+        returns at once; else the thread is joined for at most ``timeout_s``."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
         self._channel.close()
         if join:
-            self._thread.join(timeout=10)
+            self.join(timeout_s)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` for the stopped thread to end."""
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(0.0, timeout_s))
 
     def set_partitions(self, partitions: dict[tuple[str, int], Partition]) -> None:
         with self._cond:

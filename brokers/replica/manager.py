@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from brokers.metadata.image import MetadataImage
@@ -52,13 +53,18 @@ class ReplicaManager:
     def start(self) -> None:
         self.isr.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop every fetcher (their calls are cancelled at once) and the ISR updater; the
+        threads are joined within ``timeout_s`` in all."""
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             self._stopped = True
             fetchers, self._fetchers = list(self._fetchers.values()), {}
         for fetcher in fetchers:
-            fetcher.stop()
-        self.isr.stop()
+            fetcher.stop(join=False)
+        for fetcher in fetchers:
+            fetcher.join(deadline - time.monotonic())
+        self.isr.stop(max(0.0, deadline - time.monotonic()))
 
     def _led(self) -> list[Partition]:
         return [p for p in self._hosted() if p.is_leader]

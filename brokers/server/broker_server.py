@@ -17,6 +17,7 @@ metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
 
@@ -24,6 +25,7 @@ import grpc
 
 from brokers.controller.client import ControllerClient
 from brokers.groups import GroupConfig, GroupCoordinator, GroupServicer, InternalTopicSpec
+from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
@@ -110,11 +112,14 @@ class BrokerServer:
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop replication, then the replicas (closed, flushed); threads are joined within
+        ``timeout_s`` in all (``Node.stop`` bounds the whole process)."""
+        deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
         self.groups.stop()
-        self.replicas.stop()
-        self.manager.stop()
+        self.replicas.stop(timeout_s / 2)
+        self.manager.stop(max(0.0, deadline - time.monotonic()))
 
 
 def register(host: BrokerHost) -> Callable[[], None]:
@@ -123,6 +128,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     if host.server is None or host.controller_client is None:
         raise RuntimeError("register the broker part once the host has its gRPC server and controller client")
     config = host.config
+    files.use_fault_file(config.broker_id)   # SPARK_LOG_DISK_FAULTS (tests): a slow disk through the file layer
     server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
                           metadata_floor=host.metadata_floor,
@@ -135,7 +141,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
                           offsets_commit_timeout_ms=config.offsets_commit_timeout_ms)
     server.add_to_server(host.server)
     server.start()
-    return server.stop
+    budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
+    return lambda: server.stop(budget_s)
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:

@@ -73,12 +73,14 @@ class Workload:
                     value = f"p{index}-{n}".encode()
                     batch.append((value, producer.send(self.topic, value, key=f"key-{n % 11}".encode())))
                 for value, future in batch:
+                    n = int(value.split(b"-")[1])
                     try:
                         partition, offset = future.result(timeout=60)
-                        self.record(Send(partition, value, True, offset))
-                    except (SparkLogError, TimeoutError) as exc:
-                        del exc
-                        self.record(Send(-1, value, False, definite=False))
+                        self.record(Send(partition, value, True, offset, producer=index, index=n))
+                    except SparkLogError as exc:  # keyed: the partition is not known here
+                        self.record(Send(None, value, False, definite=not exc.maybe_written, producer=index, index=n))
+                    except TimeoutError:
+                        self.record(Send(None, value, False, definite=False, producer=index, index=n))
 
     def _consume(self) -> None:
         with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
