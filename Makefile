@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis stop-soak
+.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
 
 install: $(STAMP)
 
@@ -43,6 +43,14 @@ proto: install
 
 bench: install check-java
 	$(PY) -m bench.storage_bench
+
+# Consumer groups: the seeded protocol simulation over 2,000 seeds (the suite runs 12; ~70 s),
+# and the group benchmark (convergence for 2..20 members, commits/s, group vs assign() reads).
+group-sweep: install
+	GROUP_SWEEP_SEEDS=2000 $(PY) -m pytest -q tests/unit/brokers/groups/test_convergence.py
+
+group-bench: install
+	$(PY) -m bench.group_bench
 
 # More seeds of the deterministic simulations (Raft and data plane) than the suite runs:
 # make sim-sweep SEEDS=10000 [START=100000]

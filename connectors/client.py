@@ -1,7 +1,8 @@
 """The connector's narrow view of ``spark_log``'s clients (the only module that calls them).
 
 - Driver side: ``open_admin``, ``list_topics``, ``describe`` (kind, partition count,
-  schema, key columns, timestamp type), ``list_offsets``, ``check_writable``,
+  schema, key columns, timestamp type), ``list_offsets``, ``group_offsets`` and
+  ``commit_group`` (a query's progress as a member-less consumer group), ``check_writable``,
   ``create_typed_topic`` and ``register_schema`` (the sink's schema on first write),
   ``bytes_per_record`` (a sampled estimate for ``maxBytesPerTrigger``).
 - Executor side: ``read_range`` yields the records of exactly one offset range as Arrow
@@ -37,6 +38,8 @@ __all__ = [
     "describe",
     "list_offsets",
     "list_offsets_for_topics",
+    "group_offsets",
+    "commit_group",
     "check_writable",
     "create_typed_topic",
     "register_schema",
@@ -92,6 +95,17 @@ def list_offsets_for_topics(admin: Admin, topics: list[str], spec: str | int,
     """Offsets of every partition of ``topics`` in one call (one request per leader broker)."""
     found = admin.list_offsets_for_topics(topics, spec, isolation_level=isolation_level)
     return {off.TopicPartition(t, p): offset for (t, p), offset in found.items()}
+
+
+def group_offsets(admin: Admin, group: str) -> dict[off.TopicPartition, int]:
+    """Every offset ``group`` committed (empty for a group that does not exist)."""
+    return {off.TopicPartition(t, p): o.offset for (t, p), o in admin.list_group_offsets(group).items()}
+
+
+def commit_group(admin: Admin, group: str, offsets: Mapping[off.TopicPartition, int], metadata: str) -> None:
+    """Commit ``offsets`` to ``group`` as a group without members (``NonEmptyGroupError``
+    while consumers are members of it)."""
+    admin.alter_group_offsets(group, {(tp.topic, tp.partition): (int(o), metadata) for tp, o in offsets.items()})
 
 
 def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None:

@@ -48,6 +48,7 @@ __all__ = [
     "from_json",
     "parse_spec",
     "resolve",
+    "from_group",
     "plan_ranges",
     "limit_rows",
     "limit_bytes",
@@ -123,12 +124,12 @@ def from_json(value: Mapping[str, Mapping[str, int]] | str) -> Offsets:
 def parse_spec(option: str, text: str, *, allow: tuple[str, ...]) -> str | Offsets:
     """Parse a ``startingOffsets``/``endingOffsets`` value.
 
-    Returns one of the words in ``allow`` ("earliest", "latest") or a per-partition
-    dict whose values are offsets >= 0 or ``EARLIEST``/``LATEST``.  Raises
+    Returns one of the words in ``allow`` ("earliest", "latest", "group") or a
+    per-partition dict whose values are offsets >= 0 or ``EARLIEST``/``LATEST``.  Raises
     ``InvalidConfigError`` naming ``option`` for anything else.
     """
     word = text.strip().lower()
-    if word in ("earliest", "latest"):
+    if word in ("earliest", "latest", "group"):
         if word not in allow:
             raise InvalidConfigError(f"option '{option}': '{word}' is not allowed here", key=option)
         return word
@@ -173,6 +174,18 @@ def resolve(spec: str | Offsets, earliest: Offsets, latest: Offsets, *, option: 
     out: Offsets = {}
     for tp, offset in spec.items():
         out[tp] = earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
+    return out
+
+
+def from_group(committed: Mapping[TopicPartition, int], earliest: Offsets, latest: Offsets) -> Offsets:
+    """``startingOffsets=group``: every partition in ``latest`` starts at the group's
+    committed offset, clamped to [earliest, latest] (records deleted by retention are gone;
+    an offset past the end waits there); a partition the group has no offset for starts
+    at its earliest offset (nothing skipped)."""
+    out: Offsets = {}
+    for tp, end in latest.items():
+        start = earliest.get(tp, 0)
+        out[tp] = min(max(committed.get(tp, start), start), end)
     return out
 
 

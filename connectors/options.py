@@ -33,7 +33,9 @@ READER_OPTIONS: dict[str, tuple[str, str]] = {
     "subscribe": ("comma-separated topics to read", "-"),
     "subscribePattern": ("regular expression (full match) of topics to read; new topics are picked up", "-"),
     "assign": ('JSON {"topic": [0, 1]}: exact partitions to read', "-"),
-    "startingOffsets": ('"earliest", "latest" (streams only) or JSON {"topic": {"0": 23}} (-2 earliest, -1 latest)', "streams: latest, batch: earliest"),
+    "startingOffsets": ('"earliest", "latest" (streams only), "group" (streams with groupId: the group\'s committed '
+                        'offsets; partitions without one start at the earliest) or JSON {"topic": {"0": 23}} '
+                        '(-2 earliest, -1 latest)', "streams: latest, batch: earliest"),
     "endingOffsets": ('batch only: "latest" or JSON (-1 latest)', "latest"),
     "startingTimestamp": ("ms since the epoch: start every partition at its first record with timestamp >= this", "-"),
     "maxOffsetsPerTrigger": ("streams: at most this many records per micro-batch (ReadMaxRows)", "no limit"),
@@ -47,6 +49,9 @@ READER_OPTIONS: dict[str, tuple[str, str]] = {
     "pushFilters": ("batch reads: push topic/partition/offset/timestamp and simple column predicates to the source "
                     "(load a fresh DataFrame per query: Spark 4.2 reuses a DataFrame's pushed reader)", "false"),
     "pollTimeoutMs": ("executors: give up a fetch that returns nothing for this long", "120000"),
+    "groupId": ("streams: after each completed micro-batch, commit its end offsets to this consumer group (a group "
+                "without members, so `spark-log groups describe` shows the query's lag); the checkpoint stays the "
+                "query's only source of truth", "-"),
 }
 
 WRITER_OPTIONS: dict[str, tuple[str, str]] = {
@@ -156,6 +161,7 @@ class ReaderOptions:
     poll_timeout_ms: int = 120_000
     security: ClientSecurity | None = None
     client_id: str = ""
+    group_id: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReaderOptions":
@@ -178,9 +184,15 @@ class ReaderOptions:
         if "startingOffsets" in v and "startingTimestamp" in v:
             raise InvalidConfigError("option 'startingTimestamp' contradicts 'startingOffsets': give one of them", key="startingTimestamp")
         starting = (
-            _offsets.parse_spec("startingOffsets", v["startingOffsets"], allow=("earliest", "latest"))
+            _offsets.parse_spec("startingOffsets", v["startingOffsets"], allow=("earliest", "latest", "group"))
             if "startingOffsets" in v else None
         )
+        group_id = v.get("groupId")
+        if group_id is not None and (not group_id.strip() or len(group_id.strip()) > 249):
+            raise InvalidConfigError(f"option 'groupId' must be 1-249 characters, got {group_id!r}", key="groupId")
+        if starting == "group" and group_id is None:
+            raise InvalidConfigError("option 'startingOffsets' is 'group': give the group with option 'groupId'",
+                                     key="startingOffsets")
         ending = (
             _offsets.parse_spec("endingOffsets", v["endingOffsets"], allow=("latest",)) if "endingOffsets" in v else None
         )
@@ -210,6 +222,7 @@ class ReaderOptions:
             poll_timeout_ms=_int(v, "pollTimeoutMs", minimum=1) or 120_000,
             security=security,
             client_id=client_id,
+            group_id=group_id.strip() if group_id is not None else None,
         )
 
     def check_streaming(self) -> None:
@@ -223,6 +236,9 @@ class ReaderOptions:
         """Refuse options that only make sense for streams."""
         if self.starting_offsets == "latest":
             raise InvalidConfigError("option 'startingOffsets' cannot be 'latest' for a batch query", key="startingOffsets")
+        if self.group_id is not None:
+            raise InvalidConfigError("option 'groupId' is for streaming queries (it publishes each micro-batch's "
+                                     "progress)", key="groupId")
         for name, value in (("maxOffsetsPerTrigger", self.max_offsets_per_trigger), ("maxBytesPerTrigger", self.max_bytes_per_trigger)):
             if value is not None:
                 raise InvalidConfigError(f"option '{name}' is for streaming queries; a batch query reads its whole range", key=name)

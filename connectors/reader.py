@@ -24,6 +24,15 @@ record size); ``ReadAllAvailable`` ignores both, as the contract requires.  New
 partitions and, with ``subscribePattern``, new topics are picked up at the next trigger
 and read from offset 0.
 
+Consumer groups
+---------------
+With ``groupId`` the driver commits the end offsets of every completed micro-batch to
+that group, as a group without members (``connectors.group_progress``: at every
+``latestOffset`` call, whose ``start`` is the end of the last completed batch, and in
+``commit``), so lag tools see the query; the checkpoint stays its only source of truth.
+``startingOffsets=group`` starts a query without a checkpoint at the group's committed
+offsets (``offsets.from_group``: clamped to the log; none: the earliest offset).
+
 Data loss
 ---------
 With ``failOnDataLoss=true`` (default) a query fails with ``OffsetOutOfRangeError`` when
@@ -49,6 +58,7 @@ from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMi
 from . import client
 from . import offsets as off
 from .filters import PushedFilters, push_filters
+from .group_progress import GroupProgress
 from .plan import RangePartition, ReadPlan
 
 if TYPE_CHECKING:
@@ -188,6 +198,13 @@ class _DriverSide:
             found = self._offsets(o.starting_timestamp)
             return {tp: found.get(tp, latest[tp]) for tp in latest}
         spec = o.starting_offsets if o.starting_offsets is not None else default
+        if spec == "group":
+            assert o.group_id is not None  # ReaderOptions.parse requires it
+            progress = GroupProgress(o.group_id, o.bootstrap, security=o.security, client_id=o.client_id)
+            try:
+                return off.from_group(progress.committed(), self.earliest(), latest)
+            finally:
+                progress.close()
         return off.resolve(spec, self.earliest(), latest, option="startingOffsets")
 
 
@@ -201,6 +218,8 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: off.Offsets | None = None
         self._last_latest: off.Offsets | None = None
         self._record_bytes: dict[off.TopicPartition, float] = {}  # sampled once per partition
+        o = plan.options
+        self._progress = GroupProgress(o.group_id, o.bootstrap, security=o.security, client_id=o.client_id) if o.group_id is not None else None
 
     def initialOffset(self) -> off.JsonOffsets:
         return off.to_json(self._driver.starting("latest"))
@@ -218,6 +237,8 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: off.JsonOffsets, limit: ReadLimit) -> off.JsonOffsets:
         begin = off.from_json(start)
+        if self._progress is not None:  # ``start`` ends the last completed micro-batch
+            self._progress.publish(begin)
         latest = self._target if self._target is not None else self._driver.latest()
         self._last_latest = latest
         latest = self._check_loss(begin, latest)
@@ -268,10 +289,15 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return read_range(self._plan, partition)
 
     def commit(self, end: off.JsonOffsets) -> None:
-        """Nothing to do: progress lives in Spark's checkpoint, not in the brokers."""
+        """Progress lives in Spark's checkpoint; with ``groupId`` the completed ``end`` is
+        also published to the group (``connectors.group_progress``)."""
+        if self._progress is not None:
+            self._progress.publish(off.from_json(end))
 
     def stop(self) -> None:
         self._driver.close()
+        if self._progress is not None:
+            self._progress.close()
 
 
 class SparkLogBatchReader(DataSourceReader):

@@ -22,6 +22,11 @@ from ._admin import PartitionDescription as PartitionDescription
 from ._admin import TopicDescription as TopicDescription
 from ._consumer import Consumer as Consumer
 from ._consumer import ConsumerRecord as ConsumerRecord
+from ._group_admin import GroupDescription as GroupDescription
+from ._group_admin import GroupListing as GroupListing
+from ._group_admin import GroupMember as GroupMember
+from ._group_admin import GroupPartition as GroupPartition
+from ._group_session import OffsetAndMetadata as OffsetAndMetadata
 from ._producer import Producer as Producer
 from ._reassignment import ElectionResult as ElectionResult
 from ._reassignment import PartitionReassignment as PartitionReassignment
@@ -46,6 +51,11 @@ __all__ = [
     "Consumer",
     "ConsumerRecord",
     "ElectionResult",
+    "GroupDescription",
+    "GroupListing",
+    "GroupMember",
+    "GroupPartition",
+    "OffsetAndMetadata",
     "PartitionDescription",
     "PartitionReassignment",
     "Producer",

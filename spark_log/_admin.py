@@ -1,4 +1,4 @@
-"""``Admin``: topics, configs, schemas and offsets; SCRAM users, ACLs and client quotas.
+"""``Admin``: topics, configs, schemas, offsets and consumer groups; SCRAM users, ACLs and client quotas.
 
 Topic, config and schema changes go to any broker, which forwards them to the active
 controller; they are committed to the metadata log when the call returns.
@@ -9,10 +9,15 @@ Every method raises the typed errors of ``spark_log.errors`` (``TopicAlreadyExis
 ``InvalidConfigError``, ``InvalidPartitionsError``, ``InvalidReplicationFactorError``,
 ``InvalidSchemaError``, ``SchemaMismatchError``, ``UnknownTopicOrPartitionError``...);
 retriable ones are retried until ``request_timeout_ms`` first.
+
+Consumer groups (``list_groups``, ``describe_group``, ``alter_group_offsets``,
+``reset_group_offsets``, ``delete_group``, ``delete_group_offsets``) go to each group's
+coordinator (``spark_log/_group_admin.py``).
 """
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -27,6 +32,8 @@ from . import _reassignment
 from . import _security_admin as _sec
 from .acls import AclBinding, AclBindingFilter
 from .proto import security_pb2_grpc as spb_grpc
+from ._group_admin import GroupAdmin, GroupDescription, GroupListing
+from ._group_session import OffsetAndMetadata
 from .errors import InvalidRequestError, SparkLogError
 from .proto import broker_pb2 as pb
 from .schemas import schema_from_bytes, schema_to_bytes
@@ -184,6 +191,8 @@ class Admin:
                  security: ClientSecurity | None = None, client_id: str = "") -> None:
         self._timeout_s = request_timeout_ms / 1000
         self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id)
+        self._groups = GroupAdmin(self._cluster, timeout_s=self._timeout_s, list_offsets=lambda tps, spec, deadline_s:
+                                  list_offsets_for(self._cluster, tps, spec, deadline_s=deadline_s))
 
     def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
         """One Admin RPC through any broker, retried (see ``_client.retry``)."""
@@ -478,6 +487,55 @@ class Admin:
         from .proto import security_pb2 as spb
 
         return str(self._security("WhoAmI", spb.WhoAmIRequest()).principal)
+
+    # --- consumer groups (spark_log/_group_admin.py) ------------------------------------------
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group the cluster knows (with members or committed offsets), by id:
+        ``GroupListing(group_id, state, members, coordinator_id)``."""
+        return self._groups.list_groups()
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """The group's state (``Empty``, ``Reconciling``, ``Stable``), epochs, assignor,
+        members (subscription, current and target assignment) and, per partition it
+        committed or a member owns, ``GroupPartition(committed_offset, metadata,
+        log_end_offset, lag, member_id)``.  ``GroupIdNotFoundError`` for an unknown group."""
+        return self._groups.describe_group(group_id)
+
+    def list_group_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """Every committed offset of the group."""
+        return self._groups.committed(group_id)
+
+    def alter_group_offsets(self, group_id: str, offsets: Mapping[tuple[str, int], int | tuple[int, str] | OffsetAndMetadata]
+                            ) -> None:
+        """Commit ``offsets`` (``{(topic, partition): offset | (offset, metadata)}``) for a
+        group without members; ``NonEmptyGroupError`` while it has some."""
+        self._groups.alter_group_offsets(group_id, offsets)
+
+    def reset_group_offsets(self, group_id: str, topics: str | Sequence[str], *,
+                            to: str | datetime.datetime | None = None, shift_by: int | None = None,
+                            to_offset: int | None = None, partitions: Sequence[int] | None = None,
+                            execute: bool = True) -> dict[tuple[str, int], int]:
+        """Reset the group's offsets of ``topics`` (all their partitions, or ``partitions``)
+        to ``to="earliest"|"latest"|datetime`` (the first record at or after it), the
+        committed offsets shifted by ``shift_by`` (no committed offset: from the earliest),
+        or ``to_offset``; every result is clamped to the partition's [earliest, latest].
+        Returns the new offsets; with ``execute=False`` commits nothing (a dry run).
+        ``NonEmptyGroupError`` while the group has members."""
+        return self._groups.reset_group_offsets(group_id, topics, to=to, shift_by=shift_by, to_offset=to_offset,
+                                                partitions=partitions, execute=execute)
+
+    def delete_group(self, group_id: str) -> None:
+        """Delete the group and its committed offsets; ``NonEmptyGroupError`` while it has
+        members, ``GroupIdNotFoundError`` if it does not exist."""
+        self._groups.delete_group(group_id)
+
+    def delete_group_offsets(self, group_id: str, topic: str, partitions: Sequence[int] | None = None
+                             ) -> list[tuple[str, int]]:
+        """Delete the group's committed offsets of ``topic`` (all its partitions, or
+        ``partitions``); returns what was deleted.  ``GroupSubscribedToTopicError`` when live
+        members subscribe to ``topic``."""
+        return self._groups.delete_group_offsets(group_id, topic, partitions)
 
     def close(self) -> None:
         self._cluster.close()

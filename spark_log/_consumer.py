@@ -30,13 +30,28 @@ unthrottled; ``throttled`` and ``throttle_time_ms`` count the throttled answers.
 
 Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
 or "earliest"); the same policy answers an out-of-range position ("none": raise
-``OffsetOutOfRangeError``).  Thread-safety: one thread at a time.
+``OffsetOutOfRangeError``).
+
+Groups.  With ``group_id`` the consumer commits offsets to the group (``commit``,
+``commit_async``, auto-commit) and reads them (``committed``); ``subscribe`` makes it a
+member: the group's coordinator assigns partitions (``_group_session.py`` reconciles on
+the poll thread, calling ``on_revoked`` / ``on_assigned``), and a newly assigned
+partition starts at the group's committed offset (none: ``auto_offset_reset``).
+``close`` commits (auto-commit), and leaves the group.  ``pause``/``resume`` stop and
+restart fetching partitions without giving them up; ``max_poll_records`` caps what one
+poll returns (the rest waits in a buffer; ``position`` counts only what was returned).
+
+Thread-safety: one thread at a time (the group's heartbeat and commit threads are the
+consumer's own).
 """
 from __future__ import annotations
 
 import queue
+import re
+import time
+from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, Mapping, Sequence, cast
 
 import grpc
 import numpy as np
@@ -46,6 +61,10 @@ import pyarrow.ipc as ipc
 
 from . import errors
 from ._client import Cluster, error_from_pb
+from ._group_client import GroupRpc
+from ._group_member import GroupSubscription
+from ._group_session import Callback, GroupSession, OffsetAndMetadata, OffsetsArg
+from ._poll_buffer import PollBuffer
 from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
 from ._throttle import ThrottleGate
@@ -55,7 +74,7 @@ from .filters import serialize_filter
 from .frame import ATTR_CONTROL, decode_batch, iter_frames
 from .proto import broker_pb2 as pb
 
-__all__ = ["Consumer", "ConsumerRecord"]
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
@@ -93,7 +112,25 @@ class Consumer:
         request_timeout_ms: int = 30_000,
         security: ClientSecurity | None = None,
         client_id: str = "",
+        group_id: str | None = None,
+        enable_auto_commit: bool | None = None,
+        auto_commit_interval_ms: int = 5_000,
+        max_poll_records: int | None = None,
+        session_timeout_ms: int = 45_000,
+        max_poll_interval_ms: int = 300_000,
+        group_instance_id: str | None = None,
+        group_remote_assignor: str | None = None,
     ) -> None:
+        """``group_id``: the consumer group to commit to (and, with ``subscribe``, to be a
+        member of); ``enable_auto_commit`` (default: true with a ``group_id``) commits the
+        positions every ``auto_commit_interval_ms``, on revocation and on close;
+        ``session_timeout_ms``: the coordinator removes the member this long after its last
+        heartbeat; ``max_poll_interval_ms``: a member that does not poll for this long leaves
+        the group (its partitions go to others; it rejoins at its next poll), and the
+        coordinator removes a member that takes longer to give up revoked partitions; ``group_instance_id``: static membership (a restart
+        within the session timeout gets the same partitions back); ``group_remote_assignor``:
+        "uniform" or "range" (default: the brokers'); ``max_poll_records``: at most this many
+        records per poll (default: no limit).  Invalid values: ``InvalidConfigError``."""
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed'", key="isolation_level")
         if auto_offset_reset not in ("latest", "earliest", "none"):
@@ -115,6 +152,21 @@ class Consumer:
         self._filters: dict[tuple[str, int], bytes] = {}
         self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
+        self._paused: set[TopicPartition] = set()
+        self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
+        for name, value in (("auto_commit_interval_ms", auto_commit_interval_ms),
+                            ("session_timeout_ms", session_timeout_ms), ("max_poll_interval_ms", max_poll_interval_ms)):
+            _positive_or_none(value, name)
+        if group_id is None and (enable_auto_commit or group_instance_id is not None):
+            raise InvalidConfigError("enable_auto_commit and group_instance_id need a group_id", key="group_id")
+        self._group: GroupSession | None = None
+        if group_id is not None:
+            self._group = GroupSession(
+                self, GroupRpc(self._cluster, timeout_s=self._timeout_s), group_id=group_id,
+                enable_auto_commit=True if enable_auto_commit is None else bool(enable_auto_commit),
+                auto_commit_interval_ms=auto_commit_interval_ms, session_timeout_ms=session_timeout_ms,
+                rebalance_timeout_ms=max_poll_interval_ms, instance_id=group_instance_id,
+                assignor=group_remote_assignor, client_id=client_id or "spark-log")
 
     # -- assignment and positions ----------------------------------------------------------
 
@@ -125,8 +177,10 @@ class Consumer:
             info = self._cluster.topic(topic)
             if partition not in info.partitions:
                 raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+        if self._group is not None:
+            self._group.manual(frozenset(wanted))
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
-        self._ends = {tp: end for tp, end in self._ends.items() if tp in self._positions}
+        self._forget_outside(set(self._positions))
         self._outstanding.clear()
 
     @property
@@ -140,7 +194,108 @@ class Consumer:
         return self._gate.throttle_time_ms
 
     def assignment(self) -> list[TopicPartition]:
+        """The partitions this consumer reads: assigned, or given by its group."""
         return list(self._positions)
+
+    def subscribe(self, topics: str | Sequence[str] | re.Pattern[str], *, on_assigned: Callback | None = None,
+                  on_revoked: Callback | None = None) -> None:
+        """Join the group (``group_id``) for ``topics`` (names, or a compiled regular
+        expression matched in full against topic names; new matching topics are picked up).
+        The group's coordinator assigns the partitions; ``on_revoked(partitions)`` runs on
+        the poll thread before partitions are given up (after their positions were
+        committed with auto-commit, before with ``commit`` in the callback), and also when
+        they were lost (fenced); ``on_assigned(partitions)`` after new ones start at their
+        committed offsets.  Calling it again changes the subscription.  Raises
+        ``InvalidConfigError`` without ``group_id``, ``InvalidRequestError`` after ``assign``."""
+        group = self._require_group("subscribe")
+        if isinstance(topics, re.Pattern):
+            subscription = GroupSubscription(pattern=topics.pattern)
+        else:
+            names = [topics] if isinstance(topics, str) else list(topics)
+            if not names or any(not isinstance(t, str) or not t for t in names):
+                raise errors.InvalidRequestError(f"subscribe takes topic names or a re.Pattern, got {topics!r}")
+            subscription = GroupSubscription(topics=tuple(sorted(set(names))))
+        if self._positions and not group.subscribed:
+            raise errors.InvalidRequestError("this consumer assign()-ed partitions; a consumer either assigns or subscribes")
+        group.subscribe(subscription, on_assigned, on_revoked)
+
+    # -- committed offsets (groups) ----------------------------------------------------------
+
+    def _require_group(self, what: str) -> GroupSession:
+        if self._group is None:
+            raise InvalidConfigError(f"{what} needs a consumer created with group_id=...", key="group_id")
+        if self._closed:
+            raise errors.InvalidRequestError("consumer is closed")
+        return self._group
+
+    def commit(self, offsets: OffsetsArg | None = None, *, metadata: str = "") -> None:
+        """Commit ``offsets`` (``{(topic, partition): offset | (offset, metadata) |
+        OffsetAndMetadata}``; default: the position of every assigned partition) to the
+        group and wait until the group's replicas hold them.  ``offset`` is the next record
+        to read.  A member the group fenced (its partitions moved on) gets
+        ``FencedMemberEpochError`` (``UnknownMemberIdError`` once removed) and drops its
+        partitions at the next poll; a consumer that assigned its partitions commits only
+        while the group has no members (else ``NonEmptyGroupError``)."""
+        self._require_group("commit").commit(offsets, metadata=metadata)
+
+    def commit_async(self, offsets: OffsetsArg | None = None, *, metadata: str = "",
+                     callback: Callable[[dict[TopicPartition, int], SparkLogError | None], None] | None = None
+                     ) -> "Future[None]":
+        """``commit`` in the background (commits stay in order); the future (and
+        ``callback(offsets, error)``) reports the outcome."""
+        return self._require_group("commit_async").commit_async(offsets, metadata=metadata, callback=callback)
+
+    def committed(self, partitions: Iterable[TopicPartition] | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets of ``partitions`` (default: the assignment); None
+        where the group has none."""
+        return self._require_group("committed").committed(partitions)
+
+    # -- pausing ------------------------------------------------------------------------------
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stop fetching and returning records of ``partitions`` (they stay assigned)."""
+        wanted = {(str(t), int(p)) for t, p in partitions}
+        missing = sorted(wanted - set(self._positions))
+        if missing:
+            raise errors.InvalidRequestError(f"cannot pause partitions that are not assigned: {missing}")
+        self._paused |= wanted
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._paused -= {(str(t), int(p)) for t, p in partitions}
+
+    def paused(self) -> list[TopicPartition]:
+        return sorted(self._paused & set(self._positions))
+
+    # -- the group session's hooks (_group_session.ConsumerHooks) ------------------------------
+
+    def _take_partitions(self, positions: Mapping[TopicPartition, int | None]) -> None:
+        for tp, offset in positions.items():
+            self._positions[tp] = offset
+
+    def _drop_partitions(self, partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            self._positions.pop(tp, None)
+        self._forget_outside(set(self._positions))
+
+    def _consumed_positions(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        out: dict[TopicPartition, int] = {}
+        for tp in partitions:
+            if tp in self._positions:
+                position = self._next_returned(tp)
+                if position is not None:
+                    out[tp] = position
+        return out
+
+    def _next_returned(self, tp: TopicPartition) -> int | None:
+        """The offset of the next record ``poll`` returns for ``tp`` (buffered first)."""
+        waiting = self._buffer.first_offset(tp)
+        return waiting if waiting is not None else self._positions.get(tp)
+
+    def _forget_outside(self, keep: set[TopicPartition]) -> None:
+        self._ends = {tp: end for tp, end in self._ends.items() if tp in keep}
+        self._paused &= keep
+        self._buffer.keep_only(keep)
 
     def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
         """Read ``(topic, partition)`` from ``offset`` next; with ``end``, only the records
@@ -153,6 +308,7 @@ class Consumer:
         if end is not None and (isinstance(end, bool) or not isinstance(end, int) or end < offset):
             raise errors.InvalidRequestError(f"end must be an offset >= {offset} (the start), got {end!r}")
         self._positions[tp] = offset
+        self._buffer.drop([tp])
         if end is None:
             self._ends.pop(tp, None)
         else:
@@ -171,7 +327,9 @@ class Consumer:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
         if self._positions[tp] is None:
             self._resolve_unset()
-        return int(self._positions[tp])  # type: ignore[arg-type]
+        position = self._next_returned(tp)
+        assert position is not None
+        return position
 
     def _seek_to(self, partitions: Iterable[TopicPartition] | None, spec: int) -> None:
         tps = list(self._positions) if partitions is None else [(t, p) for t, p in partitions]
@@ -180,6 +338,7 @@ class Consumer:
             if tp not in self._positions:
                 raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
             self._positions[tp] = offsets[tp]
+        self._buffer.drop(tps)
 
     def _resolve_unset(self) -> None:
         unset = [tp for tp, pos in self._positions.items() if pos is None]
@@ -206,18 +365,25 @@ class Consumer:
         """
         if self._closed:
             raise errors.InvalidRequestError("consumer is closed")
+        if self._group is not None:
+            started = time.monotonic()
+            self._group.before_poll(max(0.0, timeout))
+            timeout = max(0.0, timeout - (time.monotonic() - started))
         if not self._positions:
             return []
+        ready = self._buffer.take(self._paused)
+        if ready:
+            self._issue_fetches(self._max_wait_ms)
+            return ready
         self._resolve_unset()
         self._issue_fetches(int(max(0.0, timeout) * 1000))
-        out: list[pa.RecordBatch] = []
         # with calls out, wait for one (each is bounded by its own deadline); with none (no
         # leader known right now), wait out the timeout and let the next poll retry
         wait = max(0.0, timeout) + (self._timeout_s if self._outstanding else 0.0)
         try:
             key = self._done.get(timeout=wait)
         except queue.Empty:
-            return out
+            return []
         keys = [key]
         while True:
             try:
@@ -230,9 +396,10 @@ class Consumer:
             if entry is not None:
                 results.append((key, entry))
         for key, (call, offsets) in results:
-            out.extend(self._take(key, call, offsets))
+            self._buffer.add(self._take(key, call, offsets))
+        ready = self._buffer.take(self._paused)
         self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
-        return out
+        return ready
 
     def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
         """Records that arrived within ``timeout`` seconds, in offset order per partition."""
@@ -242,6 +409,17 @@ class Consumer:
         return records
 
     def close(self) -> None:
+        """With a group: commit (auto-commit) and leave it (a static member leaves for a
+        restart).  Then stop fetching."""
+        if self._closed:
+            return
+        try:
+            if self._group is not None:
+                self._group.close()
+        finally:
+            self._close_fetching()
+
+    def _close_fetching(self) -> None:
         self._closed = True
         for call, _ in self._outstanding.values():
             call.cancel()
@@ -260,7 +438,7 @@ class Consumer:
         groups: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         busy = {tp for _, offsets in self._outstanding.values() for tp in offsets}
         for tp, position in self._positions.items():
-            if tp in busy or position is None or position >= self._ends.get(tp, position + 1):
+            if tp in busy or position is None or position >= self._ends.get(tp, position + 1) or tp in self._paused:
                 continue
             try:
                 address, _ = self._cluster.leader(*tp)
@@ -317,7 +495,8 @@ class Consumer:
                 request.row_filter = self._filters[cache_key]
         return request
 
-    def _take(self, key: tuple[str, str], call: Any, offsets: dict[TopicPartition, int]) -> list[pa.RecordBatch]:
+    def _take(self, key: tuple[str, str], call: Any,
+              offsets: dict[TopicPartition, int]) -> list[tuple[TopicPartition, pa.RecordBatch]]:
         address, topic = key
         try:
             response: pb.FetchResponse = call.result()
@@ -330,7 +509,7 @@ class Consumer:
         except Exception:  # noqa: BLE001 - cancelled
             return []
         self._gate.note(address, response.throttle_time_ms)
-        out: list[pa.RecordBatch] = []
+        out: list[tuple[TopicPartition, pa.RecordBatch]] = []
         for result in response.partitions:
             tp = (result.topic, result.partition)
             if tp not in self._positions or self._positions[tp] != offsets.get(tp):
@@ -339,7 +518,7 @@ class Consumer:
             if failure is not None:
                 self._partition_error(tp, failure)
                 continue
-            out.extend(self._decode(tp, result))
+            out.extend((tp, batch) for batch in self._decode(tp, result))
         return out
 
     def _partition_error(self, tp: TopicPartition, error: SparkLogError) -> None:
@@ -446,3 +625,9 @@ def _to_records(batch: pa.RecordBatch) -> list[ConsumerRecord]:
         out.append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], None, rows[i], []))
     return out
 
+
+
+def _positive_or_none(value: int | None, name: str) -> int | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise InvalidConfigError(f"{name} must be a positive integer, got {value!r}", key=name)
+    return value

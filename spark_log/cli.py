@@ -10,7 +10,10 @@
     spark-log topics describe --under-replicated [NAME] [--json]   under-replicated/offline partitions
     spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
-                            [--timeout-ms T]
+                            [--timeout-ms T] [--group G]   --group: a member of G (commits as it goes)
+    spark-log groups list | describe G [--json] | delete G | delete-offsets G --topic T
+    spark-log groups reset-offsets G --topic T (--to-earliest|--to-latest|--to-datetime D|--shift-by N|
+                            --to-offset N) [--execute]    consumer groups (kafka-consumer-groups.sh style)
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
@@ -102,6 +105,11 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-records", type=int, default=None)
     consume.add_argument("--timeout-ms", type=int, default=None, help="stop after this long without records")
     consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--group", default=None, help="consume as a member of this consumer group (offsets committed)")
+    from . import _cli_groups
+
+    _cli_groups.add_parser(commands)  # groups list|describe|reset-offsets|delete|delete-offsets
+
     from . import _cli_security
 
     _cli_security.add_parsers(commands)  # users, acls, quotas, whoami
@@ -228,13 +236,20 @@ def _consume(args: argparse.Namespace) -> int:
 
     if (args.partition is None) != (args.offset is None) and args.offset is not None:
         raise InvalidConfigError("--offset needs --partition")
-    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest") as consumer:
+    if args.group is not None and args.partition is not None:
+        raise InvalidConfigError("--group takes the partitions the group assigns: drop --partition/--offset")
+    # --group commits what it printed, after printing it (at-least-once), not what poll returned
+    with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
+                  group_id=args.group, enable_auto_commit=False if args.group is not None else None) as consumer:
         info = consumer._cluster.topic(args.topic)
-        partitions = [args.partition] if args.partition is not None else sorted(info.partitions)
-        consumer.assign([(args.topic, p) for p in partitions])
+        if args.group is not None:  # the group's committed offsets, else --from-beginning / latest
+            consumer.subscribe([args.topic])
+        else:
+            partitions = [args.partition] if args.partition is not None else sorted(info.partitions)
+            consumer.assign([(args.topic, p) for p in partitions])
         if args.offset is not None:
             consumer.seek(args.topic, args.partition, args.offset)
-        elif args.from_beginning:
+        elif args.from_beginning and args.group is None:
             consumer.seek_to_beginning()
         seen = 0
         last_data = time.monotonic()
@@ -245,12 +260,16 @@ def _consume(args: argparse.Namespace) -> int:
                 last_data = time.monotonic()
             elif args.timeout_ms is not None and (time.monotonic() - last_data) * 1000 >= args.timeout_ms:
                 break
+            printed: dict[tuple[str, int], int] = {}
             for record in records:
                 if args.max_records is not None and seen >= args.max_records:
                     break
                 out.write(_render(record, args.print_key) + "\n")
+                printed[(record.topic, record.partition)] = record.offset + 1
                 seen += 1
             out.flush()
+            if args.group is not None and printed:
+                consumer.commit(printed)
     print(f"consumed {seen} records", file=sys.stderr)
     return 0
 
@@ -294,6 +313,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from . import _cli_security
 
             return _cli_security.run(args)
+        if args.command == "groups":
+            from . import _cli_groups
+
+            return _cli_groups.run(args)
         return _consume(args)
     except SparkLogError as exc:
         print(f"spark-log: {exc}", file=sys.stderr)

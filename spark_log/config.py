@@ -220,6 +220,17 @@ class BrokerConfig:
     auto_create_topics: bool = False
     default_partitions: int = 1
     default_replication_factor: int = 1
+    # consumer groups (the group coordinator, brokers/groups; Kafka's names with _ for .)
+    offsets_topic_num_partitions: int = 8  # partitions of __consumer_offsets, fixed when it is created
+    offsets_topic_replication_factor: int = 3  # capped by the live brokers when it is created
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024
+    offsets_commit_timeout_ms: int = 10_000  # a commit waits this long for the in-sync replicas
+    offset_metadata_max_bytes: int = 4096
+    group_consumer_heartbeat_interval_ms: int = 1000
+    group_consumer_session_timeout_ms: int = 45_000  # for members that do not ask for one
+    group_consumer_min_session_timeout_ms: int = 1000
+    group_consumer_max_session_timeout_ms: int = 600_000
+    group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -245,6 +256,20 @@ class BrokerConfig:
         _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
         _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")
         _require(self.default_replication_factor >= 1, "default_replication_factor", "must be >= 1")
+        _require(1 <= self.offsets_topic_num_partitions <= 1000, "offsets_topic_num_partitions", "must be within 1..1000")
+        _require(self.offsets_topic_replication_factor >= 1, "offsets_topic_replication_factor", "must be >= 1")
+        _require(self.offsets_topic_segment_bytes >= 1024, "offsets_topic_segment_bytes", "must be at least 1024")
+        _require(self.offsets_commit_timeout_ms >= 1, "offsets_commit_timeout_ms", "must be >= 1")
+        _require(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
+        _require(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")
+        _require(1 <= self.group_consumer_min_session_timeout_ms <= self.group_consumer_max_session_timeout_ms,
+                 "group_consumer_min_session_timeout_ms", "must be >= 1 and <= group_consumer_max_session_timeout_ms")
+        _require(self.group_consumer_min_session_timeout_ms <= self.group_consumer_session_timeout_ms
+                 <= self.group_consumer_max_session_timeout_ms, "group_consumer_session_timeout_ms",
+                 "must be within the min and max session timeouts")
+        _require(bool(self.group_consumer_assignors) and all(a in ("uniform", "range") for a in self.group_consumer_assignors)
+                 and len(set(self.group_consumer_assignors)) == len(self.group_consumer_assignors),
+                 "group_consumer_assignors", "must list 'uniform' and/or 'range', each once")
 
     def voters(self) -> dict[int, str]:
         """Controller voters as ``{node_id: "host:port"}``."""

@@ -22,7 +22,10 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   │   └── ClusterAuthorizationError / TransactionalIdAuthorizationError
     │   ├── SecurityDisabledError      (ACL calls on a broker without an authorizer)
     │   ├── ResourceNotFoundError      (e.g. deleting a user that does not exist)
-    │   └── DuplicateSequenceError / OutOfOrderSequenceError
+    │   ├── DuplicateSequenceError / OutOfOrderSequenceError
+    │   ├── InvalidGroupIdError, GroupIdNotFoundError, NonEmptyGroupError (consumer groups)
+    │   ├── GroupSubscribedToTopicError, UnsupportedAssignorError, InvalidRegularExpressionError
+    │   └── OffsetMetadataTooLargeError, InvalidSessionTimeoutError
     ├── AuthenticationError            (not retriable: no, or wrong, credentials)
     │   └── SessionExpiredError        (retriable: authenticate again, then retry)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
@@ -32,9 +35,14 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
     ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedEpochError               (not retriable for the fenced party)
+    │   └── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
+    │       └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
     ├── ThrottledError                 (retriable)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
+    ├── CoordinatorNotAvailableError   (retriable, refresh: find the group coordinator again)
+    ├── NotCoordinatorError            (retriable, refresh: the coordinator moved)
+    ├── CoordinatorLoadInProgressError (retriable: the new coordinator is replaying its partition)
     └── StorageError                   (not retriable: the disk said no)
 
 ``refused_before_write`` says whether a produce that failed with the error was refused
@@ -84,6 +92,20 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE = 23
     INVALID_SCHEMA = 24
     NO_SCHEMA = 25
+    # consumer groups: 40-59
+    COORDINATOR_NOT_AVAILABLE = 40
+    NOT_COORDINATOR = 41
+    COORDINATOR_LOAD_IN_PROGRESS = 42
+    FENCED_MEMBER_EPOCH = 43
+    UNKNOWN_MEMBER_ID = 44
+    INVALID_GROUP_ID = 45
+    GROUP_ID_NOT_FOUND = 46
+    NON_EMPTY_GROUP = 47
+    GROUP_SUBSCRIBED_TO_TOPIC = 48
+    UNSUPPORTED_ASSIGNOR = 49
+    INVALID_REGULAR_EXPRESSION = 50
+    OFFSET_METADATA_TOO_LARGE = 51
+    INVALID_SESSION_TIMEOUT = 52
     # reliability: 90-99
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90
     OFFSET_NOT_AVAILABLE = 91
@@ -349,6 +371,86 @@ class StorageError(SparkLogError):
     refused_before_write = True  # the log appends nothing on a failed write
 
 
+# --- consumer groups (codes 40-59) ----------------------------------------------------
+
+
+class CoordinatorNotAvailableError(SparkLogError):
+    """No broker coordinates the group right now (the internal offsets topic is being
+    created, or its partition has no leader): find the coordinator again and retry."""
+
+    code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    retriable = True
+    refresh_metadata = True
+
+
+class NotCoordinatorError(SparkLogError):
+    """This broker does not coordinate the group (leadership of its offsets partition
+    moved): find the coordinator again and retry."""
+
+    code = ErrorCode.NOT_COORDINATOR
+    retriable = True
+    refresh_metadata = True
+
+
+class CoordinatorLoadInProgressError(SparkLogError):
+    """The coordinator is rebuilding its groups from the offsets partition it just became
+    leader of: retry shortly."""
+
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    retriable = True
+
+
+class FencedMemberEpochError(FencedEpochError):
+    """A group member spoke with an epoch the coordinator no longer accepts (a zombie whose
+    partitions moved on): its commit is refused; it must drop its partitions and rejoin."""
+
+    code = ErrorCode.FENCED_MEMBER_EPOCH
+
+
+class UnknownMemberIdError(FencedMemberEpochError):
+    """The group does not know the member (its session expired, it left, or the group was
+    deleted): as fenced, it must rejoin."""
+
+    code = ErrorCode.UNKNOWN_MEMBER_ID
+
+
+class InvalidGroupIdError(InvalidRequestError):
+    code = ErrorCode.INVALID_GROUP_ID
+
+
+class GroupIdNotFoundError(InvalidRequestError):
+    code = ErrorCode.GROUP_ID_NOT_FOUND
+
+
+class NonEmptyGroupError(InvalidRequestError):
+    """The operation needs a group without live members (delete, offset resets and
+    alterations, commits without a member epoch)."""
+
+    code = ErrorCode.NON_EMPTY_GROUP
+
+
+class GroupSubscribedToTopicError(InvalidRequestError):
+    """Offsets of a topic that live members subscribe to cannot be deleted."""
+
+    code = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+
+
+class UnsupportedAssignorError(InvalidRequestError):
+    code = ErrorCode.UNSUPPORTED_ASSIGNOR
+
+
+class InvalidRegularExpressionError(InvalidRequestError):
+    code = ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+class OffsetMetadataTooLargeError(InvalidRequestError):
+    code = ErrorCode.OFFSET_METADATA_TOO_LARGE
+
+
+class InvalidSessionTimeoutError(InvalidRequestError):
+    code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
 def for_code(code: int) -> type[SparkLogError]:
     """The error class for a wire code; unknown codes map to ``SparkLogError``."""
     try:
@@ -391,10 +493,11 @@ def grpc_status_code(error: SparkLogError) -> Any:
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(error, UnknownTopicOrPartitionError):
         return grpc.StatusCode.NOT_FOUND
-    if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError)):
+    if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError, NotCoordinatorError)):
         return grpc.StatusCode.FAILED_PRECONDITION
     if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
-                          OffsetNotAvailableError, ThrottledError)):
+                          OffsetNotAvailableError, ThrottledError, CoordinatorNotAvailableError,
+                          CoordinatorLoadInProgressError)):
         return grpc.StatusCode.UNAVAILABLE
     if isinstance(error, RequestTimeoutError):
         return grpc.StatusCode.DEADLINE_EXCEEDED

@@ -35,6 +35,13 @@ The table (Kafka's choices where Kafka has the same request):
     Security.AlterClientQuotas      ALTER_CONFIGS the cluster
     Security.DescribeClientQuotas   DESCRIBE_CONFIGS the cluster
     ControllerService.*, SecurityController.*, RaftService.Call   CLUSTER_ACTION (nodes only)
+    GroupCoordinator.FindCoordinator / DescribeGroup           DESCRIBE the group
+    GroupCoordinator.ConsumerGroupHeartbeat                     READ the group
+    GroupCoordinator.OffsetCommit   READ the group and READ each topic committed
+    GroupCoordinator.OffsetFetch    DESCRIBE the group and each named topic (all: filtered)
+    GroupCoordinator.ListGroups     filtered by DESCRIBE on each group
+    GroupCoordinator.DeleteGroup    DELETE the group
+    GroupCoordinator.OffsetDelete   DELETE the group and READ each topic
 
 A new service (consumer groups, transactions, compaction admin, a JVM connector's data
 listener) adds its methods here: GROUP resources for group calls, TRANSACTIONAL_ID for
@@ -51,9 +58,10 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from spark_log.acls import CLUSTER_NAME, Operation, Resource, ResourceType
 from spark_log.proto import broker_pb2 as bpb
 from spark_log.proto import controller_pb2 as cpb
+from spark_log.proto import groups_pb2 as gpb
 from spark_log.proto import security_pb2 as spb
 
-__all__ = ["Check", "Rule", "Quota", "RULES", "Allowed", "CLUSTER", "topic", "undeclared"]
+__all__ = ["Check", "Rule", "Quota", "RULES", "Allowed", "CLUSTER", "topic", "group", "undeclared"]
 
 Check = tuple[tuple[Operation, Resource], ...]
 Allowed = Callable[[Operation, Resource], bool]
@@ -164,7 +172,43 @@ def _create_topic(request: bpb.CreateTopicRequest) -> Sequence[Check]:
     return (((_O.CREATE, CLUSTER), (_O.CREATE, topic(request.name))),)
 
 
+# --- GroupCoordinator (consumer groups) -------------------------------------------------------
+
+
+def group(name: str) -> Resource:
+    return Resource(ResourceType.GROUP, name)
+
+
+def _on_group(operation: Operation) -> Callable[[Any], Sequence[Check]]:
+    return lambda request: (((operation, group(request.group_id)),),)
+
+
+def _group_and_topics(group_operation: Operation, topic_operation: Operation,
+                      topics: Callable[[Any], Sequence[str]]) -> Callable[[Any], Sequence[Check]]:
+    def checks(request: Any) -> Sequence[Check]:
+        out: list[Check] = [((group_operation, group(request.group_id)),)]
+        out.extend(((topic_operation, topic(name)),) for name in dict.fromkeys(topics(request)))
+        return out
+    return checks
+
+
+def _offset_fetch_filter(_request: gpb.OffsetFetchRequest, response: gpb.OffsetFetchResponse,
+                         allowed: Allowed) -> gpb.OffsetFetchResponse:
+    visible = [o for o in response.offsets if allowed(_O.DESCRIBE, topic(o.topic))]
+    if len(visible) != len(response.offsets):
+        del response.offsets[:]
+        response.offsets.extend(visible)
+    return response
+
+
+def _list_groups_filter(_request: Any, response: gpb.ListGroupsResponse, allowed: Allowed) -> gpb.ListGroupsResponse:
+    if allowed(_O.DESCRIBE, CLUSTER):
+        return response
+    return gpb.ListGroupsResponse(groups=[g for g in response.groups if allowed(_O.DESCRIBE, group(g.group_id))])
+
+
 _BROKER = "/spark_log.broker.v1.Broker/"
+_GROUPS = "/spark_log.groups.v1.GroupCoordinator/"
 _ADMIN = "/spark_log.broker.v1.Admin/"
 _SECURITY = "/spark_log.security.v1.Security/"
 
@@ -196,6 +240,15 @@ RULES: dict[str, Rule] = {
     _SECURITY + "AlterClientQuotas": Rule(_on_cluster(_O.ALTER_CONFIGS)),
     _SECURITY + "DescribeClientQuotas": Rule(_on_cluster(_O.DESCRIBE_CONFIGS)),
     "/spark_log.raft.RaftService/Call": Rule(_on_cluster(_O.CLUSTER_ACTION)),
+    _GROUPS + "FindCoordinator": Rule(_on_group(_O.DESCRIBE)),
+    _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE)),
+    _GROUPS + "ConsumerGroupHeartbeat": Rule(_on_group(_O.READ)),
+    _GROUPS + "OffsetCommit": Rule(_group_and_topics(_O.READ, _O.READ, lambda r: [p.topic for p in r.partitions])),
+    _GROUPS + "OffsetFetch": Rule(_group_and_topics(_O.DESCRIBE, _O.DESCRIBE, lambda r: [t.topic for t in r.partitions]),
+                                  response_filter=_offset_fetch_filter),
+    _GROUPS + "ListGroups": Rule(_none, response_filter=_list_groups_filter),
+    _GROUPS + "DeleteGroup": Rule(_on_group(_O.DELETE)),
+    _GROUPS + "OffsetDelete": Rule(_group_and_topics(_O.DELETE, _O.READ, lambda r: [t.topic for t in r.partitions])),
 }
 # Node-to-node services: every method, present and future, is for nodes only.
 for _service in (cpb.DESCRIPTOR.services_by_name["ControllerService"],

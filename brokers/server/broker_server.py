@@ -3,7 +3,9 @@
 Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
 publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the
 ``Broker`` and ``Admin`` gRPC services on the node's server, and the handlers behind them
-(the leader's answer to follower fetches among them).  Registration and heartbeats with the
+(the leader's answer to follower fetches among them), and the group coordinator
+(``brokers.groups``: its ``GroupCoordinator`` service; it follows the partitions of
+``__consumer_offsets`` this broker leads through a reconcile listener).  Registration and heartbeats with the
 controller are the node's; admin requests use the node's ``ControllerClient``.
 
 ``register`` takes a ``BrokerHost``: the narrow part of a node the broker needs (its gRPC
@@ -17,11 +19,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Mapping, Protocol
 
 import grpc
 
 from brokers.controller.client import ControllerClient
+from brokers.groups import GroupConfig, GroupCoordinator, GroupServicer, InternalTopicSpec
 from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
 from brokers.net.channels import PLAINTEXT, Channels
@@ -74,7 +77,9 @@ class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
                  clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
-                 metadata_floor: Callable[[], int | None] | None = None, channels: Channels = PLAINTEXT) -> None:
+                 metadata_floor: Callable[[], int | None] | None = None, channels: Channels = PLAINTEXT,
+                 group_config: GroupConfig | None = None,
+                 offsets_topic: InternalTopicSpec | None = None, offsets_commit_timeout_ms: int = 10_000) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
@@ -93,12 +98,23 @@ class BrokerServer:
             wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
             builder=self.builder))
 
+        def create_topic(name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> None:
+            controller.create_topic(name, partitions=partitions, replication_factor=replication_factor, config=config)
+
+        self.groups = GroupCoordinator(broker_id=broker_id, partitions=self.manager, create_topic=create_topic,
+                                       config=group_config, topic=offsets_topic, clock=clock,
+                                       commit_timeout_ms=offsets_commit_timeout_ms)
+        self.group_servicer = GroupServicer(self.groups)
+
     def add_to_server(self, server: grpc.Server) -> None:
-        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler()))
+        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
+                                         self.group_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)
+        self.manager.add_reconcile_listener(self.groups.on_reconciled)
         self.replicas.start()
+        self.groups.start()
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
 
@@ -107,6 +123,7 @@ class BrokerServer:
         ``timeout_s`` in all (``Node.stop`` bounds the whole process)."""
         deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
+        self.groups.stop()
         self.replicas.stop(timeout_s / 2)
         self.manager.stop(max(0.0, deadline - time.monotonic()))
 
@@ -122,8 +139,23 @@ def register(host: BrokerHost) -> Callable[[], None]:
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
                           metadata_floor=host.metadata_floor,
                           replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms, channels=host.channels)
+                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms, channels=host.channels,
+                          group_config=group_config(config), offsets_topic=InternalTopicSpec(
+                              partitions=config.offsets_topic_num_partitions,
+                              replication_factor=config.offsets_topic_replication_factor,
+                              segment_bytes=config.offsets_topic_segment_bytes),
+                          offsets_commit_timeout_ms=config.offsets_commit_timeout_ms)
     server.add_to_server(host.server)
     server.start()
     budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
     return lambda: server.stop(budget_s)
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    """The group coordinator's settings from the broker's ``group_*`` / ``offset*`` keys."""
+    return GroupConfig(heartbeat_interval_ms=config.group_consumer_heartbeat_interval_ms,
+                       min_session_timeout_ms=config.group_consumer_min_session_timeout_ms,
+                       max_session_timeout_ms=config.group_consumer_max_session_timeout_ms,
+                       default_session_timeout_ms=config.group_consumer_session_timeout_ms,
+                       assignors=tuple(config.group_consumer_assignors),
+                       offset_metadata_max_bytes=config.offset_metadata_max_bytes)

@@ -36,12 +36,14 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from brokers.groups import INTERNAL_TOPIC
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.metadata.image import TopicImage
 from brokers.partition import AppendOutcome, Partition
 from spark_log.errors import (
     CorruptRecordError,
     InvalidRequestError,
+    InvalidTopicError,
     NotEnoughReplicasAfterAppendError,
     SchemaMismatchError,
     SparkLogError,
@@ -147,6 +149,8 @@ class ProduceHandler:
     def _append(self, entry: pb.PartitionRecords, acks: int, timeout_ms: int,
                 result: pb.PartitionProduceResult) -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
+        if entry.topic == INTERNAL_TOPIC:  # only the group coordinator writes it (its records are its state)
+            raise InvalidTopicError(f"{INTERNAL_TOPIC} is internal: clients cannot produce to it")
         partition = self.manager.get(entry.topic, entry.partition)
         topic = self.manager.image.topics.get(entry.topic)
         if topic is None:

@@ -217,3 +217,48 @@ def test_a_session_is_reopened_after_a_broker_restart(sasl_cluster: SecuredClust
         # the restarted broker knows no session: SESSION_EXPIRED, then a new SCRAM exchange
         assert producer.send(t, b"after").result(timeout=60) == (0, 1)
     assert consume(user, sasl_cluster.bootstrap, t, 2) == [b"before", b"after"]
+
+
+def test_a_group_member_needs_read_on_its_group_and_sees_only_groups_it_may_describe(
+        sasl_cluster: SecuredCluster) -> None:
+    """Consumer groups on a secured cluster (Kafka's model): joining and committing need READ
+    on the group (and READ on each topic committed), ``ListGroups`` answers only the groups
+    the caller may describe."""
+    t = topic(sasl_cluster)
+    values = [f"g{i}".encode() for i in range(20)]
+    with Producer(sasl_cluster.bootstrap, security=sasl_cluster.admin_security, acks="all") as producer:
+        for v in values:
+            producer.send(t, v)
+        producer.flush()
+    member = sasl_cluster.user(name("member"))
+    principal = f"User:{member.username}"
+    sasl_cluster.allow(principal, T, t, Operation.READ)
+    refused_group, allowed_group = name("no-acl-group"), name("billing")
+    with Consumer(sasl_cluster.bootstrap, security=member, group_id=refused_group, auto_offset_reset="earliest",
+                  request_timeout_ms=10_000) as consumer:
+        consumer.subscribe([t])
+        with pytest.raises(errors.GroupAuthorizationError):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                consumer.poll(0.5)
+    sasl_cluster.allow(principal, ResourceType.GROUP, allowed_group, Operation.READ)
+    with Consumer(sasl_cluster.bootstrap, security=member, group_id=allowed_group, auto_offset_reset="earliest",
+                  enable_auto_commit=False) as consumer:
+        consumer.subscribe([t])
+        got: list[bytes] = []
+
+        def enough() -> bool:
+            got.extend(r.value for r in consumer.poll(0.3))
+            return len(got) >= len(values)
+
+        wait_until(enough, timeout=60, message="the member reads every record")
+        assert got == values
+        consumer.commit()
+        assert consumer.committed()[(t, 0)].offset == len(values)
+    with Admin(sasl_cluster.bootstrap, security=member) as admin:
+        assert admin.describe_group(allowed_group).group_id == allowed_group  # DESCRIBE is implied by READ
+        assert [g.group_id for g in admin.list_groups()] == [allowed_group]
+        with pytest.raises(errors.GroupAuthorizationError):
+            admin.delete_group(allowed_group)  # DELETE was not granted
+    with sasl_cluster.admin() as admin:  # a super user sees every group
+        assert allowed_group in {g.group_id for g in admin.list_groups()}

@@ -12,8 +12,8 @@ with a request (built from its protocol descriptor) naming a resource in every f
 - without credentials: refused with ``AuthenticationError`` (only the SCRAM exchange itself
   is exempt, and it refuses an empty exchange the same way);
 - as a SCRAM user without any ACL: refused with a typed authorization error before any
-  handler runs (``WhoAmI`` is open to every authenticated caller, ``ListTopics`` answers
-  only the topics the caller may describe: none);
+  handler runs (``WhoAmI`` is open to every authenticated caller, ``ListTopics`` and
+  ``ListGroups`` answer only the topics or groups the caller may describe: none);
 - the undeclared service is refused even for a principal that ACLs allow everything.
 
 Adds about 3 s.
@@ -30,6 +30,7 @@ from google.protobuf.message import Message
 
 import spark_log.proto.broker_pb2  # noqa: F401 - registers the descriptors
 import spark_log.proto.controller_pb2  # noqa: F401
+import spark_log.proto.groups_pb2  # noqa: F401
 import spark_log.proto.raft_pb2  # noqa: F401
 import spark_log.proto.security_pb2  # noqa: F401
 from brokers.launcher.secure import upsert_user
@@ -48,7 +49,8 @@ from tests.support.ports import free_port
 from tests.support.wait import wait_until
 
 EXEMPT = {"/spark_log.security.v1.Security/ScramStart", "/spark_log.security.v1.Security/ScramFinish"}
-OPEN = {"/spark_log.security.v1.Security/WhoAmI", "/spark_log.broker.v1.Admin/ListTopics"}
+OPEN = {"/spark_log.security.v1.Security/WhoAmI", "/spark_log.broker.v1.Admin/ListTopics",
+        "/spark_log.groups.v1.GroupCoordinator/ListGroups"}
 NAME = "secret-topic"
 UNDECLARED = "spark_log.test.Undeclared"
 
@@ -161,7 +163,7 @@ def test_every_served_rpc_is_authenticated_and_authorized(secured_node: tuple[No
     services = node.server.services
     for expected in ("spark_log.broker.v1.Broker", "spark_log.broker.v1.Admin", "spark_log.raft.RaftService",
                      "spark_log.controller.ControllerService", "spark_log.security.v1.Security",
-                     "spark_log.security.v1.SecurityController", UNDECLARED):
+                     "spark_log.security.v1.SecurityController", "spark_log.groups.v1.GroupCoordinator", UNDECLARED):
         assert expected in services
     assert not node.server.unlisted, f"services whose methods cannot be listed: {node.server.unlisted}"
     served = [path for path in node.server.methods if not path.startswith(f"/{UNDECLARED}/")]
@@ -192,6 +194,7 @@ def test_every_served_rpc_is_authenticated_and_authorized(secured_node: tuple[No
                                                          username="nobody", password="nobody-pw")) as client:
             assert client.whoami() == "User:nobody"
             assert client.list_topics() == []  # the topic exists; nobody may not describe it
+            assert client.list_groups() == []  # nobody may describe no group
     finally:
         anonymous.close()
         nobody.close()

@@ -45,9 +45,9 @@ def test_every_rule_names_a_method_of_the_protocol() -> None:
 
 def test_the_check_reports_a_method_without_a_rule() -> None:
     rules: dict[str, Rule] = dict(RULES)
-    served = ["/spark_log.broker.v1.Broker/Produce", "/spark_log.groups.v1.GroupCoordinator/OffsetCommit",
-              "/spark_log.broker.v1.Broker/Produce", "/spark_log.groups.v1.GroupCoordinator/OffsetCommit"]
-    assert undeclared(served, rules) == ["/spark_log.groups.v1.GroupCoordinator/OffsetCommit"]
+    served = ["/spark_log.broker.v1.Broker/Produce", "/spark_log.future.v1.Service/Call",
+              "/spark_log.broker.v1.Broker/Produce", "/spark_log.future.v1.Service/Call"]
+    assert undeclared(served, rules) == ["/spark_log.future.v1.Service/Call"]
     del rules["/spark_log.broker.v1.Broker/Produce"]
     assert undeclared(served, rules) == ["/spark_log.broker.v1.Broker/Produce",
-                                         "/spark_log.groups.v1.GroupCoordinator/OffsetCommit"]
+                                         "/spark_log.future.v1.Service/Call"]

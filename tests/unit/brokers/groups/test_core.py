@@ -1,0 +1,366 @@
+"""The pure group coordinator (brokers/groups/core.py): KIP-848 membership, incremental
+moves, fencing, sessions, static members, reassignment triggers, offset commits.
+
+The one-owner invariant (no partition owned, assigned or pending revocation, by two
+members at once) is checked after every step by ``support.Driver``."""
+from __future__ import annotations
+
+import pytest
+
+from brokers.groups.core import GroupShard
+from brokers.groups.messages import LEAVE, STATIC_LEAVE, Heartbeat
+from brokers.groups.model import GroupConfig, GroupState, MemberState, Subscription
+from brokers.groups.records import GroupRecord
+from spark_log.errors import (
+    FencedMemberEpochError,
+    GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    InvalidGroupIdError,
+    InvalidRegularExpressionError,
+    InvalidRequestError,
+    InvalidSessionTimeoutError,
+    NonEmptyGroupError,
+    OffsetMetadataTooLargeError,
+    UnknownMemberIdError,
+    UnknownTopicOrPartitionError,
+    UnsupportedAssignorError,
+)
+
+from .support import Driver, all_partitions
+
+T6 = all_partitions("t", 6)
+
+
+def test_first_member_gets_every_partition_at_epoch_one() -> None:
+    d = Driver()
+    answer = d.heartbeat("a")
+    assert answer.member_epoch == 1 and answer.assignment == T6
+    group = d.shard.group("g")
+    assert group is not None and group.group_epoch == 1 and group.state is GroupState.STABLE
+    assert [type(r) for r in d.log] == [GroupRecord]
+
+
+def test_join_revokes_before_the_new_member_gets_anything() -> None:
+    d = Driver()
+    d.heartbeat("a")
+    b = d.heartbeat("b")
+    assert b.assignment == frozenset() and b.member_epoch == 2  # all six still owned by a
+    group = d.shard.group("g")
+    assert group is not None and group.members["b"].state is MemberState.UNRELEASED
+    assert b.heartbeat_interval_ms <= d.shard.config.reconciling_heartbeat_interval_ms
+    a = d.heartbeat("a")  # a learns it must give up three, keeps three, same epoch
+    assert a.member_epoch == 1 and len(a.assignment) == 3
+    assert d.shard.group("g").members["a"].state is MemberState.UNREVOKED  # type: ignore[union-attr]
+    assert d.heartbeat("b").assignment == frozenset()  # a has not confirmed yet
+    a = d.heartbeat("a")  # confirms (owns only the kept three): moves to epoch 2
+    assert a.member_epoch == 2 and len(a.assignment) == 3
+    b = d.heartbeat("b")
+    assert b.assignment == T6 - a.assignment and d.shard.group("g").state is GroupState.STABLE  # type: ignore[union-attr]
+
+
+def test_members_keep_what_does_not_move() -> None:
+    d = Driver()
+    d.converge("ab")
+    before = {m: d.assigned(m) for m in "ab"}
+    d.heartbeat("c")
+    d.converge("abc")
+    after = {m: d.assigned(m) for m in "abc"}
+    assert after["a"] <= before["a"] and after["b"] <= before["b"]
+    assert sorted(len(v) for v in after.values()) == [2, 2, 2]
+    assert after["a"] | after["b"] | after["c"] == T6
+
+
+def test_a_member_that_does_not_confirm_keeps_the_partition_from_others() -> None:
+    d = Driver()
+    d.heartbeat("a")
+    d.heartbeat("b")
+    d.heartbeat("a")  # asked to revoke
+    for _ in range(3):  # a keeps reporting all six: nothing moves to b
+        d.heartbeat("a", owned=T6)
+        assert d.heartbeat("b").assignment == frozenset()
+
+
+def test_wrong_epoch_is_fenced_and_unknown_member_is_unknown() -> None:
+    d = Driver()
+    d.heartbeat("a")
+    with pytest.raises(FencedMemberEpochError):
+        d.heartbeat("a", epoch=7)
+    with pytest.raises(UnknownMemberIdError):
+        d.heartbeat("zombie", epoch=3)
+    assert issubclass(UnknownMemberIdError, FencedMemberEpochError)
+
+
+def test_previous_epoch_with_owned_subset_is_a_lost_answer_not_a_zombie() -> None:
+    d = Driver()
+    d.converge("ab")
+    d.heartbeat("c")
+    d.converge("abc")
+    epoch = d.epochs["a"]
+    group = d.shard.group("g")
+    assert group is not None
+    previous = group.members["a"].previous_epoch
+    answer = d.heartbeat("a", epoch=previous, owned=d.assigned("a"))
+    assert answer.member_epoch == epoch
+
+
+def test_fenced_member_rejoins_with_epoch_zero_and_gets_its_target_back() -> None:
+    d = Driver()
+    d.converge("ab")
+    target = d.assigned("a")
+    answer = d.heartbeat("a", epoch=0, owned=())
+    assert answer.assignment == target  # no other member holds them: given at once
+    group = d.shard.group("g")
+    assert group is not None and group.group_epoch == 2  # membership did not change
+
+
+def test_leave_moves_the_partitions_to_the_others() -> None:
+    d = Driver()
+    d.converge("abc")
+    left = d.heartbeat("b", epoch=LEAVE)
+    assert left.member_epoch == LEAVE
+    d.converge("ac")
+    assert d.assigned("a") | d.assigned("c") == T6 and len(d.assigned("a")) == 3
+
+
+def test_session_timeout_removes_a_silent_member() -> None:
+    d = Driver()
+    d.converge("ab", session_ms=3000)
+    d.now += 2000
+    d.heartbeat("a", session_ms=3000)
+    assert d.tick(999) == ()  # b's session ends 3000 ms after its last heartbeat
+    expired = d.tick(1)
+    assert len(expired) == 1
+    group = d.shard.group("g")
+    assert group is not None and set(group.members) == {"a"}
+    d.heartbeat("a", session_ms=3000)
+    assert d.assigned("a") == T6
+    with pytest.raises(UnknownMemberIdError):
+        d.heartbeat("b")
+
+
+def test_revocation_timeout_removes_a_member_that_never_gives_up() -> None:
+    d = Driver()
+    d.heartbeat("a", rebalance_ms=2000, session_ms=60_000)
+    d.heartbeat("b", session_ms=60_000)
+    d.heartbeat("a", rebalance_ms=2000, session_ms=60_000)  # asked to revoke at t=0
+    d.now += 1000
+    d.heartbeat("a", owned=T6, rebalance_ms=2000, session_ms=60_000)  # alive, but does not revoke
+    d.heartbeat("b", session_ms=60_000)
+    assert d.tick(999) == ()
+    assert len(d.tick(1)) == 1
+    d.converge("b", session_ms=60_000)
+    assert d.assigned("b") == T6
+
+
+def test_static_member_restart_keeps_its_partitions_without_a_new_target() -> None:
+    d = Driver()
+    d.converge("ab", instance="", session_ms=5000)
+    for _ in range(4):
+        d.converge("ab", session_ms=5000)
+        d.heartbeat("s1", instance="static-1", session_ms=5000)
+    group = d.shard.group("g")
+    assert group is not None
+    epoch, mine = group.group_epoch, d.assigned("s1")
+    others = {m: d.assigned(m) for m in "ab"}
+    assert d.heartbeat("s1", epoch=STATIC_LEAVE, instance="static-1").member_epoch == STATIC_LEAVE
+    d.tick(4000)  # within its session
+    answer = d.heartbeat("s1-restarted", epoch=0, owned=(), instance="static-1", session_ms=5000)
+    assert answer.assignment == mine
+    group = d.shard.group("g")
+    assert group is not None and group.group_epoch == epoch and set(group.members) == {"a", "b", "s1-restarted"}
+    d.converge("ab", session_ms=5000)
+    assert {m: d.assigned(m) for m in "ab"} == others
+    with pytest.raises(UnknownMemberIdError):  # the old member id is fenced
+        d.heartbeat("s1", epoch=answer.member_epoch, instance="static-1")
+
+
+def test_static_member_away_too_long_is_removed() -> None:
+    d = Driver()
+    d.converge("a", session_ms=5000)
+    d.heartbeat("s", instance="i", session_ms=2000)
+    d.heartbeat("s", epoch=STATIC_LEAVE, instance="i")
+    assert d.tick(2000)
+    group = d.shard.group("g")
+    assert group is not None and set(group.members) == {"a"}
+
+
+def test_a_killed_static_member_restarting_takes_its_place_back() -> None:
+    """No -2 leave (kill -9): the restart with the same instance id replaces the member."""
+    d = Driver()
+    d.heartbeat("s", instance="i", session_ms=5000)
+    d.converge(["s", "a"], session_ms=5000)
+    mine = d.assigned("s")
+    answer = d.heartbeat("s2", epoch=0, owned=(), instance="i", session_ms=5000)
+    assert answer.assignment == mine
+
+
+def test_subscription_change_bumps_the_epoch_and_reassigns() -> None:
+    d = Driver()
+    d.converge("ab", topics=("t",))
+    epoch = d.shard.group("g").group_epoch  # type: ignore[union-attr]
+    d.heartbeat("b", topics=("t", "u"))
+    d.converge("a", topics=("t",))
+    d.converge("b", topics=("t", "u"))
+    d.converge("a", topics=("t",))
+    group = d.shard.group("g")
+    assert group is not None and group.group_epoch > epoch
+    assert {tp for tp in d.assigned("b") if tp[0] == "u"} == all_partitions("u", 2)
+    assert not {tp for tp in d.assigned("a") if tp[0] == "u"}
+
+
+def test_pattern_picks_up_a_new_matching_topic() -> None:
+    d = Driver()
+    d.converge("a", topics=(), regex="logs-.*")
+    assert d.assigned("a") == all_partitions("logs-a", 2) | all_partitions("logs-b", 1)
+    d.topics["logs-c"] = ("id-lc", 3)
+    d.topics["other"] = ("id-o", 1)
+    d.converge("a", topics=(), regex="logs-.*")
+    assert d.assigned("a") == (all_partitions("logs-a", 2) | all_partitions("logs-b", 1)
+                               | all_partitions("logs-c", 3))
+
+
+def test_pattern_never_matches_internal_topics() -> None:
+    d = Driver(topics={"__consumer_offsets": ("x", 8), "t": ("id-t", 1)})
+    d.converge("a", topics=(), regex=".*")
+    assert d.assigned("a") == all_partitions("t", 1)
+
+
+def test_partition_count_change_reassigns() -> None:
+    d = Driver()
+    d.converge("ab")
+    d.topics["t"] = ("id-t2", 9)  # re-created with more partitions
+    d.converge("ab")
+    assert d.assigned("a") | d.assigned("b") == all_partitions("t", 9)
+    assert sorted(len(d.assigned(m)) for m in "ab") == [4, 5]
+
+
+def test_range_assignor_is_chosen_by_the_members() -> None:
+    d = Driver()
+    d.converge("ab", assignor="range")
+    assert d.shard.group("g").assignor == "range"  # type: ignore[union-attr]
+    assert d.assigned("a") == {("t", 0), ("t", 1), ("t", 2)}
+
+
+@pytest.mark.parametrize("bad,error", [
+    (dict(group_id=""), InvalidGroupIdError),
+    (dict(member_id=""), InvalidRequestError),
+    (dict(member_epoch=-3), InvalidRequestError),
+    (dict(session_timeout_ms=10), InvalidSessionTimeoutError),
+    (dict(assignor="sticky"), UnsupportedAssignorError),
+    (dict(subscription=Subscription((), "(")), InvalidRegularExpressionError),
+    (dict(rebalance_timeout_ms=0), InvalidRequestError),
+])
+def test_bad_heartbeats_are_refused_and_change_nothing(bad: dict[str, object], error: type[Exception]) -> None:
+    shard = GroupShard(config=GroupConfig(min_session_timeout_ms=100))
+    fields: dict[str, object] = dict(group_id="g", member_id="m", member_epoch=0, subscription=Subscription(("t",)),
+                                     session_timeout_ms=3000)
+    fields.update(bad)
+    with pytest.raises(error):
+        shard.heartbeat(Heartbeat(**fields), 0, {"t": ("id", 1)})  # type: ignore[arg-type]
+    assert shard.list_groups() == []
+
+
+# -- offsets -------------------------------------------------------------------------------
+
+
+def test_member_commits_with_its_epoch_and_zombies_are_fenced() -> None:
+    d = Driver()
+    d.converge("ab")
+    a_part = sorted(d.assigned("a"))[0]
+    b_part = sorted(d.assigned("b"))[0]
+    d.commit({a_part: 10}, member="a", epoch=d.epochs["a"], metadata="m")
+    assert d.shard.fetch_offsets("g", [a_part])[a_part].offset == 10
+    assert d.shard.fetch_offsets("g", [a_part])[a_part].metadata == "m"
+    assert d.shard.fetch_offsets("g", [a_part])[a_part].commit_timestamp_ms == d.wall
+    with pytest.raises(FencedMemberEpochError):
+        d.commit({a_part: 11}, member="a", epoch=d.epochs["a"] + 1)
+    # an older epoch is accepted for partitions the member still owns, not for others
+    d.heartbeat("c")
+    d.converge("abc")
+    old = d.epochs["a"] - 1
+    if a_part in d.assigned("a"):
+        d.commit({a_part: 12}, member="a", epoch=old)
+    with pytest.raises(FencedMemberEpochError):
+        d.commit({b_part: 12}, member="a", epoch=old)
+    with pytest.raises(UnknownMemberIdError):
+        d.commit({a_part: 12}, member="gone", epoch=1)
+
+
+def test_commit_after_session_expiry_is_refused() -> None:
+    d = Driver()
+    d.converge("ab", session_ms=1000)
+    epoch = d.epochs["b"]
+    d.now += 500
+    d.heartbeat("a", session_ms=1000)
+    d.tick(500)  # b expired
+    with pytest.raises(UnknownMemberIdError):
+        d.commit({("t", 0): 1}, member="b", epoch=epoch)
+
+
+def test_memberless_commit_only_while_the_group_has_no_members() -> None:
+    d = Driver()
+    d.commit({("t", 0): 5, ("t", 1): 6})  # a member-less group (e.g. a Spark query)
+    assert d.shard.describe("g").state == "Empty"
+    d.heartbeat("a")
+    with pytest.raises(NonEmptyGroupError):
+        d.commit({("t", 0): 7})
+    d.heartbeat("a", epoch=LEAVE)
+    d.commit({("t", 0): 7})
+    assert d.shard.fetch_offsets("g")[("t", 0)].offset == 7
+
+
+@pytest.mark.parametrize("offsets,error", [
+    ({("nope", 0): 1}, UnknownTopicOrPartitionError),
+    ({("t", 6): 1}, UnknownTopicOrPartitionError),
+    ({("t", -1): 1}, UnknownTopicOrPartitionError),
+    ({("t", 0): -5}, InvalidRequestError),
+    ({}, InvalidRequestError),
+])
+def test_bad_commits_are_refused_whole(offsets: dict[tuple[str, int], int], error: type[Exception]) -> None:
+    d = Driver()
+    with pytest.raises(error):
+        d.commit({("t", 1): 3, **offsets} if offsets else {})
+    assert d.shard.fetch_offsets("g") == {} and d.log == []
+
+
+def test_metadata_over_the_limit_is_refused() -> None:
+    d = Driver(config=GroupConfig(offset_metadata_max_bytes=4))
+    with pytest.raises(OffsetMetadataTooLargeError):
+        d.commit({("t", 0): 1}, metadata="12345")
+    d.commit({("t", 0): 1}, metadata="1234")
+
+
+def test_delete_group_needs_no_members_and_tombstones_every_key() -> None:
+    d = Driver()
+    d.heartbeat("a")
+    d.commit({("t", 0): 3}, member="a", epoch=d.epochs["a"])
+    with pytest.raises(NonEmptyGroupError):
+        d.shard.delete_group("g")
+    d.heartbeat("a", epoch=LEAVE)
+    outcome = d.shard.delete_group("g")
+    d.shard.finish(outcome, d.now)
+    assert len(outcome.records) == 2
+    with pytest.raises(GroupIdNotFoundError):
+        d.shard.describe("g")
+    with pytest.raises(GroupIdNotFoundError):
+        d.shard.delete_group("g")
+
+
+def test_delete_offsets_refused_for_subscribed_topics() -> None:
+    d = Driver()
+    d.commit({("t", 0): 3, ("u", 0): 4})
+    d.heartbeat("a", topics=("t",))
+    with pytest.raises(GroupSubscribedToTopicError):
+        d.shard.delete_offsets("g", [("t", 0)])
+    d.shard.finish(d.shard.delete_offsets("g", [("u", 0), ("u", 1)]), d.now)
+    assert set(d.shard.fetch_offsets("g")) == {("t", 0)}
+
+
+def test_list_and_describe() -> None:
+    d = Driver()
+    d.commit({("t", 0): 1}, group="simple")
+    d.converge("ab", group="busy")
+    listed = {g.group_id: (g.state, g.members) for g in d.shard.list_groups()}
+    assert listed == {"simple": ("Empty", 0), "busy": ("Stable", 2)}
+    view = d.shard.describe("busy")
+    assert view.group is not None and set(view.group.members) == {"a", "b"} and view.offsets == {}
