@@ -8,7 +8,8 @@ Directory layout (one directory per partition replica):
     leader-epoch-checkpoint                           EpochCache
     .lock                                             flock: one PartitionLog per directory
 
-Offsets are dense: frame ``i`` of the log starts where frame ``i - 1`` ended.  The log
+Frames tile the offsets: frame ``i`` of the log starts where frame ``i - 1``'s offset range
+ended (records inside a compacted, version-2 frame may have gaps; see spark_log.frame).  The log
 appends whole frames (Arrow IPC record batches behind spark_log.frame's 64-byte header)
 and serves them back as file bytes; it never decodes a record.  Per request the work is
 per frame: stamp offset and epoch into a 64-byte header copy, one ``pwritev`` of headers
@@ -167,10 +168,10 @@ class PartitionLog:
 
         Every frame is verified (CRC; no size limit: the leader applied it).  The first
         frame's base offset must be the LEO (else ``OffsetOutOfRangeError``), the frames
-        dense, and epochs must not go below the latest epoch (``InvalidRequestError``:
+        tiling the offsets, and epochs must not go below the latest epoch (``InvalidRequestError``:
         truncate first).  All-or-nothing like ``append_as_leader``."""
         self._check_open()
-        checked = _append.check_frames(frames, max_message_bytes=None)
+        checked = _append.check_frames(frames, max_message_bytes=None, explicit_offsets=True)
         first = checked.frames[0].header.base_offset
         if first != self.log_end_offset:
             raise OffsetOutOfRangeError(

@@ -10,7 +10,7 @@ Rules (Kafka's LogLoader, simplified):
    everything was fsynced, from ``recovery-point-offset-checkpoint``) is opened trusted:
    indexes loaded and sanity-checked (rebuilt if odd), only the frames after the last
    index entry are walked.  If that walk fails the segment is recovered as below.
-4. Every other segment is recovered: each frame is validated (CRC-32C, dense offsets,
+4. Every other segment is recovered: each frame is validated (CRC-32C, frames tiling the offsets,
    non-decreasing epochs), the indexes rebuilt, and the file truncated at the first
    torn or corrupt frame.
 5. The log must stay a clean prefix: at the first truncated segment, or the first

@@ -1,7 +1,7 @@
 """The ordered set of a partition's segments, keyed by base offset.
 
 Invariants the log keeps: base offsets strictly increase; each segment's
-``next_offset`` is the next segment's ``base_offset`` (offsets are dense); the last
+``next_offset`` is the next segment's ``base_offset`` (frames tile the offsets); the last
 segment is the active one (the only one appended to) and there is always one.
 
 Thread-safety: none; caller holds the partition lock.
