@@ -7,6 +7,8 @@ from . import partitioner as partitioner
 from ._admin import Admin as Admin
 from ._admin import PartitionDescription as PartitionDescription
 from ._admin import TopicDescription as TopicDescription
+from ._compaction import PlanInfo as PlanInfo
+from ._compaction import ReplicaCompaction as ReplicaCompaction
 from ._consumer import Consumer as Consumer
 from ._consumer import ConsumerRecord as ConsumerRecord
 from ._producer import Producer as Producer
@@ -27,8 +29,10 @@ __all__ = [
     "ElectionResult",
     "PartitionDescription",
     "PartitionReassignment",
+    "PlanInfo",
     "Producer",
     "RaftConfig",
+    "ReplicaCompaction",
     "SparkLogError",
     "TopicConfig",
     "TopicDescription",

@@ -18,13 +18,17 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   ├── CorruptRecordError         (bad magic, bad CRC, truncated frame)
     │   ├── OffsetOutOfRangeError
     │   ├── UnauthorizedError
-    │   └── DuplicateSequenceError / OutOfOrderSequenceError
+    │   ├── DuplicateSequenceError / OutOfOrderSequenceError
+    │   ├── MissingKeyError            (a record without a key on a compacted topic)
+    │   ├── TopicNotCompactedError     (a compaction request for a topic whose policy lacks compact)
+    │   └── InvalidOffsetMapError      (a Spark job's key -> offset map does not match the log)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
     ├── NotLeaderError                 (retriable, refresh; carries leader_address)
     ├── NotControllerError             (retriable, refresh; carries leader_address)
     ├── NotEnoughReplicasError         (retriable)
     ├── FencedEpochError               (not retriable for the fenced party)
     ├── ThrottledError                 (retriable)
+    ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
     └── StorageError                   (not retriable: the disk said no)
@@ -71,6 +75,11 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE = 23
     INVALID_SCHEMA = 24
     NO_SCHEMA = 25
+    # compaction: 30-39
+    MISSING_KEY = 30
+    COMPACTION_CONFLICT = 31
+    INVALID_OFFSET_MAP = 32
+    TOPIC_NOT_COMPACTED = 33
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -174,6 +183,28 @@ class OutOfOrderSequenceError(InvalidRequestError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE
 
 
+class MissingKeyError(InvalidRequestError):
+    """A record without a key sent to a topic whose ``cleanup.policy`` names ``compact``
+    (compaction keeps the latest record *per key*; Kafka refuses these too)."""
+
+    code = ErrorCode.MISSING_KEY
+
+
+class TopicNotCompactedError(InvalidRequestError):
+    """A compaction request (``topics compact``, the Spark job) for a topic whose
+    ``cleanup.policy`` does not name ``compact``."""
+
+    code = ErrorCode.TOPIC_NOT_COMPACTED
+
+
+class InvalidOffsetMapError(InvalidRequestError):
+    """A key -> latest offset map offered by a Spark compaction job does not match the log
+    it is meant for (a key missing, an offset that is not its key's latest): the broker
+    refuses it and cleans with a map of its own; nothing is removed on its say."""
+
+    code = ErrorCode.INVALID_OFFSET_MAP
+
+
 class UnknownTopicOrPartitionError(SparkLogError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     retriable = True
@@ -224,6 +255,15 @@ class BrokerNotAvailableError(SparkLogError):
     code = ErrorCode.BROKER_NOT_AVAILABLE
     retriable = True
     refresh_metadata = True
+
+
+class CompactionConflictError(SparkLogError):
+    """A compaction request found the partition in another state than it was computed
+    for: its cleaned offset moved (another clean finished) or a plan is still being
+    applied.  Retriable: describe the partition again and recompute."""
+
+    code = ErrorCode.COMPACTION_CONFLICT
+    retriable = True
 
 
 class RequestTimeoutError(SparkLogError):

@@ -56,6 +56,13 @@ as Kafka keeps an emptied batch of an active producer); with ``producer_id = -1`
 fills the offsets of frames that compaction removed whole.  Sequences follow offsets in
 both versions: the record at offset ``base_offset + d`` has sequence ``base_sequence + d``.
 
+Control frames (attribute bit 5) carry broker records, never user data: one row of
+``CONTROL_SCHEMA`` (``type`` int16, ``payload`` binary), schema id -1, uncompressed
+(``encode_control`` / ``decode_control``).  ``ControlType`` numbers them: 0 and 1 are kept
+for transaction markers (abort, commit, as Kafka's control record types), 16 is a
+compaction plan (``brokers/log/cleaner/plan.py``).  Consumers skip control frames; a
+producer may not send them.
+
 Readers accept both versions (old frames stay readable as they are); a v1 frame is a v2
 frame whose deltas are ``0 .. record_count - 1``.  ``peek``/``parse_header`` refuse any other
 version.
@@ -66,7 +73,7 @@ import enum
 import struct
 import time
 from dataclasses import dataclass
-from typing import Iterator, Literal, NamedTuple, Sequence
+from typing import Any, Iterator, Literal, NamedTuple, Sequence
 
 import crc32c as _crc32c
 import numpy as np
@@ -99,6 +106,10 @@ __all__ = [
     "leader_header",
     "frame_body",
     "ipc_message",
+    "ControlType",
+    "CONTROL_SCHEMA",
+    "encode_control",
+    "decode_control",
 ]
 
 MAGIC = b"SL"
@@ -113,8 +124,9 @@ _HEADER = struct.Struct("<qii2sBBIHhiqqqii")
 assert _HEADER.size == HEADER_SIZE
 _V2_EXTENSION = struct.Struct("<ii")  # last_offset_delta, reserved at 64
 _PEEK = struct.Struct("<qii2sBB")  # base_offset, frame_length, epoch, magic, version, reserved
-_PEEK_TAIL = struct.Struct("<iqq")  # at byte 28: record_count, first_timestamp, max_timestamp
+_PEEK_TAIL = struct.Struct("<iqqq")  # at byte 28: record_count, first_timestamp, max_timestamp, producer_id
 _PEEK_TAIL_AT = 28
+_PEEK_ATTRIBUTES = struct.Struct("<H")  # at 24
 _LAST_DELTA = struct.Struct("<i")  # at 64 in v2
 _LAST_DELTA_AT = 64
 _BASE_OFFSET = struct.Struct("<q")  # at 0
@@ -228,6 +240,8 @@ class Peek(NamedTuple):
     record_count: int
     max_timestamp: int
     next_offset: int
+    attributes: int
+    producer_id: int
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -395,21 +409,22 @@ def peek(buf: bytes | bytearray | memoryview, at: int, position: int) -> Peek:
     if available < HEADER_SIZE:
         raise CorruptRecordError(f"truncated frame header at byte {position}")
     base, length, epoch, magic, version, _reserved = _PEEK.unpack_from(buf, at)
-    count, _first_ts, max_ts = _PEEK_TAIL.unpack_from(buf, at + _PEEK_TAIL_AT)
+    count, _first_ts, max_ts, producer_id = _PEEK_TAIL.unpack_from(buf, at + _PEEK_TAIL_AT)
+    (attributes,) = _PEEK_ATTRIBUTES.unpack_from(buf, at + _ATTRIBUTES_AT)
     if magic != MAGIC or version not in (VERSION_DENSE, VERSION_OFFSETS) or length < V2_HEADER_SIZE:
         raise CorruptRecordError(
             f"bad frame header at byte {position}: magic {magic!r} v{version}, length {length}, records {count}")
     if version == VERSION_DENSE:
         if count < 1 or length < MIN_FRAME_SIZE:
             raise CorruptRecordError(f"bad frame header at byte {position}: v1 length {length}, records {count}")
-        return Peek(base, length, epoch, count, max_ts, base + count)
+        return Peek(base, length, epoch, count, max_ts, base + count, attributes, producer_id)
     if available < PEEK_SIZE:
         raise CorruptRecordError(f"truncated frame header at byte {position}")
     (last_delta,) = _LAST_DELTA.unpack_from(buf, at + _LAST_DELTA_AT)
     if count < 0 or last_delta < 0 or last_delta < count - 1 or length < V2_HEADER_SIZE + _deltas_bytes(count):
         raise CorruptRecordError(
             f"bad frame header at byte {position}: v2 length {length}, records {count}, last offset delta {last_delta}")
-    return Peek(base, length, epoch, count, max_ts, base + last_delta + 1)
+    return Peek(base, length, epoch, count, max_ts, base + last_delta + 1, attributes, producer_id)
 
 
 def verify_frame(buf: bytes | bytearray | memoryview, position: int = 0) -> FrameHeader:
@@ -507,3 +522,38 @@ def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa
             f"frame at offset {header.base_offset} claims {header.record_count} records, holds {batch.num_rows}"
         )
     return batch
+
+
+class ControlType(enum.IntEnum):
+    """What a control frame carries (its ``type`` column)."""
+
+    ABORT = 0  # reserved: a transaction's abort marker (transactions)
+    COMMIT = 1  # reserved: a transaction's commit marker (transactions)
+    COMPACTION_PLAN = 16  # the leader's compaction plan (brokers/log/cleaner/plan.py)
+
+
+_CONTROL_FIELDS: list["pa.Field[Any]"] = [pa.field("type", pa.int16(), nullable=False),
+                                           pa.field("payload", pa.binary(), nullable=False)]
+CONTROL_SCHEMA = pa.schema(_CONTROL_FIELDS)
+CONTROL_SCHEMA_ID = -1
+
+
+def encode_control(control_type: int, payload: bytes, *, timestamp_ms: int, base_offset: int = 0,
+                   partition_leader_epoch: int = -1) -> bytes:
+    """A version-1 control frame holding one ``(type, payload)`` row (module docstring)."""
+    batch = pa.record_batch([pa.array([control_type], pa.int16()), pa.array([payload], pa.binary())],
+                            schema=CONTROL_SCHEMA)
+    return encode_batch(batch, schema_id=CONTROL_SCHEMA_ID, compression=Codec.NONE, timestamp_ms=timestamp_ms,
+                        base_offset=base_offset, partition_leader_epoch=partition_leader_epoch, control=True)
+
+
+def decode_control(buf: bytes | bytearray | memoryview, header: FrameHeader, position: int = 0) -> tuple[int, bytes]:
+    """``(type, payload)`` of the control frame at ``position``.  Raises ``CorruptRecordError``
+    when it is not a control frame of ``CONTROL_SCHEMA`` with one row."""
+    if not header.is_control or header.schema_id != CONTROL_SCHEMA_ID or header.record_count != 1:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} is not a control record")
+    batch = decode_batch(memoryview(buf)[position: position + header.frame_length], CONTROL_SCHEMA)
+    kind, payload = batch.column(0)[0].as_py(), batch.column(1)[0].as_py()
+    if not isinstance(kind, int) or not isinstance(payload, bytes):
+        raise CorruptRecordError(f"control frame at offset {header.base_offset} is damaged")
+    return kind, payload

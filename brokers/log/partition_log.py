@@ -34,11 +34,13 @@ from pathlib import Path
 
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
+from spark_log.errors import CorruptRecordError, FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
 
 from . import append as _append
 from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
+from .snapshot import CleanedGroup, LogSnapshot, SegmentFile
+from .swap import cleaned_path, commit_swap
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
@@ -215,8 +217,13 @@ class PartitionLog:
         )
 
     def _segment_expired(self, segment: Segment, now_ms: int) -> bool:
+        """Roll by age: ``segment.ms``, and for compacted logs ``max.compaction.lag.ms``
+        too (the active segment is never cleaned, so it must close in time; KIP-354)."""
         started = segment.first_append_ms
-        return started is not None and now_ms - started >= self._config.segment_ms
+        limit = self._config.segment_ms
+        if self._config.compact:
+            limit = min(limit, self._config.max_compaction_lag_ms)
+        return started is not None and now_ms - started >= limit
 
     def _roll(self) -> Segment:
         self._segments.active.write_indexes(fsync=False)
@@ -386,9 +393,12 @@ class PartitionLog:
 
     def apply_retention(self) -> int:
         """Delete whole segments past ``retention_ms`` (by their largest timestamp) or
-        beyond ``retention_bytes`` (oldest first); never the active segment.  Returns how
-        many segments were deleted."""
+        beyond ``retention_bytes`` (oldest first); never the active segment.  Only when
+        ``cleanup.policy`` names ``delete`` (a ``compact``-only log keeps every key's latest
+        record forever).  Returns how many segments were deleted."""
         self._check_open()
+        if not self._config.delete:
+            return 0
         deleted = retention.segments_to_delete(
             [(segment.size, segment.max_timestamp) for segment in self._segments],
             retention_ms=self._config.retention_ms,
@@ -407,6 +417,85 @@ class PartitionLog:
         oldest = self._segments.first
         self._segments.remove(oldest)
         oldest.delete()
+
+    # --- compaction (brokers/log/cleaner) ----------------------------------------------
+
+    def roll_below(self, offset: int) -> None:
+        """Close the active segment if it holds records below ``offset`` (a replica applying
+        a plan that ends inside its active segment: the cleaner only rewrites closed ones)."""
+        self._check_open(offset=offset)
+        active = self._segments.active
+        if active.size and active.base_offset < offset:
+            self._roll()
+
+    def cleaner_snapshot(self, below: int) -> LogSnapshot:
+        """The closed segments holding offsets below ``below``, each with a read-only file
+        descriptor of its own (``cleaner.LogSnapshot``; the caller closes it)."""
+        self._check_open(below=below)
+        active = self._segments.active
+        files: list[SegmentFile] = []
+        try:
+            for segment in self._segments:
+                if segment is active or segment.base_offset >= below:
+                    break
+                fd = os.open(segment.log_path, os.O_RDONLY)
+                files.append(SegmentFile(segment.base_offset, segment.next_offset, segment.size, fd, segment))
+        except OSError as exc:
+            LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes).close()
+            raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
+        return LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes)
+
+    def replace_segments(self, group: CleanedGroup) -> bool:
+        """Swap a prepared cleaned group in (``swap.py``: crash-safe renames) in place
+        of its old segments.  False, and the cleaned file deleted, when those segments are
+        no longer this log's closed segments as they were (retention, truncation, a
+        reopen).  ``StorageError`` if the disk fails mid-swap (recovery completes it)."""
+        self._check_open()
+        old = [s for s in self._segments if any(s is token for token in group.tokens)]
+        active = self._segments.active
+        if len(old) != len(group.tokens) or any(s is active for s in old) or sum(s.size for s in old) != group.bytes_before:
+            cleaned_path(self.directory, group.base_offset).unlink(missing_ok=True)
+            return False
+        try:
+            commit_swap(self.directory, group.base_offset, group.old_bases)
+            replacement = Segment.open_trusted(self.directory, group.base_offset,
+                                               index_interval_bytes=self._config.index_interval_bytes,
+                                               now_ms=self._clock.monotonic_ms())
+        except (OSError, CorruptRecordError) as exc:
+            raise StorageError(f"{self.directory}: swapping in the cleaned segment {group.base_offset} failed: "
+                               f"{exc}; reopening the log completes or drops it") from exc
+        self._segments.replace(old, replacement)
+        for segment in old:
+            segment.close()
+        replacement.write_indexes(fsync=False)
+        return True
+
+    def offset_bytes(self, start: int, end: int) -> int:
+        """Stored bytes of the frames holding offsets in ``[start, end)`` (frame granularity)."""
+        self._check_open(start=start, end=end)
+        if end <= start:
+            return 0
+        total = 0
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.base_offset >= end:
+                continue
+            first = segment.locate(max(start, segment.base_offset))
+            low = first.position if first is not None else segment.size
+            after = segment.locate(end) if end < segment.next_offset else None
+            high = after.position if after is not None else segment.size
+            total += max(0, high - low)
+        return total
+
+    def first_timestamp_at(self, offset: int) -> int | None:
+        """The max timestamp of the frame holding ``offset`` (None: past the end)."""
+        self._check_open(offset=offset)
+        segment = self._segments.floor(offset)
+        while segment is not None and offset >= segment.next_offset:
+            segment = self._segments.higher(segment)
+        if segment is None:
+            return None
+        found = segment.locate(offset)
+        return None if found is None else found.max_timestamp
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -5,6 +5,8 @@ Two walkers over an open file descriptor, both per-frame (never per-record) work
 - ``peek_headers(fd, start, end)``: header fields only, read in 64 KiB chunks; the CRC is
   not checked.  Used to find a frame from a sparse index entry and to load a segment
   that lies below the recovery point (trusted, already flushed data).
+- ``read_frames(fd, start, end)``: every frame read whole (in chunks of up to 8 MiB),
+  CRC-checked, yielded with its header (the cleaner's reads); raises at the first damage.
 - ``verify_frames(fd, start, end)``: every frame read whole and checked with
   ``spark_log.frame.verify_frame`` (magic, version, length, CRC-32C).  Used by crash
   recovery.  It stops at the first frame that is torn, corrupt or out of sequence and
@@ -28,7 +30,7 @@ from spark_log import frame
 from spark_log.errors import CorruptRecordError
 from spark_log.frame import PEEK_SIZE, verify_frame
 
-__all__ = ["Peek", "peek", "peek_headers", "verify_frames", "ScanStop"]
+__all__ = ["Peek", "peek", "peek_headers", "verify_frames", "read_frames", "ScanStop"]
 
 _CHUNK = 64 * 1024
 _VERIFY_CHUNK = 8 * 1024 * 1024
@@ -45,6 +47,8 @@ class Peek:
     record_count: int  # records stored (0 for a v2 frame whose records compaction removed)
     max_timestamp: int
     next_offset: int  # the end of the frame's offset range
+    attributes: int = 0
+    producer_id: int = -1
 
     @property
     def end(self) -> int:
@@ -59,7 +63,7 @@ def peek(buf: bytes | bytearray | memoryview, at: int, position: int) -> Peek:
     """
     fields = frame.peek(buf, at, position)
     return Peek(position, fields.base_offset, fields.length, fields.epoch, fields.record_count,
-                fields.max_timestamp, fields.next_offset)
+                fields.max_timestamp, fields.next_offset, fields.attributes, fields.producer_id)
 
 
 def peek_headers(fd: int, start: int, end: int) -> Iterator[Peek]:
@@ -135,4 +139,34 @@ def verify_frames(
         last_epoch = header.epoch
         expected = header.next_offset
         yield header
+        position = header.end
+
+
+def read_frames(fd: int, start: int, end: int, *, chunk_bytes: int = _VERIFY_CHUNK) -> Iterator[tuple[Peek, memoryview]]:
+    """Yield ``(header, frame bytes)`` for every frame of ``[start, end)``, each whole and
+    CRC-checked; the view is valid until the next item.  Raises ``CorruptRecordError`` at
+    the first torn or damaged frame or one that does not start where the previous ended."""
+    position = start
+    expected: int | None = None
+    chunk = memoryview(b"")
+    chunk_at = start
+    while position < end:
+        at = position - chunk_at
+        if len(chunk) - at < PEEK_SIZE:
+            chunk = memoryview(os.pread(fd, min(chunk_bytes, end - position), position))
+            chunk_at, at = position, 0
+        header = peek(chunk, at, position)
+        if header.end > end:
+            raise CorruptRecordError(f"torn frame at byte {position}: {end - position} of {header.length} bytes")
+        if len(chunk) - at < header.length:
+            chunk = memoryview(os.pread(fd, max(header.length, min(chunk_bytes, end - position)), position))
+            chunk_at, at = position, 0
+            if len(chunk) < header.length:
+                raise CorruptRecordError(f"torn frame at byte {position}: the file ends inside it")
+        if expected is not None and header.base_offset != expected:
+            raise CorruptRecordError(f"frame at byte {position} has offset {header.base_offset}, expected {expected}")
+        view = chunk[at: at + header.length]
+        verify_frame(view)
+        yield header, view
+        expected = header.next_offset
         position = header.end

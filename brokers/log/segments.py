@@ -59,6 +59,15 @@ class Segments:
         i = max(0, bisect_right(self._bases, offset) - 1)
         return self._segments[i:]
 
+    def replace(self, old: list[Segment], new: Segment) -> None:
+        """Put ``new`` where the consecutive segments ``old`` were (a cleaned group: same
+        base offset as ``old[0]``, covering their offsets)."""
+        i = self._segments.index(old[0])
+        if self._segments[i: i + len(old)] != old or new.base_offset != old[0].base_offset:
+            raise ValueError(f"segments {[s.base_offset for s in old]} are not consecutive here")
+        self._segments[i: i + len(old)] = [new]
+        self._bases[i: i + len(old)] = [new.base_offset]
+
     def remove(self, segment: Segment) -> None:
         i = self._segments.index(segment)
         del self._segments[i]

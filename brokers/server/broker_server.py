@@ -1,8 +1,9 @@
 """``BrokerServer``: the broker part of a node, and ``register(host)``, its service registrar.
 
 Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
-publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the
-``Broker`` and ``Admin`` gRPC services on the node's server, and the handlers behind them
+publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the log
+cleaner (``BrokerCleaner``: compaction threads), the ``Broker``, ``Admin`` and
+``Compaction`` gRPC services on the node's server, and the handlers behind them
 (the leader's answer to follower fetches among them).  Registration and heartbeats with the
 controller are the node's; admin requests use the node's ``ControllerClient``.
 
@@ -28,6 +29,7 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig
 
 from .admin import AdminHandler
+from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
 from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
@@ -67,10 +69,14 @@ class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
                  clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
-                 metadata_floor: Callable[[], int | None] | None = None) -> None:
+                 metadata_floor: Callable[[], int | None] | None = None, config: BrokerConfig | None = None) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
+        settings = config if config is not None else BrokerConfig(broker_id=broker_id)
+        self.cleaner = BrokerCleaner(self.manager, settings, self.manager.clock)
+        self.compaction_servicer = CompactionServicer(CompactionHandler(
+            self.manager, self.cleaner, max_map_bytes=settings.log_cleaner_dedupe_buffer_bytes))
         faults = FetchFaults.from_env(broker_id)
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
@@ -87,16 +93,19 @@ class BrokerServer:
             builder=self.builder))
 
     def add_to_server(self, server: grpc.Server) -> None:
-        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler()))
+        server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
+                                         self.compaction_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)
         self.replicas.start()
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
+        self.cleaner.start()
 
     def stop(self) -> None:
         self.metadata.remove_publisher(self.manager.publish)
+        self.cleaner.stop()
         self.replicas.stop()
         self.manager.stop()
 
@@ -109,7 +118,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     config = host.config
     server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
-                          metadata_floor=host.metadata_floor,
+                          metadata_floor=host.metadata_floor, config=config,
                           replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                           replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
     server.add_to_server(host.server)

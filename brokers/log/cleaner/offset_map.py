@@ -1,0 +1,148 @@
+"""``OffsetMap``: key -> latest offset over a dirty range, bounded in memory (Kafka's
+SkimpyOffsetMap, with exact keys instead of hashes).
+
+The map covers the records of ``[start, end)``: for each compaction key the highest offset
+it has there.  It is built from chunks of (keys, offsets) in offset order (``add``, then
+``fold``, which merges them with Arrow's hash aggregation) and refuses to grow past
+``budget_bytes`` (the dedupe buffer): a ``fold`` that would pass it changes nothing and
+returns False, so the builder stops at the last frame boundary that fitted.  Memory is
+counted as the Arrow buffers of the keys and offsets (``nbytes``).
+
+``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent).
+An offered map (``from_arrow``: a Spark job's ``(key, offset)`` table) is checked while it
+is used (``check``): every keyed record of ``[start, end)`` must find its key with an
+offset at or above its own, and every entry must be hit by exactly one record (its
+latest); ``verify`` raises ``InvalidOffsetMapError`` otherwise.
+
+Thread-safety: none; one cleaner thread owns a map.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_log.errors import InvalidOffsetMapError
+
+__all__ = ["OffsetMap"]
+
+_EMPTY_KEYS = pa.array([], pa.binary())
+
+
+class OffsetMap:
+    """Latest offset per key over ``[start, end)`` (module docstring)."""
+
+    def __init__(self, *, start: int, budget_bytes: int) -> None:
+        self.start = start
+        self.end = start
+        self.budget_bytes = budget_bytes
+        self._keys: pa.Array[Any] = _EMPTY_KEYS
+        self._offsets: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._pending_keys: list[pa.Array[Any]] = []
+        self._pending_offsets: list[npt.NDArray[np.int64]] = []
+        self._pending_end = start
+        self._hits = 0
+        self._verified_records = 0
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._keys.nbytes) + int(self._offsets.nbytes)
+
+    @property
+    def pending_records(self) -> int:
+        return sum(len(k) for k in self._pending_keys)
+
+    # -- building ---------------------------------------------------------------------------
+
+    def add(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64], *, end: int) -> None:
+        """Queue one frame's keyed records (no nulls) at ``offsets``; ``end`` is that frame's
+        next offset (the map covers up to it once folded)."""
+        if len(keys):
+            self._pending_keys.append(keys)
+            self._pending_offsets.append(offsets)
+        self._pending_end = max(self._pending_end, end)
+
+    def fold(self) -> bool:
+        """Merge the queued records into the map.  False (and nothing changes, the queue
+        is dropped) if the result would pass ``budget_bytes``."""
+        if not self._pending_keys:
+            self.end = self._pending_end
+            return True
+        keys = pa.concat_arrays([self._keys, *self._pending_keys])
+        offsets = np.concatenate([self._offsets, *self._pending_offsets])
+        table = pa.table({"k": keys, "o": pa.array(offsets)}).group_by("k", use_threads=False).aggregate([("o", "max")])
+        merged_keys: pa.Array[Any] = table.column("k").combine_chunks()
+        merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
+        self._pending_keys, self._pending_offsets = [], []
+        if int(merged_keys.nbytes) + int(merged_offsets.nbytes) > self.budget_bytes:
+            self._pending_end = self.end
+            return False
+        self._keys, self._offsets = merged_keys, merged_offsets
+        self.end = self._pending_end
+        return True
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table, *, start: int, end: int) -> "OffsetMap":
+        """A map offered by someone else (a Spark job): columns ``key`` (binary) and
+        ``offset`` (int64), one row per key.  Raises ``InvalidOffsetMapError`` for a table
+        of another shape, null or repeated keys, or offsets outside ``[start, end)``."""
+        if table.schema.names != ["key", "offset"]:
+            raise InvalidOffsetMapError(f"an offset map has columns key, offset; got {table.schema.names}")
+        try:
+            keys: pa.Array[Any] = table.column("key").combine_chunks().cast(pa.binary())
+            offsets = np.asarray(table.column("offset").combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False),
+                                 dtype=np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise InvalidOffsetMapError(f"an offset map has binary keys and int64 offsets: {exc}") from None
+        if keys.null_count or table.column("offset").null_count:
+            raise InvalidOffsetMapError("an offset map may not hold nulls")
+        if len(offsets) and (int(offsets.min()) < start or int(offsets.max()) >= end):
+            raise InvalidOffsetMapError(f"offset map offsets must lie within [{start}, {end})")
+        if len(pc.unique(keys)) != len(keys):
+            raise InvalidOffsetMapError("an offset map holds a key twice")
+        built = cls(start=start, budget_bytes=2**62)
+        built._keys, built._offsets, built.end = keys, offsets, end
+        return built
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table({"key": self._keys, "offset": pa.array(self._offsets)})
+
+    # -- using ------------------------------------------------------------------------------
+
+    def latest(self, keys: pa.Array[Any]) -> npt.NDArray[np.int64]:
+        """The map's offset for every key (-1: not in the map, or a null key)."""
+        if not len(self._keys) or not len(keys):
+            return np.full(len(keys), -1, dtype=np.int64)
+        index = pc.index_in(keys, value_set=self._keys)
+        positions = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        found = positions >= 0
+        out = np.full(len(keys), -1, dtype=np.int64)
+        out[found] = self._offsets[positions[found]]
+        return out
+
+    def check(self, latest: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], keyed: npt.NDArray[np.bool_]) -> None:
+        """Account the records of one frame against an offered map (module docstring):
+        ``latest`` from ``latest(keys)``, ``keyed`` the records that have a key.  Records
+        outside ``[start, end)`` are not counted.  Raises ``InvalidOffsetMapError``."""
+        inside = keyed & (offsets >= self.start) & (offsets < self.end)
+        if not inside.any():
+            return
+        if bool(np.any(latest[inside] < offsets[inside])):
+            bad = int(offsets[inside][latest[inside] < offsets[inside]][0])
+            raise InvalidOffsetMapError(f"the offset map has no entry, or an older one, for the key of offset {bad}")
+        self._hits += int(np.count_nonzero(latest[inside] == offsets[inside]))
+        self._verified_records += int(np.count_nonzero(inside))
+
+    def verify(self) -> None:
+        """After every record of ``[start, end)`` went through ``check``: each entry was its
+        key's latest record.  Raises ``InvalidOffsetMapError``."""
+        if self._hits != len(self._keys):
+            raise InvalidOffsetMapError(
+                f"the offset map has {len(self._keys)} keys but {self._hits} of the {self._verified_records} keyed "
+                f"records in [{self.start}, {self.end}) are their key's latest")
