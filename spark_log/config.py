@@ -57,7 +57,7 @@ class TopicConfig:
     min_insync_replicas: int = 1
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
     delete_retention_ms: int = _DAY_MS  # how long compaction keeps a tombstone (from its timestamp)
-    min_cleanable_dirty_ratio: float = 0.5  # clean a log once this share of it is dirty
+    min_cleanable_dirty_ratio: float = 0.5  # clean a log once more than this share of it is dirty (1.0: never)
     min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long (KIP-58)
     max_compaction_lag_ms: int = _MAX_LAG_MS  # a dirty record is compacted within this long (KIP-354)
     tombstone_column: str = ""  # typed topics: a boolean column; true marks a tombstone

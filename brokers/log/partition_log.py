@@ -486,6 +486,23 @@ class PartitionLog:
             total += max(0, high - low)
         return total
 
+    def first_frame_newer_than(self, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The base offset of the first frame in ``[start, end)`` whose max timestamp is above
+        ``timestamp_ms`` (``min.compaction.lag.ms``: records too young to compact); headers only."""
+        self._check_open(start=start, end=end, timestamp_ms=timestamp_ms)
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.base_offset >= end:
+                continue
+            if segment.max_timestamp <= timestamp_ms:
+                continue
+            first = segment.locate(max(start, segment.base_offset))
+            for header in segment.headers_from(first.position if first is not None else segment.size):
+                if header.base_offset >= end:
+                    return None
+                if header.max_timestamp > timestamp_ms:
+                    return max(header.base_offset, start)
+        return None
+
     def first_timestamp_at(self, offset: int) -> int | None:
         """The max timestamp of the frame holding ``offset`` (None: past the end)."""
         self._check_open(offset=offset)

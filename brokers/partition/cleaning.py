@@ -108,12 +108,17 @@ class Cleaning:
 
     # -- describe ---------------------------------------------------------------------------
 
-    def status(self, plog: PartitionLog, last_stable_offset: int) -> CleaningStatus:
+    def status(self, plog: PartitionLog, last_stable_offset: int, *, config: TopicConfig, now_ms: int) -> CleaningStatus:
+        """Describe's view; the cleanable end honours ``min.compaction.lag.ms`` (a header walk
+        over the dirty range when that lag is set)."""
         state = self.state
         state.on_log_start(plog.log_start_offset)
-        limit = max(state.cleaned_offset, cleanable_end(last_stable_offset=last_stable_offset,
-                                                        active_base_offset=plog.segment_base_offsets[-1],
-                                                        young_from=None))
+        limit = cleanable_end(last_stable_offset=last_stable_offset, active_base_offset=plog.segment_base_offsets[-1],
+                              young_from=None)
+        if config.min_compaction_lag_ms > 0 and limit > state.cleaned_offset:
+            young = plog.first_frame_newer_than(state.cleaned_offset, limit, now_ms - config.min_compaction_lag_ms)
+            limit = cleanable_end(last_stable_offset=limit, active_base_offset=limit, young_from=young)
+        limit = max(state.cleaned_offset, limit)
         clean = plog.offset_bytes(plog.log_start_offset, state.cleaned_offset)
         dirty = plog.offset_bytes(state.cleaned_offset, limit)
         latest, applied = state.latest, state.applied
@@ -140,12 +145,9 @@ class Cleaning:
                             checking=own is None and offered is not None)
         if not is_leader or not config.compact or not state.may_plan():
             return None
-        status = self.status(plog, last_stable_offset)
-        reason = clean_reason(ratio=status.dirty_ratio, dirty_bytes=status.dirty_bytes,
-                              first_dirty_timestamp_ms=plog.first_timestamp_at(state.cleaned_offset), now_ms=now_ms,
-                              config=config, requested=state.requested)
+        status = self.status(plog, last_stable_offset, config=config, now_ms=now_ms)
+        reason = self._reason(plog, status, config, now_ms)
         if reason is None:
-            state.requested = False
             return None
         young = now_ms - config.min_compaction_lag_ms if config.min_compaction_lag_ms > 0 else None
         return PlanJob(plog.cleaner_snapshot(status.cleanable_end), state.cleaned_offset, status.cleanable_end,
@@ -158,13 +160,25 @@ class Cleaning:
         state = self.state
         if state.pending(high_watermark) is not None:
             return float("inf")
-        if not is_leader or not config.compact or not state.may_plan():
+        if not is_leader or not config.compact:
+            state.requested = False
             return None
-        status = self.status(plog, last_stable_offset)
+        if not state.may_plan():
+            return None
+        status = self.status(plog, last_stable_offset, config=config, now_ms=now_ms)
+        reason = self._reason(plog, status, config, now_ms)
+        return None if reason is None else status.dirty_ratio + (1.0 if state.requested else 0.0)
+
+    def _reason(self, plog: PartitionLog, status: CleaningStatus, config: TopicConfig, now_ms: int) -> str | None:
+        """Why to plan now (``plan.clean_reason``); a request that cannot make progress
+        (nothing dirty) is dropped."""
+        state = self.state
         reason = clean_reason(ratio=status.dirty_ratio, dirty_bytes=status.dirty_bytes,
                               first_dirty_timestamp_ms=plog.first_timestamp_at(state.cleaned_offset), now_ms=now_ms,
                               config=config, requested=state.requested)
-        return None if reason is None else status.dirty_ratio + (1.0 if state.requested else 0.0)
+        if reason is None:
+            state.requested = False
+        return reason
 
     # -- finishing (under the lock) ---------------------------------------------------------
 

@@ -75,7 +75,8 @@ class Partition:
     log in ``directory`` and replays the producer state from it."""
 
     def __init__(self, *, topic: str, partition: int, topic_id: str, directory: Path, config: TopicConfig,
-                 broker_id: int = -1, clock: Clock | None = None, on_append: Callable[[], None] = lambda: None) -> None:
+                 broker_id: int = -1, clock: Clock | None = None, on_append: Callable[[], None] = lambda: None,
+                 on_compaction_work: Callable[[], None] = lambda: None) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
@@ -83,6 +84,7 @@ class Partition:
         self._config = config
         self._clock: Clock = clock or SystemClock()
         self._on_append = on_append
+        self._on_compaction_work = on_compaction_work  # a committed plan waits: wake the cleaner
         self._cond = threading.Condition()
         self._core = PartitionCore(name=f"{topic}-{partition}", broker_id=broker_id)
         write_metadata(directory, topic=topic, partition=partition, topic_id=topic_id)
@@ -253,6 +255,7 @@ class Partition:
             decision = self._core.on_follower_fetch(fetch, ends, plog.epoch_entries(), self._clock.monotonic_ms())
             if decision.hw_grew:
                 self._cond.notify_all()
+                self._signal_compaction()
             records = b""
             next_offset = fetch.fetch_offset
             if decision.diverging is None and fetch.fetch_offset < ends.log_end_offset and max_bytes > 0:
@@ -309,6 +312,7 @@ class Partition:
                     if any(header.is_control for header in appended):
                         self._note_plans(data)
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
+            self._signal_compaction()
 
     # -- ISR ----------------------------------------------------------------------------------
 
@@ -354,7 +358,7 @@ class Partition:
         """The cleaned offset, dirty ratio and latest plan of this replica."""
         with self._cond:
             self._core.check_open()
-            return self._cleaning.status(self._log, self._core.last_stable_offset(self._log.log_end_offset))
+            return self._status()
 
     def compaction_priority(self) -> float | None:
         """How urgent a clean of this replica is (None: nothing to do; ``clean`` runs it)."""
@@ -373,7 +377,16 @@ class Partition:
         with self._cond:
             self._check_compacted_leader()
             self._cleaning.state.requested = True
-            return self._cleaning.status(self._log, self._core.last_stable_offset(self._log.log_end_offset))
+            return self._status()
+
+    def _status(self) -> CleaningStatus:
+        return self._cleaning.status(self._log, self._core.last_stable_offset(self._log.log_end_offset),
+                                     config=self._config, now_ms=self._clock.wall_ms())
+
+    def _signal_compaction(self) -> None:
+        """Wake the cleaner when a committed plan waits to be applied (caller holds the lock)."""
+        if self._cleaning.state.pending(self._core.high_watermark(self._log.log_end_offset)) is not None:
+            self._on_compaction_work()
 
     def _hosted(self) -> bool:
         """Not closed or deleted (a fresh read: another thread may have removed it)."""
@@ -406,7 +419,7 @@ class Partition:
                 raise CompactionConflictError(
                     f"{self.topic}-{self.partition}: cleaned offset is {state.cleaned_offset} (the map starts at "
                     f"{start})" + ("" if state.may_plan() else "; a plan is still being applied"))
-            limit = self._cleaning.status(self._log, self._core.last_stable_offset(self._log.log_end_offset)).cleanable_end
+            limit = self._status().cleanable_end
             if not start < end <= limit:
                 raise InvalidRequestError(f"{self.topic}-{self.partition}: a plan may end within ({start}, {limit}], "
                                           f"not at {end}")
@@ -424,6 +437,7 @@ class Partition:
         core.on_leader_append(ProducerRun(-1, -1, -1, 1), (), info.first_offset, plog.log_end_offset)
         self._cleaning.on_planned(info.first_offset, plan, offset_map)
         self._cond.notify_all()
+        self._signal_compaction()
         return PlanAt(info.first_offset, plan)
 
     def clean(self, spec: KeySpec, *, throttle: Throttler, budget_bytes: int, stop: Callable[[], bool]) -> str | None:

@@ -63,6 +63,7 @@ class BrokerCleaner:
                                 io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
                                 dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
                                 backoff_ms=config.log_cleaner_backoff_ms, name=f"cleaner-{manager.broker_id}")
+        manager.compaction_listener = self.pool.wake
 
     def spec_for(self, topic: str) -> KeySpec | None:
         image = self.manager.image.topics.get(topic)

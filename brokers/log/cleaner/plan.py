@@ -31,8 +31,8 @@ Planning (the leader's side):
   watermark until transactions exist), the base of the active segment (it is never
   cleaned), and the first frame younger than ``min.compaction.lag.ms``;
 - ``dirty_ratio``: dirty bytes (from the cleaned offset to the cleanable end) over all
-  bytes below the cleanable end; a log is cleaned when it reaches
-  ``min.cleanable.dirty.ratio``, or when its first dirty record is older than
+  bytes below the cleanable end; a log is cleaned when it passes
+  ``min.cleanable.dirty.ratio`` (strictly, as Kafka: 1.0 turns ratio-driven cleaning off), or when its first dirty record is older than
   ``max.compaction.lag.ms`` (KIP-354), or when asked (``topics compact``, the Spark job);
 - ``next_plan``: the plan's horizons from the leader's clock, never below the previous
   plan's.
@@ -132,14 +132,14 @@ def dirty_ratio(*, clean_bytes: int, dirty_bytes: int) -> float:
 def clean_reason(*, ratio: float, dirty_bytes: int, first_dirty_timestamp_ms: int | None, now_ms: int,
                  config: TopicConfig, requested: bool) -> str | None:
     """Why the leader should plan a clean now (None: it should not): asked to, the dirty
-    ratio reached ``min.cleanable.dirty.ratio``, or the first dirty record waited longer
+    ratio passed ``min.cleanable.dirty.ratio``, or the first dirty record waited longer
     than ``max.compaction.lag.ms``.  Nothing dirty: never."""
     if dirty_bytes <= 0:
         return None
     if requested:
         return "requested"
-    if ratio >= config.min_cleanable_dirty_ratio:
-        return f"dirty ratio {ratio:.2f} >= {config.min_cleanable_dirty_ratio}"
+    if ratio > config.min_cleanable_dirty_ratio:  # strictly, as Kafka: 1.0 never triggers by ratio
+        return f"dirty ratio {ratio:.2f} > {config.min_cleanable_dirty_ratio}"
     if first_dirty_timestamp_ms is not None and first_dirty_timestamp_ms != _NO_TIME:
         waited = now_ms - first_dirty_timestamp_ms
         if waited > config.max_compaction_lag_ms:
