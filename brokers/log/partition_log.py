@@ -88,6 +88,7 @@ class PartitionLog:
         self._flushed_offset = min(loaded.recovery_point, self.log_end_offset)
         self._checkpointed = -1
         self._unflushed_records = 0
+        self._generation = 0  # truncations so far (a cleaner's snapshot is void after one)
         self._last_flush_ms = now
         self._last_checkpoint_ms = now
         self.flush(checkpoint=True)
@@ -361,6 +362,7 @@ class PartitionLog:
         self.log_start_offset = offset
 
     def _after_truncation(self) -> None:
+        self._generation += 1
         self._epochs.truncate_from_end(self.log_end_offset)
         if self._flushed_offset > self.log_end_offset or self._checkpointed > self.log_end_offset:
             self._flushed_offset = min(self._flushed_offset, self.log_end_offset)
@@ -443,17 +445,18 @@ class PartitionLog:
         except OSError as exc:
             LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes).close()
             raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
-        return LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes)
+        return LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes, self._generation)
 
     def replace_segments(self, group: CleanedGroup) -> bool:
         """Swap a prepared cleaned group in (``swap.py``: crash-safe renames) in place
         of its old segments.  False, and the cleaned file deleted, when those segments are
-        no longer this log's closed segments as they were (retention, truncation, a
-        reopen).  ``StorageError`` if the disk fails mid-swap (recovery completes it)."""
+        no longer this log's closed segments as they were (retention, a reopen) or the log
+        was truncated since the snapshot.  ``StorageError`` if the disk fails mid-swap (recovery completes it)."""
         self._check_open()
         old = [s for s in self._segments if any(s is token for token in group.tokens)]
         active = self._segments.active
-        if len(old) != len(group.tokens) or any(s is active for s in old) or sum(s.size for s in old) != group.bytes_before:
+        if (len(old) != len(group.tokens) or any(s is active for s in old) or group.generation != self._generation
+                or sum(s.size for s in old) != group.bytes_before):
             cleaned_path(self.directory, group.base_offset).unlink(missing_ok=True)
             return False
         try:

@@ -6,7 +6,9 @@
   still reads through its descriptor).  ``close`` releases the descriptors.
 - ``CleanedGroup``: a cleaned segment written aside (``swap.cleaned_path``) for consecutive
   old segments; ``PartitionLog.replace_segments`` swaps it in if those segments (``tokens``:
-  the log's own segment objects, and their total size) are still the log's.
+  the log's own segment objects, and their total size) are still the log's and the log was
+  not truncated since the snapshot (``generation``: a truncation can remove the records
+  that made others obsolete).
 
 Thread-safety: values; a snapshot is used by one cleaner thread.
 """
@@ -38,6 +40,7 @@ class LogSnapshot:
     log_start_offset: int
     segments: list[SegmentFile]
     segment_bytes: int
+    generation: int = 0  # the log's truncation count when taken
 
     def close(self) -> None:
         for segment in self.segments:
@@ -57,3 +60,4 @@ class CleanedGroup:
     old_bases: list[int]
     bytes_before: int
     bytes_after: int
+    generation: int = 0  # the snapshot's: a truncation since then refuses the swap

@@ -13,7 +13,8 @@ then refuses the swap).  None of the passes holds the partition lock:
   end, at the first frame younger than ``min.compaction.lag.ms``;
 - ``prepare(snapshot, plan, ...)``: groups consecutive segments below the plan's end (up
   to ``segment.bytes`` of input each, under 2**32 offsets) and writes each group's cleaned
-  segment aside (``swap.cleaned_path``); a group in which nothing changes is not written.
+  segment aside (``swap.cleaned_path``); a one-segment group in which nothing changes is not
+  written (small segments left by earlier cleans are merged when a clean passes them).
   With an offered map (``checking``) every record of the dirty range is checked against
   it and the map verified whole before anything is swapped.
 
@@ -107,8 +108,9 @@ def build_map(snapshot: LogSnapshot, *, start: int, end: int, spec: KeySpec, bud
         inside = records.keyed & (records.offsets >= start)
         keys = records.keys.filter(inside) if not inside.all() else records.keys
         offsets.add(keys, records.offsets[inside], end=next_offset)
-        if offsets.pending_records >= _FOLD_RECORDS and not offsets.fold():
-            return offsets
+        if offsets.pending_bytes * 4 >= budget_bytes or offsets.pending_records >= _FOLD_RECORDS:
+            if not offsets.fold():
+                return offsets
     offsets.fold()
     return offsets
 
@@ -196,14 +198,14 @@ def _clean_group(snapshot: LogSnapshot, group: list[SegmentFile], cleaner: Frame
         os.close(fd)
         path.unlink(missing_ok=True)
         raise
-    if not output.changed:
+    if not output.changed and len(group) == 1:  # nothing to change, no segments to merge
         os.close(fd)
         path.unlink(missing_ok=True)
         return None
     swap.finish_cleaned(fd)
     cleaner.stats.bytes_written += output.bytes_written
     return CleanedGroup(base, [s.token for s in group], [s.base_offset for s in group],
-                         sum(s.size for s in group), output.bytes_written)
+                        sum(s.size for s in group), output.bytes_written, snapshot.generation)
 
 
 def _write_all(fd: int, buffers: list[bytes | memoryview]) -> None:

@@ -137,7 +137,8 @@ def _emptied(header: FrameHeader) -> bytes:
 
 class CleanedOutput:
     """Writes a cleaned segment's frames through ``write`` (module docstring: fillers).
-    ``changed`` says whether the output differs from the input at all."""
+    ``changed`` says whether the output differs from the input at all (a filler that stays
+    exactly as it was, alone in its run, is no change: cleaning a clean log changes nothing)."""
 
     def __init__(self, write: Callable[[bytes | memoryview], None]) -> None:
         self._write = write
@@ -145,24 +146,30 @@ class CleanedOutput:
         self.bytes_written = 0
         self.frames = 0
         self._gap: list[int] | None = None  # [base, next, epoch, first_ts, max_ts]
+        self._gap_frames = 0
+        self._gap_filler: bytes | None = None  # the run's one frame, if it already was a filler
 
     def take(self, frame: memoryview, header: FrameHeader, outcome: Outcome) -> None:
         """Write the result of cleaning ``frame``."""
         if outcome == KEEP:
             self._emit(frame)
             return
-        self.changed = True
         if outcome == REMOVE:
             gap = self._gap
             if gap is not None and gap[2] == header.partition_leader_epoch and gap[1] == header.base_offset:
                 gap[1] = header.next_offset
                 gap[4] = max(gap[4], header.max_timestamp)
+                self._gap_frames += 1
             else:
                 self._flush_gap()
                 self._gap = [header.base_offset, header.next_offset, header.partition_leader_epoch,
                              header.first_timestamp, header.max_timestamp]
+                self._gap_frames = 1
+                filler = header.record_count == 0 and header.producer_id < 0 and not header.is_control
+                self._gap_filler = bytes(frame) if filler else None
             return
         assert isinstance(outcome, bytes)
+        self.changed = True
         self._emit(outcome)
 
     def _emit(self, data: bytes | memoryview) -> None:
@@ -175,6 +182,12 @@ class CleanedOutput:
         gap, self._gap = self._gap, None
         if gap is None:
             return
+        if self._gap_frames == 1 and self._gap_filler is not None:
+            self._write(self._gap_filler)  # an old filler alone in its run: as it was
+            self.bytes_written += len(self._gap_filler)
+            self.frames += 1
+            return
+        self.changed = True
         base, next_offset, epoch, first_ts, max_ts = gap
         while base < next_offset:  # a filler covers at most 2**31 offsets (int32 last_offset_delta)
             span = min(next_offset - base, _MAX_SPAN)

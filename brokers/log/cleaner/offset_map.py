@@ -44,6 +44,8 @@ class OffsetMap:
         self._pending_keys: list[pa.Array[Any]] = []
         self._pending_offsets: list[npt.NDArray[np.int64]] = []
         self._pending_end = start
+        self._pending_count = 0
+        self._pending_bytes = 0
         self._hits = 0
         self._verified_records = 0
 
@@ -56,8 +58,12 @@ class OffsetMap:
 
     @property
     def pending_records(self) -> int:
-        return sum(len(k) for k in self._pending_keys)
+        return self._pending_count
 
+    @property
+    def pending_bytes(self) -> int:
+        """Memory of the queued records (keys and offsets), for deciding when to fold."""
+        return self._pending_bytes
     # -- building ---------------------------------------------------------------------------
 
     def add(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64], *, end: int) -> None:
@@ -66,6 +72,8 @@ class OffsetMap:
         if len(keys):
             self._pending_keys.append(keys)
             self._pending_offsets.append(offsets)
+            self._pending_count += len(keys)
+            self._pending_bytes += int(keys.nbytes) + 8 * len(keys)
         self._pending_end = max(self._pending_end, end)
 
     def fold(self) -> bool:
@@ -80,6 +88,7 @@ class OffsetMap:
         merged_keys: pa.Array[Any] = table.column("k").combine_chunks()
         merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
         self._pending_keys, self._pending_offsets = [], []
+        self._pending_count = self._pending_bytes = 0
         if int(merged_keys.nbytes) + int(merged_offsets.nbytes) > self.budget_bytes:
             self._pending_end = self.end
             return False
