@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean
+.PHONY: install test demo proto bench bench-compaction compaction-soak check-java clean
 
 install: $(STAMP)
 
@@ -38,6 +38,14 @@ proto: install
 
 bench: install check-java
 	$(PY) -m bench.storage_bench
+
+# The compaction benchmark (bench/compaction_bench.py): broker cleaner and Spark job vs a raw rewrite.
+bench-compaction: install check-java
+	$(PY) -m bench.compaction_bench
+
+# A long run of the compaction property test (the suite runs a short slice of it).
+compaction-soak: install
+	SPARK_LOG_COMPACTION_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest -q tests/property/test_compaction_properties.py
 
 clean:
 	rm -rf $(VENV) .spark-log

@@ -7,10 +7,12 @@ and kills its own process with SIGKILL, as a power cut or ``kill -9`` at that mo
 The points, in the order a clean reaches them (``swap.py``, ``cleaner/``):
 
 - ``cleaned-written``: every cleaned segment written aside (``.cleaned``) and fsynced;
-- ``swap-renamed``: a group's ``.cleaned`` file renamed to ``.swap`` (the commit point);
-- ``old-deleted``: that group's old segment files deleted;
-- ``swap-completed``: the ``.swap`` renamed to the segment's ``.log``;
-- ``before-checkpoint``: every group swapped, the cleaner checkpoint not yet written.
+- ``swap-renamed``: the first ``.cleaned`` file renamed to ``.swap`` (with several groups
+  the clean is not committed yet: recovery rolls it back);
+- ``swaps-committed``: every ``.cleaned`` renamed to ``.swap`` (committed);
+- ``old-deleted``: the old segment files deleted;
+- ``swap-completed``: the first ``.swap`` renamed to its segment's ``.log``;
+- ``before-checkpoint``: every group swapped in, the cleaner checkpoint not yet written.
 
 The environment is read once per process (``POINT``); production never sets it.
 """
@@ -23,7 +25,7 @@ from .durable import fsync_fd
 
 __all__ = ["POINTS", "POINT", "reach"]
 
-POINTS = ("cleaned-written", "swap-renamed", "old-deleted", "swap-completed", "before-checkpoint")
+POINTS = ("cleaned-written", "swap-renamed", "swaps-committed", "old-deleted", "swap-completed", "before-checkpoint")
 POINT = os.environ.get("SPARK_LOG_CLEANER_CRASH_AT", "")
 _MARKER = os.environ.get("SPARK_LOG_CLEANER_CRASH_MARKER", "")
 

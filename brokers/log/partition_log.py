@@ -31,6 +31,7 @@ import fcntl
 import os
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
@@ -40,7 +41,7 @@ from . import append as _append
 from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
 from .snapshot import CleanedGroup, LogSnapshot, SegmentFile
-from .swap import cleaned_path, commit_swap
+from .swap import cleaned_path, commit_swaps
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
@@ -447,30 +448,36 @@ class PartitionLog:
             raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
         return LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes, self._generation)
 
-    def replace_segments(self, group: CleanedGroup) -> bool:
-        """Swap a prepared cleaned group in (``swap.py``: crash-safe renames) in place
-        of its old segments.  False, and the cleaned file deleted, when those segments are
-        no longer this log's closed segments as they were (retention, a reopen) or the log
-        was truncated since the snapshot.  ``StorageError`` if the disk fails mid-swap (recovery completes it)."""
+    def replace_segments(self, groups: Sequence[CleanedGroup]) -> bool:
+        """Swap every prepared cleaned group of a clean in, at once (``swap.py``: crash-safe
+        renames; a crash leaves all old segments or all new ones).  False, and the cleaned
+        files deleted, when any group's segments are no longer this log's closed segments
+        as they were (retention, a reopen) or the log was truncated since the snapshot.
+        ``StorageError`` if the disk fails mid-swap (reopening completes or drops it)."""
         self._check_open()
-        old = [s for s in self._segments if any(s is token for token in group.tokens)]
         active = self._segments.active
-        if (len(old) != len(group.tokens) or any(s is active for s in old) or group.generation != self._generation
-                or sum(s.size for s in old) != group.bytes_before):
-            cleaned_path(self.directory, group.base_offset).unlink(missing_ok=True)
-            return False
+        olds: list[list[Segment]] = []
+        for group in groups:
+            old = [s for s in self._segments if any(s is token for token in group.tokens)]
+            if (len(old) != len(group.tokens) or any(s is active for s in old) or group.generation != self._generation
+                    or sum(s.size for s in old) != group.bytes_before):
+                for stale in groups:
+                    cleaned_path(self.directory, stale.base_offset).unlink(missing_ok=True)
+                return False
+            olds.append(old)
         try:
-            commit_swap(self.directory, group.base_offset, group.old_bases)
-            replacement = Segment.open_trusted(self.directory, group.base_offset,
-                                               index_interval_bytes=self._config.index_interval_bytes,
-                                               now_ms=self._clock.monotonic_ms())
+            commit_swaps(self.directory, [(g.base_offset, g.old_bases) for g in groups])
+            replacements = [Segment.open_trusted(self.directory, g.base_offset,
+                                                 index_interval_bytes=self._config.index_interval_bytes,
+                                                 now_ms=self._clock.monotonic_ms()) for g in groups]
         except (OSError, CorruptRecordError) as exc:
-            raise StorageError(f"{self.directory}: swapping in the cleaned segment {group.base_offset} failed: "
-                               f"{exc}; reopening the log completes or drops it") from exc
-        self._segments.replace(old, replacement)
-        for segment in old:
-            segment.close()
-        replacement.write_indexes(fsync=False)
+            raise StorageError(f"{self.directory}: swapping in cleaned segments failed: {exc}; reopening the log "
+                               "completes or drops the clean") from exc
+        for old, replacement in zip(olds, replacements):
+            self._segments.replace(old, replacement)
+            for segment in old:
+                segment.close()
+            replacement.write_indexes(fsync=False)
         return True
 
     def offset_bytes(self, start: int, end: int) -> int:

@@ -1,34 +1,37 @@
-"""Swapping cleaned segments in, crash-safely (Kafka's cleaned/swap files).
+"""Swapping cleaned segments in, crash-safely (Kafka's cleaned/swap files), all groups
+of a clean at once.
 
-A clean writes each group's new segment aside and swaps it in by renames that recovery
-understands; a kill -9 at any moment leaves, for every group, either its old segments or
-its new one, never a mix and never a lost record.  Names (``base``: the group's first
-segment's base offset, 20 digits):
+A clean writes each group's new segment aside and swaps them in by renames that recovery
+understands; a kill -9 at any moment leaves either every old segment of the clean or every
+new one, never a mix and never a lost record.  Names (``base``: a group's first segment's
+base offset, 20 digits):
 
-    <base>.log.cleaned   a cleaned segment being written (not yet committed)
-    <base>.log.swap      a committed cleaned segment whose old segments may still exist
+    <base>.log.cleaned   a cleaned segment written aside (not committed)
+    <base>.log.swap      a cleaned segment renamed for the swap
 
-The protocol for one group (``commit_swap``; every fsync and rename through ``durable``):
+The protocol (``commit_swaps``; every fsync and rename through ``durable``):
 
-1. ``write_cleaned``: the frames go to ``<base>.log.cleaned``, which is fsynced.
+1. each group's frames go to ``<base>.log.cleaned``, fsynced.
    (crash point ``cleaned-written`` once every group is written)
-2. rename ``.cleaned`` -> ``.swap``, fsync the directory: **the commit point**.
-   (``swap-renamed``)
-3. delete the group's old segment files (``.log``, ``.index``, ``.timeindex``; the first
-   old segment's ``.log`` stays until step 4 replaces it), fsync the directory.
-   (``old-deleted``)
-4. rename ``.swap`` -> ``<base>.log`` (replacing the first old segment's data file at once),
-   fsync the directory.  Indexes are derived data: the log rebuilds them.
-   (``swap-completed``)
+2. rename every ``.cleaned`` -> ``.swap`` (``swap-renamed`` after the first), then fsync
+   the directory: once no ``.cleaned`` of the clean is left, **the clean is committed**
+   (``swaps-committed``).
+3. delete every group's old segment files (``.log``, ``.index``, ``.timeindex``; a group's
+   first ``.log`` stays until step 4 replaces it), fsync the directory.  (``old-deleted``)
+4. rename every ``.swap`` -> ``<base>.log`` (``swap-completed`` after the first; it
+   replaces the group's first old data file at once), fsync the directory.  Indexes are
+   derived data: the log rebuilds them.
 
 Recovery (``complete_swaps``, first thing when a log directory is opened, ``recovery.py``):
 
-- a ``.cleaned`` file never committed: deleted (the old segments are all there);
-- a ``.swap`` file committed: its offset range ``[base, end)`` is read from its frames (a
-  cleaned segment covers exactly its group's offsets: fillers stand for removed frames),
-  every other segment file with a base offset in that range is deleted, and the swap is
-  renamed to ``<base>.log``: the clean of that group completes.  A swap that cannot be
-  read (disk damage) is renamed likewise and left to the log's recovery to cut.
+- a ``.cleaned`` file left means the clean never committed (step 2 was cut short, and no
+  old segment was deleted yet): every ``.cleaned`` and ``.swap`` file is deleted, the old
+  segments are all there;
+- only ``.swap`` files: the clean committed; for each, its offset range ``[base, end)`` is
+  read from its frames (a cleaned segment covers exactly its group's offsets: fillers stand
+  for removed frames), every other segment file with a base offset in that range is
+  deleted, and the swap is renamed to ``<base>.log``: the clean completes.  A swap that
+  cannot be read (disk damage) is renamed likewise and left to the log's recovery to cut.
 
 Thread-safety: none; the caller holds the partition lock (recovery: before the log is shared).
 """
@@ -46,7 +49,7 @@ from . import crash_points as crash
 from .durable import fsync_dir, fsync_fd, replace
 from .scan import peek_headers
 
-__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "cleaned_path", "write_cleaned_open", "finish_cleaned", "commit_swap",
+__all__ = ["CLEANED_SUFFIX", "SWAP_SUFFIX", "cleaned_path", "write_cleaned_open", "finish_cleaned", "commit_swaps",
            "complete_swaps"]
 
 CLEANED_SUFFIX = ".log.cleaned"
@@ -83,25 +86,38 @@ def _delete_segment_files(directory: Path, base: int, *, keep_log: bool) -> None
         (directory / _name(base, suffix)).unlink(missing_ok=True)
 
 
-def commit_swap(directory: Path, base: int, old_bases: Sequence[int]) -> Path:
-    """Steps 2-4 of the module docstring for the group whose old segments start at
-    ``old_bases`` (``old_bases[0] == base``); returns the new ``<base>.log``.  Raises
-    ``OSError`` (``FileNotFoundError`` when the ``.cleaned`` file is gone: nothing was
-    changed then)."""
-    cleaned = cleaned_path(directory, base)
-    swap = directory / _name(base, SWAP_SUFFIX)
-    replace(cleaned, swap)
+def commit_swaps(directory: Path, groups: Sequence[tuple[int, Sequence[int]]]) -> list[Path]:
+    """Steps 2-4 of the module docstring for ``groups`` (``(base, old segment bases)``, each
+    ``old[0] == base``, their ``.cleaned`` files written and fsynced); returns the new
+    ``<base>.log`` files.  Raises ``OSError`` (``FileNotFoundError`` when a ``.cleaned`` file
+    is gone before the commit: the renamed ones are put back, nothing was changed then)."""
+    renamed: list[int] = []
+    try:
+        for base, _ in groups:
+            replace(cleaned_path(directory, base), directory / _name(base, SWAP_SUFFIX))
+            renamed.append(base)
+            if len(renamed) == 1:
+                crash.reach("swap-renamed")
+    except FileNotFoundError:
+        for base in renamed:
+            replace(directory / _name(base, SWAP_SUFFIX), cleaned_path(directory, base))
+        raise
     fsync_dir(directory)
-    crash.reach("swap-renamed")
-    for old in old_bases:
-        _delete_segment_files(directory, old, keep_log=old == base)
+    crash.reach("swaps-committed")
+    for base, old_bases in groups:
+        for old in old_bases:
+            _delete_segment_files(directory, old, keep_log=old == base)
     fsync_dir(directory)
     crash.reach("old-deleted")
-    target = directory / _name(base, ".log")
-    replace(swap, target)
+    targets = []
+    for base, _ in groups:
+        target = directory / _name(base, ".log")
+        replace(directory / _name(base, SWAP_SUFFIX), target)
+        targets.append(target)
+        if len(targets) == 1:
+            crash.reach("swap-completed")
     fsync_dir(directory)
-    crash.reach("swap-completed")
-    return target
+    return targets
 
 
 def _swap_end(path: Path) -> int | None:
@@ -120,18 +136,21 @@ def _swap_end(path: Path) -> int | None:
 
 
 def complete_swaps(directory: Path) -> list[str]:
-    """Recovery (module docstring): drop uncommitted cleans, complete committed ones.
+    """Recovery (module docstring): roll back an uncommitted clean, complete a committed one.
     Returns what it did, one line per file, for the recovery report."""
     done: list[str] = []
     names = sorted(p.name for p in directory.iterdir())
-    for name in names:
-        if name.endswith(CLEANED_SUFFIX):
+    cleaned = [name for name in names if name.endswith(CLEANED_SUFFIX)]
+    swaps = [name for name in names if _SWAP_FILE.match(name)]
+    if cleaned:
+        for name in cleaned + swaps:
             (directory / name).unlink(missing_ok=True)
-            done.append(f"{name}: an unfinished clean, dropped")
-    for name in names:
+            done.append(f"{name}: part of a clean that never committed, dropped")
+        fsync_dir(directory)
+        return done
+    for name in swaps:
         match = _SWAP_FILE.match(name)
-        if not match:
-            continue
+        assert match is not None
         base = int(match.group(1))
         swap = directory / name
         end = _swap_end(swap)

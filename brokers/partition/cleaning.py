@@ -9,8 +9,8 @@ A cleaner thread calls ``Partition.clean``, which runs one job:
   offset map of the dirty range (the map the leader built when it planned, or a Spark
   job's offered map, checked record by record, or a new one), the producers' last frames,
   and every changed group's cleaned segment written aside.  Under the lock again, one
-  group at a time: swap it in (``PartitionLog.replace_segments``); then the cleaner
-  checkpoint.  If a swap is refused (retention, truncation or a reopen changed the
+  swap every group in at once (``PartitionLog.replace_segments``); then the cleaner
+  checkpoint.  If the swap is refused (retention, truncation or a reopen changed the
   segments) the job stops and the plan is applied again later.
 - **plan** (the leader): nothing pending, the log is compacted and dirty enough (or a
   clean was asked for, or ``max.compaction.lag.ms`` passed).  Without the lock: build the

@@ -388,10 +388,6 @@ class Partition:
         if self._cleaning.state.pending(self._core.high_watermark(self._log.log_end_offset)) is not None:
             self._on_compaction_work()
 
-    def _hosted(self) -> bool:
-        """Not closed or deleted (a fresh read: another thread may have removed it)."""
-        return not self._core.removed
-
     def _check_compacted_leader(self) -> None:
         self._core.check_open()
         if not self._core.is_leader:
@@ -442,7 +438,7 @@ class Partition:
 
     def clean(self, spec: KeySpec, *, throttle: Throttler, budget_bytes: int, stop: Callable[[], bool]) -> str | None:
         """Run one compaction job of this replica (``cleaning.py``); returns what it did
-        (None: nothing to do).  The passes run without the lock; swaps take it per group."""
+        (None: nothing to do).  The passes run without the lock; the swap takes it once."""
         with self._cond:
             if self._core.removed:
                 return None
@@ -466,14 +462,9 @@ class Partition:
             self._on_append()
             return f"planned a clean below {plan.end_offset} ({job.reason}) at offset {at.offset}"
         prepared = run_apply(job, throttle=throttle, stop=stop)
-        for i, group in enumerate(prepared.groups):
-            with self._cond:
-                if self._core.removed or not self._log.replace_segments(group):
-                    prepared.groups = prepared.groups[i:]
-                    abandon(self.directory, prepared)
-                    return None
         with self._cond:
-            if not self._hosted():
+            if self._core.removed or (prepared.groups and not self._log.replace_segments(prepared.groups)):
+                abandon(self.directory, prepared)
                 return None
             self._cleaning.on_applied(job, prepared)
         stats = prepared.stats
