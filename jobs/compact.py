@@ -203,7 +203,8 @@ def _print(report: CompactionReport) -> None:
           f"{report.records_before} records, {shrink}, in {report.seconds:.1f} s", flush=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """The command line; ``spark``: run on this session (left running) instead of a new local one."""
     parser = argparse.ArgumentParser(prog="python -m jobs.compact", description=__doc__.split("\n\n")[0])
     parser.add_argument("--topic", required=True)
     parser.add_argument("--bootstrap", default=None, help="default: $SPARK_LOG_BOOTSTRAP or the local cluster")
@@ -219,15 +220,17 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
     from connectors.session import local_session
 
-    spark = local_session(args.bootstrap, app_name=f"compact-{args.topic}", master=args.master)
+    session = spark if spark is not None else local_session(args.bootstrap, app_name=f"compact-{args.topic}",
+                                                             master=args.master)
     try:
-        report = compact_topic(spark, args.topic, bootstrap=args.bootstrap, dry_run=args.dry_run,
+        report = compact_topic(session, args.topic, bootstrap=args.bootstrap, dry_run=args.dry_run,
                                timeout_s=args.timeout_s)
     except SparkLogError as exc:
         print(f"compact: {exc}", file=sys.stderr, flush=True)
         return 1
     finally:
-        spark.stop()
+        if spark is None:
+            session.stop()
     _print(report)
     if args.json:
         print(json.dumps({**asdict(report), "records_before": report.records_before,
