@@ -6,6 +6,7 @@ the ``spark-log`` source reads the compacted topics across their gaps with
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
@@ -17,6 +18,8 @@ from spark_log import Producer
 from tests.support.compaction import Record, expected
 
 pytestmark = pytest.mark.spark
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "jobs" / "notebooks" / "spark_log_compaction.py"
 
 PARTITIONS = 2
 COMPACTED = {"cleanup.policy": "compact", "segment.bytes": "4096", "delete.retention.ms": "0",
@@ -124,3 +127,15 @@ def test_typed_tombstones_from_the_sink_option_delete_keys(spark: Any, log_clust
     wanted = spark.createDataFrame([(f"u{u}", max(i for i in range(96) if i % 8 == u)) for u in range(2, 8)],
                                    "user string, score long")
     assert_df_equality(got, wanted, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_compaction_notebook_runs_on_a_given_session(spark: Any, log_cluster: Any, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """Databricks source format; run as Databricks would (``spark`` given, the bootstrap in the environment)."""
+    text = NOTEBOOK.read_text()
+    assert text.splitlines()[0] == "# Databricks notebook source"
+    cells = text.split("\n# COMMAND ----------\n")
+    assert len(cells) >= 8 and sum(1 for c in cells if c.strip().startswith("# MAGIC %md")) >= 4
+    monkeypatch.setenv("SPARK_LOG_BOOTSTRAP", log_cluster.bootstrap)
+    exec(compile(text, str(NOTEBOOK), "exec"), {"spark": spark, "__name__": "notebook"})  # noqa: S102
+    assert "COMPACTION NOTEBOOK OK" in capsys.readouterr().out
