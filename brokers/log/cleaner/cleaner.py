@@ -44,12 +44,12 @@ from ..snapshot import CleanedGroup, LogSnapshot, SegmentFile
 from .filter import CleanedOutput, CleanStats, FrameCleaner
 from .offset_map import OffsetMap
 from .plan import CompactionPlan
-from .records import KeySpec, frame_records
+from .records import KeySpec, frame_keys
 from .throttle import Throttler
 
 __all__ = ["Prepared", "CleanAborted", "producer_frames", "build_map", "prepare", "discard"]
 
-_FOLD_RECORDS = 1 << 18
+_FOLD_RECORDS = 1 << 20  # records queued before a fold (fewer folds when the budget allows)
 _NO_KEYS = pa.array([], pa.binary())
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
 _WRITE_BUFFER = 4 << 20
@@ -104,10 +104,11 @@ def build_map(snapshot: LogSnapshot, *, start: int, end: int, spec: KeySpec, bud
         if header.is_control or not header.record_count:
             offsets.add(_NO_KEYS, _NO_OFFSETS, end=next_offset)
             continue
-        records = frame_records(view, header, spec)
-        inside = records.keyed & (records.offsets >= start)
-        keys = records.keys.filter(inside) if not inside.all() else records.keys
-        offsets.add(keys, records.offsets[inside], end=next_offset)
+        keys, numbers = frame_keys(view, header, spec)
+        inside = numbers >= start
+        if not inside.all():
+            keys, numbers = keys.filter(pa.array(inside)), numbers[inside]
+        offsets.add(keys, numbers, end=next_offset)
         if offsets.pending_bytes * 4 >= budget_bytes or offsets.pending_records >= _FOLD_RECORDS:
             if not offsets.fold():
                 return offsets

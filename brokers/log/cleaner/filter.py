@@ -27,9 +27,11 @@ Thread-safety: none; one cleaner thread.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
 
 from spark_log.frame import ATTR_CODEC_MASK, Codec, FrameHeader, encode_v2, ipc_message
 
@@ -95,12 +97,11 @@ class FrameCleaner:
             return REMOVE
         records = frame_records(frame, header, self.spec)
         offsets = records.offsets
-        latest = self.offset_map.latest(records.keys)
-        if self.checking:
-            self.offset_map.check(latest, offsets, records.keyed)
         in_range = offsets < end
-        superseded = records.keyed & in_range & (latest > offsets)
-        expired = records.tombstones & in_range & ~superseded & (records.timestamps < self.plan.tombstone_horizon_ms)
+        superseded = self._superseded(records.keys, offsets, records.keyed) & in_range
+        expired = records.tombstones & in_range & ~superseded
+        if expired.any():
+            expired &= records.timestamps() < self.plan.tombstone_horizon_ms
         keep = ~(superseded | expired)
         kept = int(np.count_nonzero(keep))
         self.stats.records_read += len(offsets)
@@ -115,7 +116,7 @@ class FrameCleaner:
             return REMOVE
         rows = np.flatnonzero(keep)
         batch = records.batch.take(rows)
-        times = records.timestamps[rows]
+        times = records.timestamps()[rows]
         self.stats.frames_rewritten += 1
         return encode_v2(
             base_offset=header.base_offset, last_offset_delta=header.span - 1, deltas=offsets[rows] - header.base_offset,
@@ -123,6 +124,26 @@ class FrameCleaner:
             partition_leader_epoch=header.partition_leader_epoch, attributes=header.attributes,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
             first_timestamp=int(times[0]), max_timestamp=int(times.max()), schema_id=header.schema_id)
+
+
+    def _superseded(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64],
+                    keyed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+        """Keyed records a later record of their key (in the map's range) replaces.  Inside
+        the map's range a broker-built map answers by offset alone; below it (and for an
+        offered map, which is checked) the keys are looked up."""
+        offset_map = self.offset_map
+        if self.checking:
+            latest = offset_map.latest(keys)
+            offset_map.check(latest, offsets, keyed)
+            return keyed & (latest > offsets)
+        inside = (offsets >= offset_map.start) & (offsets < offset_map.end)
+        superseded = inside & keyed & ~offset_map.is_latest(offsets)
+        below = keyed & ~inside
+        if below.any():
+            rows = np.flatnonzero(below)
+            latest = offset_map.latest(keys.take(rows))
+            superseded[rows] = latest > offsets[rows]
+        return superseded
 
 
 def _emptied(header: FrameHeader) -> bytes:

@@ -8,7 +8,10 @@ it has there.  It is built from chunks of (keys, offsets) in offset order (``add
 returns False, so the builder stops at the last frame boundary that fitted.  Memory is
 counted as the Arrow buffers of the keys and offsets (``nbytes``).
 
-``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent).
+``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent): the
+keys' 64-bit hashes (``key_hash.hash64``) are searched in the map's sorted hashes, and every
+hit is confirmed by comparing the keys themselves (a collision takes a slower exact path,
+never a wrong answer).  The sorted hashes cost 16 bytes per key, counted in ``nbytes``.
 An offered map (``from_arrow``: a Spark job's ``(key, offset)`` table) is checked while it
 is used (``check``): every keyed record of ``[start, end)`` must find its key with an
 offset at or above its own, and every entry must be hit by exactly one record (its
@@ -27,9 +30,12 @@ import pyarrow.compute as pc
 
 from spark_log.errors import InvalidOffsetMapError
 
+from .key_hash import hash64
+
 __all__ = ["OffsetMap"]
 
 _EMPTY_KEYS = pa.array([], pa.binary())
+_LOOKUP_BYTES = 16  # a sorted hash and its position per key
 
 
 class OffsetMap:
@@ -48,13 +54,16 @@ class OffsetMap:
         self._pending_bytes = 0
         self._hits = 0
         self._verified_records = 0
+        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted, built on first lookup
+        self._sorted_offsets: npt.NDArray[np.int64] | None = None
+        self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self._keys)
 
     @property
     def nbytes(self) -> int:
-        return int(self._keys.nbytes) + int(self._offsets.nbytes)
+        return int(self._keys.nbytes) + int(self._offsets.nbytes) + _LOOKUP_BYTES * len(self._keys)
 
     @property
     def pending_records(self) -> int:
@@ -89,10 +98,10 @@ class OffsetMap:
         merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
         self._pending_keys, self._pending_offsets = [], []
         self._pending_count = self._pending_bytes = 0
-        if int(merged_keys.nbytes) + int(merged_offsets.nbytes) > self.budget_bytes:
+        if int(merged_keys.nbytes) + int(merged_offsets.nbytes) + _LOOKUP_BYTES * len(merged_keys) > self.budget_bytes:
             self._pending_end = self.end
             return False
-        self._keys, self._offsets = merged_keys, merged_offsets
+        self._keys, self._offsets, self._hashes, self._sorted_offsets = merged_keys, merged_offsets, None, None
         self.end = self._pending_end
         return True
 
@@ -117,6 +126,7 @@ class OffsetMap:
             raise InvalidOffsetMapError("an offset map holds a key twice")
         built = cls(start=start, budget_bytes=2**62)
         built._keys, built._offsets, built.end = keys, offsets, end
+        built._hashes = built._sorted_offsets = None
         return built
 
     def to_arrow(self) -> pa.Table:
@@ -126,14 +136,48 @@ class OffsetMap:
 
     def latest(self, keys: pa.Array[Any]) -> npt.NDArray[np.int64]:
         """The map's offset for every key (-1: not in the map, or a null key)."""
-        if not len(self._keys) or not len(keys):
-            return np.full(len(keys), -1, dtype=np.int64)
-        index = pc.index_in(keys, value_set=self._keys)
-        positions = np.asarray(index.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        found = positions >= 0
-        out = np.full(len(keys), -1, dtype=np.int64)
-        out[found] = self._offsets[positions[found]]
+        n, m = len(keys), len(self._keys)
+        out = np.full(n, -1, dtype=np.int64)
+        if not m or not n:
+            return out
+        if self._hashes is None:
+            hashes = hash64(self._keys)
+            self._order = np.argsort(hashes, kind="stable").astype(np.int64)
+            self._hashes = hashes[self._order]
+        sorted_hashes = self._hashes
+        wanted = hash64(keys)
+        at = np.minimum(np.searchsorted(sorted_hashes, wanted), m - 1)
+        hit = sorted_hashes[at] == wanted
+        if keys.null_count:
+            hit &= np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        rows = np.flatnonzero(hit)
+        if not len(rows):
+            return out
+        candidates = self._order[at[rows]]
+        same = pc.equal(keys.take(rows).cast(pa.binary()), self._keys.take(candidates))
+        equal = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+        out[rows[equal]] = self._offsets[candidates[equal]]
+        for row in rows[~equal]:  # another key with the same hash came first: look at the others (rare)
+            position, key = int(at[row]) + 1, keys[int(row)].as_py()
+            while position < m and sorted_hashes[position] == wanted[row]:
+                index = int(self._order[position])
+                if self._keys[index].as_py() == key:
+                    out[row] = self._offsets[index]
+                    break
+                position += 1
         return out
+
+    def is_latest(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each offset (of a keyed record inside ``[start, end)``) is its key's latest:
+        a membership test on the map's offsets, no key lookup (the map holds exactly the
+        latest offset of every key of its range)."""
+        if self._sorted_offsets is None:
+            self._sorted_offsets = np.sort(self._offsets)
+        found = self._sorted_offsets
+        if not len(found):
+            return np.zeros(len(offsets), dtype=bool)
+        at = np.minimum(np.searchsorted(found, offsets), len(found) - 1)
+        return np.asarray(found[at] == offsets, dtype=bool)
 
     def check(self, latest: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], keyed: npt.NDArray[np.bool_]) -> None:
         """Account the records of one frame against an offered map (module docstring):
