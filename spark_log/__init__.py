@@ -1,7 +1,19 @@
 """spark-log: a Spark-native streaming log.
 
 The public surface is small and explicit; everything else lives in private modules.
+
+Importing ``spark_log`` turns gRPC's fork support off (``GRPC_ENABLE_FORK_SUPPORT=false``,
+unless the environment already sets it) before gRPC loads.  With it on, gRPC 1.81+ runs
+its post-fork handler in every forked child, whose poller then dies on the epoll fd that
+``subprocess.Popen(close_fds=True)`` closed before ``exec`` (grpc/grpc#43055): the child
+exits before it runs the program.  spark-log processes fork only to ``exec`` (Spark's JVM
+gateway, broker processes), so nothing needs gRPC in a forked child.  Import spark_log
+before grpc for this to take effect.
 """
+import os as _os
+
+_os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
 from . import errors as errors
 from . import partitioner as partitioner
 from ._admin import Admin as Admin
