@@ -481,48 +481,20 @@ class PartitionLog:
         return True
 
     def offset_bytes(self, start: int, end: int) -> int:
-        """Stored bytes of the frames holding offsets in ``[start, end)`` (frame granularity)."""
+        """Stored bytes of the frames holding offsets in ``[start, end)`` (``Segments.offset_bytes``)."""
         self._check_open(start=start, end=end)
-        if end <= start:
-            return 0
-        total = 0
-        for segment in self._segments:
-            if segment.next_offset <= start or segment.base_offset >= end:
-                continue
-            first = segment.locate(max(start, segment.base_offset))
-            low = first.position if first is not None else segment.size
-            after = segment.locate(end) if end < segment.next_offset else None
-            high = after.position if after is not None else segment.size
-            total += max(0, high - low)
-        return total
+        return self._segments.offset_bytes(start, end)
 
     def first_frame_newer_than(self, start: int, end: int, timestamp_ms: int) -> int | None:
-        """The base offset of the first frame in ``[start, end)`` whose max timestamp is above
-        ``timestamp_ms`` (``min.compaction.lag.ms``: records too young to compact); headers only."""
+        """The first frame in ``[start, end)`` whose max timestamp is above ``timestamp_ms``
+        (``min.compaction.lag.ms``; ``Segments.first_frame_newer_than``)."""
         self._check_open(start=start, end=end, timestamp_ms=timestamp_ms)
-        for segment in self._segments:
-            if segment.next_offset <= start or segment.base_offset >= end:
-                continue
-            if segment.max_timestamp <= timestamp_ms:
-                continue
-            first = segment.locate(max(start, segment.base_offset))
-            for header in segment.headers_from(first.position if first is not None else segment.size):
-                if header.base_offset >= end:
-                    return None
-                if header.max_timestamp > timestamp_ms:
-                    return max(header.base_offset, start)
-        return None
+        return self._segments.first_frame_newer_than(start, end, timestamp_ms)
 
     def first_timestamp_at(self, offset: int) -> int | None:
         """The max timestamp of the frame holding ``offset`` (None: past the end)."""
         self._check_open(offset=offset)
-        segment = self._segments.floor(offset)
-        while segment is not None and offset >= segment.next_offset:
-            segment = self._segments.higher(segment)
-        if segment is None:
-            return None
-        found = segment.locate(offset)
-        return None if found is None else found.max_timestamp
+        return self._segments.max_timestamp_at(offset)
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -75,3 +75,40 @@ class Segments:
 
     def total_bytes(self) -> int:
         return sum(s.size for s in self._segments)
+
+    # -- compaction's questions (frame granularity, headers only) -------------------------
+
+    def offset_bytes(self, start: int, end: int) -> int:
+        """Stored bytes of the frames holding offsets in ``[start, end)``."""
+        total = 0
+        for segment in self._segments if end > start else ():
+            if segment.next_offset <= start or segment.base_offset >= end:
+                continue
+            first = segment.locate(max(start, segment.base_offset))
+            low = first.position if first is not None else segment.size
+            after = segment.locate(end) if end < segment.next_offset else None
+            high = after.position if after is not None else segment.size
+            total += max(0, high - low)
+        return total
+
+    def first_frame_newer_than(self, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The base offset (raised to ``start``) of the first frame in ``[start, end)`` whose
+        max timestamp is above ``timestamp_ms``; None if none is."""
+        for segment in self._segments:
+            if segment.next_offset <= start or segment.base_offset >= end or segment.max_timestamp <= timestamp_ms:
+                continue
+            first = segment.locate(max(start, segment.base_offset))
+            for header in segment.headers_from(first.position if first is not None else segment.size):
+                if header.base_offset >= end:
+                    return None
+                if header.max_timestamp > timestamp_ms:
+                    return max(header.base_offset, start)
+        return None
+
+    def max_timestamp_at(self, offset: int) -> int | None:
+        """The max timestamp of the frame holding ``offset`` (None: past the end)."""
+        segment = self.floor(offset)
+        while segment is not None and offset >= segment.next_offset:
+            segment = self.higher(segment)
+        found = segment.locate(offset) if segment is not None else None
+        return None if found is None else found.max_timestamp
