@@ -184,11 +184,13 @@ def spark_run(root: Path, mib: int, repeats: int) -> list[tuple[Side, Side]]:
                 for topic in topics.values():
                     admin.create_topic(topic, config={"cleanup.policy": "compact", "segment.bytes": 16 * MiB,
                                                       "min.cleanable.dirty.ratio": 1.0})
-                    with Producer(bootstrap, batch_size=FRAME_RECORDS * (RECORD_BYTES + 30), linger_ms=50) as producer:
-                        for batch in batches:
-                            producer.send_batch(topic, batch, partition=0)
-                        producer.flush()
-                        producer.send_batch(topic, batches[0], partition=0)[0].result()  # closes the segments
+                    with Producer(bootstrap, batch_size=FRAME_RECORDS * (RECORD_BYTES + 30), linger_ms=50,
+                                  delivery_timeout_ms=600_000) as producer:
+                        futures = [f for batch in batches for f in producer.send_batch(topic, batch, partition=0)]
+                        for future in futures:
+                            future.result(timeout=300)
+                        for future in producer.send_batch(topic, batches[0], partition=0):  # closes the segments
+                            future.result(timeout=300)
                 for kind, topic in topics.items():
                     directory = cluster.node_dir(1) / f"{topic}-0"
                     closed = sorted(directory.glob("*.log"))[:-1]

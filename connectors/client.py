@@ -9,7 +9,8 @@
 
 ``read_range`` contract: for ``[start, end)`` of one partition it yields batches (data
 columns plus ``topic``, ``partition``, ``offset``, ``timestamp``) holding exactly the
-records with ``start <= offset < end`` that pass ``row_filter``, in offset order; it stops
+records with ``start <= offset < end`` that pass ``row_filter``, in offset order (a
+compacted partition holds fewer: its gaps are crossed, never reported as loss); it stops
 once the consumer's position reaches ``end``.  Records below the log start offset are
 data loss: ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (default), else skipped.  A
 fetch that makes no progress for ``pollTimeoutMs`` raises ``RequestTimeoutError``.

@@ -197,6 +197,16 @@ def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalClus
     # u0's latest is a tombstone older than delete.retention.ms=0: gone; everyone else's latest stays
     assert sorted((r["user"], r["score"]) for r in rows) == [("late", 0), ("u1", 55), ("u2", 56), ("u3", 57),
                                                              ("u4", 58), ("u5", 59)]
+    with Consumer(cluster.bootstrap, auto_offset_reset="earliest", columns=["score"],
+                  row_filter=[("score", ">=", 56)]) as projected:  # the brokers' pushdown over compacted frames
+        projected.assign([(topic, 0)])
+        projected.seek(topic, 0, 0, end=60)
+        found: list[tuple[int, int]] = []
+        wait_until(lambda: found.extend((r.offset, r.value["score"]) for r in projected.poll(0.2))
+                   or projected.position(topic, 0) >= 60, timeout=60, message="projected read did not finish")
+    assert found == [(56, 56), (57, 57), (58, 58), (59, 59)]
+    with Admin(cluster.bootstrap) as admin:  # by timestamp: the first record still there, past the removed ones
+        assert admin.list_offsets(topic, 0)[0] == 55
 
 
 def test_policies_change_on_a_live_topic_and_compacted_topics_refuse_keyless_records(cluster: LocalCluster) -> None:
