@@ -120,3 +120,43 @@ def test_kill_at_each_point_of_a_clean_leaves_old_or_new_segments_never_a_mix(tm
 
 if __name__ == "__main__":
     writer(sys.argv[1])
+
+
+@pytest.mark.slow  # a broker start and a restart: about 15 s
+def test_a_broker_killed_at_the_commit_point_completes_the_clean_when_it_restarts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same at the level of a whole broker process: it dies as its cleaner commits a
+    clean (``swaps-committed``); restarted, it serves the cleaned records and finishes."""
+    from spark_log import Admin, Consumer, Producer
+    from tests.support.cluster import local_cluster
+    from tests.support.wait import wait_until
+
+    marker = tmp_path / "reached"
+    monkeypatch.setenv("SPARK_LOG_CLEANER_CRASH_AT", "swaps-committed")
+    monkeypatch.setenv("SPARK_LOG_CLEANER_CRASH_MARKER", str(marker))
+    with local_cluster(tmp_path / "cluster", brokers=1, extra_config={"log_cleaner_backoff_ms": 200}) as cluster:
+        sent: list[Record] = []
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topic("kv", config={"cleanup.policy": "compact", "segment.bytes": 4096,
+                                             "min.cleanable.dirty.ratio": 1.0})
+            with Producer(cluster.bootstrap) as producer:
+                for i in range(601):
+                    key, value = f"k{i % 30}".encode(), f"v{i}".encode()
+                    _, offset = producer.send("kv", value, key=key).result(timeout=60)
+                    sent.append(Record(offset, key, value, 0))
+            admin.compact("kv")
+        proc = cluster.procs[cluster.nodes[0].node_id]
+        wait_until(lambda: proc.poll() is not None, timeout=60, message="the broker did not die at the crash point")
+        assert proc.returncode == -signal.SIGKILL and marker.read_text().split() == ["swaps-committed"]
+        monkeypatch.delenv("SPARK_LOG_CLEANER_CRASH_AT")
+        cluster.up(timeout_s=90)
+        with Admin(cluster.bootstrap) as admin:
+            state = admin.wait_for_compaction("kv", timeout_s=90)[0][0]
+        assert state.plan is not None and state.applied_plan_offset == state.plan.offset
+        with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([("kv", 0)])
+            consumer.seek("kv", 0, 0, end=601)
+            got: list[Record] = []
+            wait_until(lambda: got.extend(Record(r.offset, r.key, r.value, 0) for r in consumer.poll(0.2))
+                       or consumer.position("kv", 0) >= 601, timeout=60, message="the restarted broker did not serve")
+        assert got == expected(sent, end=state.plan.end_offset, tombstone_horizon_ms=state.plan.tombstone_horizon_ms)

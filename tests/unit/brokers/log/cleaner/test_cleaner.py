@@ -122,3 +122,20 @@ def test_a_swap_is_refused_when_the_log_moved_on(written: tuple[PartitionLog, li
     assert prepared.groups and not log.replace_segments(prepared.groups)
     assert log_records(log) == [r for r in records if r.offset < log.log_end_offset]
     assert not list(log.directory.glob("*.cleaned"))
+
+
+def test_compacted_logs_roll_by_max_compaction_lag_and_retention_needs_delete(tmp_path: Path) -> None:
+    clock = ManualClock(monotonic_ms=0, wall_ms=10**13)
+    compact = TopicConfig(segment_ms=3_600_000, max_compaction_lag_ms=1_000, cleanup_policy="compact", retention_ms=1)
+    with PartitionLog(tmp_path / "c", compact, clock=clock) as log:
+        log.append_as_leader(keyed_frame([b"a"], [b"1"], timestamp=1), leader_epoch=1)
+        clock.advance(1_001)
+        log.maybe_roll()
+        assert len(log.segment_base_offsets) == 2  # closed in time for the cleaner
+        assert log.apply_retention() == 0  # compact only: the old record is a key's latest, kept
+    both = TopicConfig(segment_ms=1_000, cleanup_policy="compact,delete", retention_ms=1)
+    with PartitionLog(tmp_path / "d", both, clock=clock) as log:
+        log.append_as_leader(keyed_frame([b"a"], [b"1"], timestamp=1), leader_epoch=1)
+        clock.advance(1_001)
+        log.maybe_roll()
+        assert log.apply_retention() == 1 and log.log_start_offset == 1
