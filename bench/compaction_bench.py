@@ -186,11 +186,9 @@ def spark_run(root: Path, mib: int, repeats: int) -> list[tuple[Side, Side]]:
                                                       "min.cleanable.dirty.ratio": 1.0})
                     with Producer(bootstrap, batch_size=FRAME_RECORDS * (RECORD_BYTES + 30), linger_ms=50,
                                   delivery_timeout_ms=600_000) as producer:
-                        futures = [f for batch in batches for f in producer.send_batch(topic, batch, partition=0)]
-                        for future in futures:
-                            future.result(timeout=300)
-                        for future in producer.send_batch(topic, batches[0], partition=0):  # closes the segments
-                            future.result(timeout=300)
+                        for batch in [*batches, batches[0]]:  # the last one closes the segments written before
+                            for future in producer.send_batch(topic, batch, partition=0):
+                                future.result(timeout=300)
                 for kind, topic in topics.items():
                     directory = cluster.node_dir(1) / f"{topic}-0"
                     closed = sorted(directory.glob("*.log"))[:-1]

@@ -6,6 +6,8 @@ Directory layout (one directory per partition replica):
     recovery-point-offset-checkpoint                  everything below it was fsynced
     log-start-offset-checkpoint                       first offset still readable
     leader-epoch-checkpoint                           EpochCache
+    cleaner-offset-checkpoint                         compaction: the last plan applied (cleaner/checkpoint.py)
+    <base>.log.cleaned / <base>.log.swap              compaction: a clean's swap in progress (swap.py)
     .lock                                             flock: one PartitionLog per directory
 
 Frames tile the offsets: frame ``i`` of the log starts where frame ``i - 1``'s offset range
