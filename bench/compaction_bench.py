@@ -74,6 +74,7 @@ def history(mib: int, seed: int = 12) -> list[pa.RecordBatch]:
     order = [i % keys for i in range(records)]
     rng.shuffle(order)
     noise = os.urandom(records * 90)
+    now_ms = int(time.time() * 1000)  # recent: brokers expire producers whose records are a week old
     batches = []
     for start in range(0, records, FRAME_RECORDS):
         chunk = order[start: start + FRAME_RECORDS]
@@ -81,7 +82,7 @@ def history(mib: int, seed: int = 12) -> list[pa.RecordBatch]:
         batches.append(pa.record_batch([
             pa.array([f"key-{k:012d}".encode() for k in chunk], pa.binary()), pa.array(values, pa.binary()),
             pa.nulls(len(chunk), BYTES_SCHEMA.field("headers").type),
-            pa.array([1_700_000_000_000 + start] * len(chunk), pa.int64()).cast(pa.timestamp("ms"))], schema=BYTES_SCHEMA))
+            pa.array([now_ms + start] * len(chunk), pa.int64()).cast(pa.timestamp("ms"))], schema=BYTES_SCHEMA))
     return batches
 
 

@@ -1,10 +1,11 @@
 """A 64-bit hash of every value of a binary array, vectorised with numpy (no per-row Python).
 
-The offset map looks keys up by this hash (a sorted array and ``numpy.searchsorted``,
-built once per map instead of a hash table rebuilt for every frame) and then compares the
-keys themselves, so a collision never merges two keys; it only costs a slower path.
+The offset map deduplicates keys by two of these hashes (128 bits, as Kafka's offset map
+by a key's MD5) and looks keys up by the first (a sorted array and ``numpy.searchsorted``,
+built as the map is, instead of a hash table rebuilt for every frame), comparing the keys
+themselves on every hit.
 
-The hash (not a contract: only the cleaner's memory uses it): ``h = seed ^ length``; for
+The hash (not a contract: only the cleaner's memory uses it): ``h = seed' ^ length``; for
 every 8-byte little-endian block ``b`` (the last one zero-padded) ``h = mix(h ^ mix(b +
 block index))``; then ``mix(h)``, where ``mix`` is splitmix64's finaliser.  The cost is
 (rows x longest key / 8) numpy element operations.  Nulls hash as the empty value.
@@ -51,8 +52,9 @@ def _blocks(data: npt.NDArray[np.uint8], starts: npt.NDArray[np.int64],
     return matrix.view("<u8")
 
 
-def hash64(keys: pa.Array[Any]) -> npt.NDArray[np.uint64]:
-    """The hash of every value of a binary (or large binary) array."""
+def hash64(keys: pa.Array[Any], seed: int = 0) -> npt.NDArray[np.uint64]:
+    """The hash of every value of a binary (or large binary) array; ``seed`` picks one of a
+    family of independent hashes (two seeds: a 128-bit hash)."""
     array = keys.fill_null(b"") if keys.null_count else keys
     if not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):
         array = array.cast(pa.binary())
@@ -69,7 +71,8 @@ def hash64(keys: pa.Array[Any]) -> npt.NDArray[np.uint64]:
     starts: npt.NDArray[np.int64] = offsets[:-1]
     lengths: npt.NDArray[np.int64] = offsets[1:] - starts
     blocks = _blocks(data, starts, lengths)
-    h = _SEED ^ lengths.astype(np.uint64)
+    start = np.uint64((int(_SEED) + seed * int(_M1)) & 0xFFFFFFFFFFFFFFFF)
+    h = start ^ lengths.astype(np.uint64)
     with np.errstate(over="ignore"):
         for j in range(blocks.shape[1]):
             mixed = _mix(h ^ _mix(blocks[:, j] + np.uint64(j)))

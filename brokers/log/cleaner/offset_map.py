@@ -1,17 +1,23 @@
 """``OffsetMap``: key -> latest offset over a dirty range, bounded in memory (Kafka's
-SkimpyOffsetMap, with exact keys instead of hashes).
+SkimpyOffsetMap: keys by hash, plus the keys themselves for exact lookups).
 
 The map covers the records of ``[start, end)``: for each compaction key the highest offset
-it has there.  It is built from chunks of (keys, offsets) in offset order (``add``, then
-``fold``, which merges them with Arrow's hash aggregation) and refuses to grow past
-``budget_bytes`` (the dedupe buffer): a ``fold`` that would pass it changes nothing and
-returns False, so the builder stops at the last frame boundary that fitted.  Memory is
-counted as the Arrow buffers of the keys and offsets (``nbytes``).
+it has there.  It is built from chunks of (keys, offsets) added **in offset order**
+(``add``, then ``fold``).  A fold deduplicates by a 128-bit key hash (two
+``key_hash.hash64`` seeds; numpy sorting, no per-row Python): the last record of each hash
+wins, which is the latest because records arrive in offset order.  Two different keys
+sharing the first 64 bits is detected (the second 64 bits differ) and the fold then groups
+by the keys themselves (Arrow's hash aggregation); sharing all 128 bits is as unlikely as
+an MD5 collision, the risk Kafka's cleaner takes.  A fold that would pass
+``budget_bytes`` (the dedupe buffer) changes nothing and returns False, so the builder
+stops at the last frame boundary that fitted.  Memory: the keys, offsets and two hashes
+(``nbytes``).
 
 ``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent): the
-keys' 64-bit hashes (``key_hash.hash64``) are searched in the map's sorted hashes, and every
-hit is confirmed by comparing the keys themselves (a collision takes a slower exact path,
-never a wrong answer).  The sorted hashes cost 16 bytes per key, counted in ``nbytes``.
+keys' first hashes are searched in the map's sorted ones, and every hit is confirmed by
+comparing the keys themselves (an equal first hash of another key takes a slower exact
+path, never a wrong answer).  ``is_latest(offsets)`` answers for records of the map's own
+range by offset alone.
 An offered map (``from_arrow``: a Spark job's ``(key, offset)`` table) is checked while it
 is used (``check``): every keyed record of ``[start, end)`` must find its key with an
 offset at or above its own, and every entry must be hit by exactly one record (its
@@ -35,7 +41,7 @@ from .key_hash import hash64
 __all__ = ["OffsetMap"]
 
 _EMPTY_KEYS = pa.array([], pa.binary())
-_LOOKUP_BYTES = 16  # a sorted hash and its position per key
+_LOOKUP_BYTES = 16  # two 64-bit hashes per key
 
 
 class OffsetMap:
@@ -54,7 +60,8 @@ class OffsetMap:
         self._pending_bytes = 0
         self._hits = 0
         self._verified_records = 0
-        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted, built on first lookup
+        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted first hashes (built by a fold or a lookup)
+        self._second: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)  # second hashes, in key order
         self._sorted_offsets: npt.NDArray[np.int64] | None = None
         self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -86,24 +93,64 @@ class OffsetMap:
         self._pending_end = max(self._pending_end, end)
 
     def fold(self) -> bool:
-        """Merge the queued records into the map.  False (and nothing changes, the queue
-        is dropped) if the result would pass ``budget_bytes``."""
+        """Merge the queued records into the map (module docstring).  False (and nothing
+        changes, the queue is dropped) if the result would pass ``budget_bytes``."""
         if not self._pending_keys:
             self.end = self._pending_end
             return True
-        keys = pa.concat_arrays([self._keys, *self._pending_keys])
+        pending = pa.concat_arrays(self._pending_keys) if len(self._pending_keys) > 1 else self._pending_keys[0]
+        keys = pa.concat_arrays([self._keys, pending.cast(pa.binary())])
         offsets = np.concatenate([self._offsets, *self._pending_offsets])
+        first = np.concatenate([self._first_hashes(), hash64(pending)])
+        second = np.concatenate([self._second, hash64(pending, seed=1)])
+        self._pending_keys, self._pending_offsets = [], []
+        self._pending_count = self._pending_bytes = 0
+        order = np.argsort(first, kind="stable")  # equal hashes keep their (offset) order
+        ordered = first[order]
+        starts = np.empty(len(order), dtype=bool)
+        starts[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+        last = np.flatnonzero(np.append(starts[1:], True))
+        winners = order[last]
+        run = np.cumsum(starts) - 1
+        if bool(np.any(second[order] != second[winners][run])):  # two keys share 64 bits: group the keys
+            return self._fold_exact(keys, offsets)
+        merged_keys: pa.Array[Any] = keys.take(winners)
+        if int(merged_keys.nbytes) + 8 * len(winners) + _LOOKUP_BYTES * len(winners) > self.budget_bytes:
+            self._pending_end = self.end
+            return False
+        self._keys, self._offsets = merged_keys, offsets[winners]
+        self._hashes, self._second = ordered[last], second[winners]
+        self._order = np.arange(len(winners), dtype=np.int64)
+        self._sorted_offsets = None
+        self.end = self._pending_end
+        return True
+
+    def _fold_exact(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> bool:
+        """The fold by the keys themselves (a 64-bit hash collision among them)."""
         table = pa.table({"k": keys, "o": pa.array(offsets)}).group_by("k", use_threads=False).aggregate([("o", "max")])
         merged_keys: pa.Array[Any] = table.column("k").combine_chunks()
         merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
-        self._pending_keys, self._pending_offsets = [], []
-        self._pending_count = self._pending_bytes = 0
         if int(merged_keys.nbytes) + int(merged_offsets.nbytes) + _LOOKUP_BYTES * len(merged_keys) > self.budget_bytes:
             self._pending_end = self.end
             return False
-        self._keys, self._offsets, self._hashes, self._sorted_offsets = merged_keys, merged_offsets, None, None
+        self._set(merged_keys, merged_offsets)
         self.end = self._pending_end
         return True
+
+    def _set(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> None:
+        """The map becomes ``keys`` -> ``offsets`` (any order); lookups are rebuilt lazily."""
+        self._keys, self._offsets = keys, offsets
+        self._hashes, self._sorted_offsets = None, None
+        self._second = hash64(keys, seed=1)
+
+    def _first_hashes(self) -> npt.NDArray[np.uint64]:
+        """The first hash of every key, in the map's key order."""
+        if self._hashes is not None and len(self._order) == len(self._keys):
+            out = np.empty(len(self._keys), dtype=np.uint64)
+            out[self._order] = self._hashes
+            return out
+        return hash64(self._keys)
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, start: int, end: int) -> "OffsetMap":
@@ -125,8 +172,8 @@ class OffsetMap:
         if len(pc.unique(keys)) != len(keys):
             raise InvalidOffsetMapError("an offset map holds a key twice")
         built = cls(start=start, budget_bytes=2**62)
-        built._keys, built._offsets, built.end = keys, offsets, end
-        built._hashes = built._sorted_offsets = None
+        built._set(keys, offsets)
+        built.end = end
         return built
 
     def to_arrow(self) -> pa.Table:

@@ -22,10 +22,17 @@ def test_equal_keys_hash_equal_whatever_their_array_layout() -> None:
     assert fixed[7] == key_hash.hash64(pa.array([b"zz", b"%08d" % 7], pa.binary()))[1]
 
 
-def test_a_hash_collision_still_finds_the_right_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("brokers.log.cleaner.offset_map.hash64",
-                        lambda keys: np.zeros(len(keys), dtype=np.uint64))  # every key collides
+def test_a_64_bit_collision_still_finds_the_right_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = key_hash.hash64
+
+    def colliding(keys: pa.Array, seed: int = 0) -> np.ndarray:  # every key shares its first 64 bits
+        return real(keys, seed) if seed else np.zeros(len(keys), dtype=np.uint64)
+
+    monkeypatch.setattr("brokers.log.cleaner.offset_map.hash64", colliding)
     offsets = OffsetMap(start=0, budget_bytes=1 << 20)
     offsets.add(pa.array([b"a", b"b", b"c"], pa.binary()), np.array([5, 6, 7], dtype=np.int64), end=8)
-    assert offsets.fold()
+    assert offsets.fold()  # the keys themselves are grouped: three keys, not one
+    assert len(offsets) == 3
     assert offsets.latest(pa.array([b"c", b"a", b"zz", None, b"b"], pa.binary())).tolist() == [7, 5, -1, -1, 6]
+    offsets.add(pa.array([b"a"], pa.binary()), np.array([9], dtype=np.int64), end=10)
+    assert offsets.fold() and offsets.latest(pa.array([b"a", b"b"], pa.binary())).tolist() == [9, 6]
