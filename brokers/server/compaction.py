@@ -6,7 +6,9 @@
 - ``Compact``: for each named partition this broker leads, ask for a clean
   (``Partition.request_compaction``) and wake the cleaner.  Per-partition errors:
   ``NOT_LEADER`` (with the leader's address), ``TOPIC_NOT_COMPACTED``,
-  ``UNKNOWN_TOPIC_OR_PARTITION``.
+  ``UNKNOWN_TOPIC_OR_PARTITION``.  A broker whose cleaner is off (``log_cleaner_enable =
+  false``) refuses ``Compact`` and ``OfferOffsetMap`` with ``InvalidRequestError`` (it would
+  accept work it never does); ``Describe`` still answers.
 - ``OfferOffsetMap``: a Spark job's key -> latest offset map of ``[start, end)`` (an Arrow
   IPC stream of ``key``, ``offset``), at most ``max_map_bytes``.  With ``plan`` (sent to the
   leader) the leader publishes a plan ending at ``end`` at once (``Partition.plan_with_map``:
@@ -125,7 +127,13 @@ class CompactionHandler:
                 out.error.CopyFrom(to_pb(exc))
         return response
 
+    def _require_cleaner(self) -> None:
+        if not self.cleaner.enabled:
+            raise InvalidRequestError(f"broker {self.manager.broker_id} runs no log cleaner (log_cleaner_enable = "
+                                      f"false in its broker.toml): it cannot compact")
+
     def compact(self, request: pb.CompactRequest) -> pb.CompactResponse:
+        self._require_cleaner()
         topic = self.manager.image.topics.get(request.topic)
         if topic is None:
             raise errors.UnknownTopicOrPartitionError(f"unknown topic {request.topic!r}")
@@ -144,6 +152,7 @@ class CompactionHandler:
         return response
 
     def offer_map(self, request: pb.OffsetMapRequest) -> pb.OffsetMapResponse:
+        self._require_cleaner()
         if len(request.offset_map) > self.max_map_bytes:
             raise InvalidRequestError(f"an offset map of {len(request.offset_map)} bytes is larger than this broker's "
                                       f"log_cleaner_dedupe_buffer_bytes ({self.max_map_bytes})")
