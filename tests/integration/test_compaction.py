@@ -13,7 +13,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pytest
@@ -56,13 +56,13 @@ def _records(bootstrap: str, topic: str, partition: int = 0) -> list[Record]:
     with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([(topic, partition)])
         consumer.seek(topic, partition, 0, end=end)
-        wait_until(lambda: out.extend(Record(r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(0.2))
+        wait_until(lambda: out.extend(Record(r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(0.2))  # type: ignore[func-returns-value]  # extend() then the condition
                    or consumer.position(topic, partition) >= end, timeout=60,
                    message=lambda: f"read {len(out)} records up to {consumer.position(topic, partition)} of {end}")
     return out
 
 
-def _replicas_below(cluster: LocalCluster, topic: str, end: int) -> dict[int, list[tuple[int, bytes]]]:
+def _replicas_below(cluster: LocalCluster, topic: str, end: int) -> dict[int, list[tuple[int, bytes | None]]]:
     return {node.node_id: [(o, v) for o, v in read_replica(replica_dir(cluster.node_dir(node.node_id), topic, 0))
                            if o < end] for node in cluster.nodes}
 
@@ -175,7 +175,7 @@ def test_producing_while_cleaning_loses_no_latest_value(cluster: LocalCluster) -
 
 def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalCluster) -> None:
     topic = _name("typed")
-    schema = pa.schema([("user", pa.string()), ("score", pa.int64()), ("deleted", pa.bool_())])
+    schema = pa.schema(list[pa.Field[Any]]([pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(topic, replication_factor=3, schema=schema, key_columns=["user"],
                            config={"cleanup.policy": "compact", "tombstone.column": "deleted", "segment.bytes": 2048,
@@ -192,7 +192,7 @@ def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalClus
         consumer.assign([(topic, 0)])
         consumer.seek(topic, 0, 0, end=61)
         rows: list[dict[str, object]] = []
-        wait_until(lambda: rows.extend(r.value for r in consumer.poll(0.2)) or consumer.position(topic, 0) >= 61,
+        wait_until(lambda: rows.extend(r.value for r in consumer.poll(0.2)) or consumer.position(topic, 0) >= 61,  # type: ignore[func-returns-value]  # extend() then the condition
                    timeout=60, message="typed read did not finish")
     # u0's latest is a tombstone older than delete.retention.ms=0: gone; everyone else's latest stays
     assert sorted((r["user"], r["score"]) for r in rows) == [("late", 0), ("u1", 55), ("u2", 56), ("u3", 57),
@@ -202,7 +202,7 @@ def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalClus
         projected.assign([(topic, 0)])
         projected.seek(topic, 0, 0, end=60)
         found: list[tuple[int, int]] = []
-        wait_until(lambda: found.extend((r.offset, r.value["score"]) for r in projected.poll(0.2))
+        wait_until(lambda: found.extend((r.offset, r.value["score"]) for r in projected.poll(0.2))  # type: ignore[func-returns-value]  # extend() then the condition
                    or projected.position(topic, 0) >= 60, timeout=60, message="projected read did not finish")
     assert found == [(56, 56), (57, 57), (58, 58), (59, 59)]
     with Admin(cluster.bootstrap) as admin:  # by timestamp: the first record still there, past the removed ones

@@ -44,7 +44,7 @@ def _write(bootstrap: str, topic: str) -> dict[int, list[Record]]:
                 firsts = [f.result(timeout=60)[1] for f in producer.send_batch(topic, half, partition=p)]
                 assert firsts
             keys, values, stamps = (table.column(n).to_pylist() for n in ("key", "value", "timestamp"))
-            written[p] = [Record(i, k, v, t) for i, (k, v, t) in enumerate(zip(keys, values, stamps))]
+            written[p] = [Record(i, k, v, int(t or 0)) for i, (k, v, t) in enumerate(zip(keys, values, stamps))]
     return written
 
 
@@ -106,7 +106,7 @@ def test_the_spark_job_leaves_the_model_and_what_the_broker_cleaner_leaves(
 def test_typed_tombstones_from_the_sink_option_delete_keys(spark: Any, log_cluster: Any,
                                                            topic_name: Callable[[], str]) -> None:
     topic = topic_name()
-    schema = pa.schema([("user", pa.string()), ("score", pa.int64()), ("deleted", pa.bool_())])
+    schema = pa.schema(list[pa.Field[Any]]([pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
     with log_cluster.admin() as admin:
         admin.create_topic(topic, partitions=1, replication_factor=3, schema=schema, key_columns=["user"],
                            config={**COMPACTED, "segment.bytes": "1024", "tombstone.column": "deleted"})

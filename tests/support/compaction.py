@@ -68,7 +68,7 @@ def frames_records(data: bytes | memoryview) -> list[Record]:
         batch = decode_batch(memoryview(data)[position: position + header.frame_length], BYTES_SCHEMA)
         offsets = record_offsets(data, header, position).tolist()
         stamps = batch.column("timestamp").cast(pa.int64()).to_pylist()
-        out.extend(Record(o, k, v, t) for o, k, v, t in zip(offsets, batch.column("key").to_pylist(),
+        out.extend(Record(o, k, v, int(t or 0)) for o, k, v, t in zip(offsets, batch.column("key").to_pylist(),
                                                               batch.column("value").to_pylist(), stamps))
     return out
 

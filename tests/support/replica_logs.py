@@ -19,8 +19,8 @@ def replica_dir(node_dir: Path, topic: str, partition: int) -> Path:
     return Path(node_dir) / f"{topic}-{partition}"
 
 
-def read_replica(directory: Path) -> list[tuple[int, bytes]]:
-    records: list[tuple[int, bytes]] = []
+def read_replica(directory: Path) -> list[tuple[int, bytes | None]]:
+    records: list[tuple[int, bytes | None]] = []
     if not directory.exists():
         return records
     for path in sorted(directory.glob("*.log")):

@@ -1,6 +1,8 @@
 """spark_log.compaction: the compaction key, tombstones, and the settings compaction refuses."""
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
@@ -8,8 +10,8 @@ from spark_log.compaction import check_settings, has_keys, record_keys, tombston
 from spark_log.config import TopicConfig
 from spark_log.errors import InvalidConfigError, SchemaMismatchError
 
-SCHEMA = pa.schema([("user", pa.string()), ("region", pa.string()), ("at", pa.timestamp("ms")),
-                    ("amount", pa.int64()), ("deleted", pa.bool_())])
+SCHEMA = pa.schema(list[pa.Field[Any]]([pa.field("user", pa.string()), pa.field("region", pa.string()), pa.field("at", pa.timestamp("ms")),
+                    pa.field("amount", pa.int64()), pa.field("deleted", pa.bool_())]))
 
 
 def test_bytes_keys_are_the_key_bytes_and_a_null_key_is_no_key() -> None:

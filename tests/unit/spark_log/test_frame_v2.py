@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -10,7 +11,7 @@ import pytest
 from spark_log import frame
 from spark_log.errors import CorruptRecordError, InvalidRequestError
 
-SCHEMA = pa.schema([("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.timestamp("ms"))])
+SCHEMA = pa.schema(list[pa.Field[Any]]([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("timestamp", pa.timestamp("ms"))]))
 
 
 def _batch(n: int) -> pa.RecordBatch:
@@ -115,5 +116,6 @@ def test_uncompressed_version_2_bodies_decode_zero_copy() -> None:
     buffer = pa.py_buffer(data)
     decoded = frame.decode_batch(buffer, SCHEMA)
     values = decoded.column("value").buffers()[2]
+    assert values is not None
     assert buffer.address <= values.address < buffer.address + buffer.size
     assert np.array_equal(frame.record_offsets(data, frame.parse_header(data)), [1002, 1005])

@@ -44,7 +44,7 @@ def _lead(partition: Partition, leader: int, epoch: int, replicas: tuple[int, ..
 
 
 def _clean_all(partition: Partition) -> list[str]:
-    done = []
+    done: list[str] = []
     throttle = Throttler(0, clock=ManualClock(), wait=lambda s: False)
     for _ in range(10):
         outcome = partition.clean(SPEC, throttle=throttle, budget_bytes=1 << 24, stop=lambda: False)

@@ -2,7 +2,10 @@
 not matter, and a collision never gives a wrong answer in the offset map."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pytest
 
@@ -25,7 +28,7 @@ def test_equal_keys_hash_equal_whatever_their_array_layout() -> None:
 def test_a_64_bit_collision_still_finds_the_right_key(monkeypatch: pytest.MonkeyPatch) -> None:
     real = key_hash.hash64
 
-    def colliding(keys: pa.Array, seed: int = 0) -> np.ndarray:  # every key shares its first 64 bits
+    def colliding(keys: pa.Array[Any], seed: int = 0) -> npt.NDArray[np.uint64]:  # every key shares its first 64 bits
         return real(keys, seed) if seed else np.zeros(len(keys), dtype=np.uint64)
 
     monkeypatch.setattr("brokers.log.cleaner.offset_map.hash64", colliding)

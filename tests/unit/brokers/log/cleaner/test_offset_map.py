@@ -1,6 +1,8 @@
 """OffsetMap: latest offset per key, its memory budget, and checking an offered map."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -9,7 +11,7 @@ from brokers.log.cleaner.offset_map import OffsetMap
 from spark_log.errors import InvalidOffsetMapError
 
 
-def _keys(*names: str) -> pa.Array:
+def _keys(*names: str) -> pa.Array[Any]:
     return pa.array([n.encode() for n in names], pa.binary())
 
 
