@@ -13,7 +13,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 import pyarrow as pa
 import pytest
@@ -175,7 +175,7 @@ def test_producing_while_cleaning_loses_no_latest_value(cluster: LocalCluster) -
 
 def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalCluster) -> None:
     topic = _name("typed")
-    schema = pa.schema(list[pa.Field[Any]]([pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
+    schema = pa.schema(cast("list[pa.Field[Any]]", [pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(topic, replication_factor=3, schema=schema, key_columns=["user"],
                            config={"cleanup.policy": "compact", "tombstone.column": "deleted", "segment.bytes": 2048,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -11,7 +11,7 @@ import pytest
 from spark_log import frame
 from spark_log.errors import CorruptRecordError, InvalidRequestError
 
-SCHEMA = pa.schema(list[pa.Field[Any]]([pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("timestamp", pa.timestamp("ms"))]))
+SCHEMA = pa.schema(cast("list[pa.Field[Any]]", [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("timestamp", pa.timestamp("ms"))]))
 
 
 def _batch(n: int) -> pa.RecordBatch:
