@@ -30,7 +30,7 @@ from brokers.partition import LeaderAndIsr, Partition
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.schemas import BYTES_SCHEMA
-from tests.support.compaction import Record, expected, keyed_frame, log_records
+from tests.support.compaction import Record, collect, expected, keyed_frame, log_records
 
 pytestmark = pytest.mark.fault
 
@@ -157,6 +157,6 @@ def test_a_broker_killed_at_the_commit_point_completes_the_clean_when_it_restart
             consumer.assign([("kv", 0)])
             consumer.seek("kv", 0, 0, end=601)
             got: list[Record] = []
-            wait_until(lambda: got.extend(Record(r.offset, r.key, r.value, 0) for r in consumer.poll(0.2))  # type: ignore[func-returns-value]  # extend() then the condition
-                       or consumer.position("kv", 0) >= 601, timeout=60, message="the restarted broker did not serve")
+            wait_until(lambda: collect(got, (Record(r.offset, r.key, r.value, 0) for r in consumer.poll(0.2))) and
+                       consumer.position("kv", 0) >= 601, timeout=60, message="the restarted broker did not serve")
         assert got == expected(sent, end=state.plan.end_offset, tombstone_horizon_ms=state.plan.tombstone_horizon_ms)

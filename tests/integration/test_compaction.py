@@ -22,7 +22,7 @@ from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 from spark_log.errors import InvalidConfigError, MissingKeyError, TopicNotCompactedError
 from tests.support.cluster import local_cluster
-from tests.support.compaction import Record, expected
+from tests.support.compaction import Record, collect, expected
 from tests.support.replica_logs import read_replica, replica_dir
 from tests.support.wait import wait_until
 
@@ -56,8 +56,8 @@ def _records(bootstrap: str, topic: str, partition: int = 0) -> list[Record]:
     with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([(topic, partition)])
         consumer.seek(topic, partition, 0, end=end)
-        wait_until(lambda: out.extend(Record(r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(0.2))  # type: ignore[func-returns-value]  # extend() then the condition
-                   or consumer.position(topic, partition) >= end, timeout=60,
+        wait_until(lambda: collect(out, (Record(r.offset, r.key, r.value, r.timestamp) for r in consumer.poll(0.2))) and
+                   consumer.position(topic, partition) >= end, timeout=60,
                    message=lambda: f"read {len(out)} records up to {consumer.position(topic, partition)} of {end}")
     return out
 
@@ -175,7 +175,8 @@ def test_producing_while_cleaning_loses_no_latest_value(cluster: LocalCluster) -
 
 def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalCluster) -> None:
     topic = _name("typed")
-    schema = pa.schema(cast("list[pa.Field[Any]]", [pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
+    schema = pa.schema(cast("list[pa.Field[Any]]", [
+        pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(topic, replication_factor=3, schema=schema, key_columns=["user"],
                            config={"cleanup.policy": "compact", "tombstone.column": "deleted", "segment.bytes": 2048,
@@ -192,7 +193,7 @@ def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalClus
         consumer.assign([(topic, 0)])
         consumer.seek(topic, 0, 0, end=61)
         rows: list[dict[str, object]] = []
-        wait_until(lambda: rows.extend(r.value for r in consumer.poll(0.2)) or consumer.position(topic, 0) >= 61,  # type: ignore[func-returns-value]  # extend() then the condition
+        wait_until(lambda: collect(rows, (r.value for r in consumer.poll(0.2))) and consumer.position(topic, 0) >= 61,
                    timeout=60, message="typed read did not finish")
     # u0's latest is a tombstone older than delete.retention.ms=0: gone; everyone else's latest stays
     assert sorted((r["user"], r["score"]) for r in rows) == [("late", 0), ("u1", 55), ("u2", 56), ("u3", 57),
@@ -202,8 +203,8 @@ def test_typed_topics_delete_keys_with_their_tombstone_column(cluster: LocalClus
         projected.assign([(topic, 0)])
         projected.seek(topic, 0, 0, end=60)
         found: list[tuple[int, int]] = []
-        wait_until(lambda: found.extend((r.offset, r.value["score"]) for r in projected.poll(0.2))  # type: ignore[func-returns-value]  # extend() then the condition
-                   or projected.position(topic, 0) >= 60, timeout=60, message="projected read did not finish")
+        wait_until(lambda: collect(found, ((r.offset, r.value["score"]) for r in projected.poll(0.2))) and
+                   projected.position(topic, 0) >= 60, timeout=60, message="projected read did not finish")
     assert found == [(56, 56), (57, 57), (58, 58), (59, 59)]
     with Admin(cluster.bootstrap) as admin:  # by timestamp: the first record still there, past the removed ones
         assert admin.list_offsets(topic, 0)[0] == 55

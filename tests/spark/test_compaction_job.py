@@ -106,7 +106,8 @@ def test_the_spark_job_leaves_the_model_and_what_the_broker_cleaner_leaves(
 def test_typed_tombstones_from_the_sink_option_delete_keys(spark: Any, log_cluster: Any,
                                                            topic_name: Callable[[], str]) -> None:
     topic = topic_name()
-    schema = pa.schema(cast("list[pa.Field[Any]]", [pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
+    schema = pa.schema(cast("list[pa.Field[Any]]", [
+        pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
     with log_cluster.admin() as admin:
         admin.create_topic(topic, partitions=1, replication_factor=3, schema=schema, key_columns=["user"],
                            config={**COMPACTED, "segment.bytes": "1024", "tombstone.column": "deleted"})

@@ -9,14 +9,22 @@ not a tombstone whose timestamp is below the horizon.  Offsets never change.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Iterable, Sequence, TypeVar
 
 import pyarrow as pa
 
 from spark_log.frame import decode_batch, encode_batch, iter_frames, record_offsets
 from spark_log.schemas import BYTES_SCHEMA
 
-__all__ = ["Record", "keyed_batch", "keyed_frame", "expected", "frames_records", "log_records"]
+__all__ = ["Record", "collect", "keyed_batch", "keyed_frame", "expected", "frames_records", "log_records"]
+
+T = TypeVar("T")
+
+
+def collect(into: list[T], items: Iterable[T]) -> bool:
+    """Append ``items`` to ``into``; True (for ``wait_until(lambda: collect(...) and done)``)."""
+    into.extend(items)
+    return True
 
 
 @dataclass(frozen=True, slots=True)

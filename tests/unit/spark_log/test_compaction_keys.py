@@ -10,7 +10,8 @@ from spark_log.compaction import check_settings, has_keys, record_keys, tombston
 from spark_log.config import TopicConfig
 from spark_log.errors import InvalidConfigError, SchemaMismatchError
 
-SCHEMA = pa.schema(cast("list[pa.Field[Any]]", [pa.field("user", pa.string()), pa.field("region", pa.string()), pa.field("at", pa.timestamp("ms")),
+SCHEMA = pa.schema(cast("list[pa.Field[Any]]", [
+    pa.field("user", pa.string()), pa.field("region", pa.string()), pa.field("at", pa.timestamp("ms")),
                     pa.field("amount", pa.int64()), pa.field("deleted", pa.bool_())]))
 
 

@@ -11,7 +11,8 @@ import pytest
 from spark_log import frame
 from spark_log.errors import CorruptRecordError, InvalidRequestError
 
-SCHEMA = pa.schema(cast("list[pa.Field[Any]]", [pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("timestamp", pa.timestamp("ms"))]))
+SCHEMA = pa.schema(cast("list[pa.Field[Any]]", [
+    pa.field("key", pa.binary()), pa.field("value", pa.binary()), pa.field("timestamp", pa.timestamp("ms"))]))
 
 
 def _batch(n: int) -> pa.RecordBatch:
