@@ -50,7 +50,7 @@ from .throttle import Throttler
 __all__ = ["Prepared", "CleanAborted", "producer_frames", "build_map", "prepare", "discard"]
 
 _FOLD_RECORDS = 1 << 20  # records queued before a fold (fewer folds when the budget allows)
-_NO_KEYS = pa.array([], pa.binary())
+_NO_KEYS = pa.nulls(0, pa.binary())  # not pa.array: that imports pandas (300 modules) at broker start
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
 _WRITE_BUFFER = 4 << 20
 _MAX_GROUP_OFFSETS = 2**32 - 1

@@ -40,7 +40,7 @@ from .key_hash import hash64
 
 __all__ = ["OffsetMap"]
 
-_EMPTY_KEYS = pa.array([], pa.binary())
+_EMPTY_KEYS = pa.nulls(0, pa.binary())  # not pa.array: that imports pandas (300 modules) at broker start
 _LOOKUP_BYTES = 16  # two 64-bit hashes per key
 
 
