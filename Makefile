@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench bench-compaction compaction-soak check-java clean
+.PHONY: install test demo proto bench bench-compaction compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak
 
 install: $(STAMP)
 
@@ -22,10 +22,15 @@ $(STAMP): requirements.lock pyproject.toml
 	$(VENV)/bin/uv pip install -q --python $(PY) --no-deps -e .
 	rm -f $(VENV)/.installed-*; touch $@
 
+# Debian packages tests need: nftables (real network partitions between network namespaces,
+# tests/support/netns.py).  Installed only when missing; needs root (the test machines run as root).
+debian-deps:
+	@command -v nft >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
+
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
-test: install check-java
+test: install check-java debian-deps
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m pytest -q --durations=15
 
@@ -46,6 +51,26 @@ bench-compaction: install check-java
 # A long run of the compaction property test (the suite runs a short slice of it).
 compaction-soak: install
 	SPARK_LOG_COMPACTION_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest -q tests/property/test_compaction_properties.py
+
+# More seeds of the deterministic simulations (Raft and data plane) than the suite runs:
+# make sim-sweep SEEDS=10000 [START=100000]
+SEEDS ?= 2000
+START ?= 100000
+sim-sweep: install
+	$(PY) -m pytest tests/sim -q -x -p no:randomly --sim-seeds $(SEEDS) --sim-seed-start $(START)
+
+# Randomised fault schedules against brokers in network namespaces (tests/nemesis): each run
+# (~45 s) is appended to tests/nemesis/ledger.csv; runs with anomalies keep their logs in
+# .nemesis-failures/.  make nemesis RUNS=20 [SEED=123]
+RUNS ?= 1
+ROUNDS ?= 20
+nemesis: install debian-deps
+	$(PY) -m tests.nemesis.runner --runs $(RUNS) $(if $(SEED),--seed $(SEED))
+
+# SIGTERM/restart rounds under CPU load (tests/fault/test_bounded_stop.py; the suite runs 3):
+# make stop-soak ROUNDS=50
+stop-soak: install
+	SPARK_LOG_STOP_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/fault/test_bounded_stop.py -q -p no:randomly
 
 clean:
 	rm -rf $(VENV) .spark-log

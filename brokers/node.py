@@ -10,7 +10,14 @@ One process = one gRPC server on ``host:port`` carrying every service of the nod
   registrars* (below); ``main`` (``python -m brokers.node``) passes the broker part's
   (``brokers.server.register``);
 - for brokers, a ``BrokerHeartbeater`` that registers the broker with the active
-  controller (a new incarnation per process start) and keeps its lease.
+  controller (a new incarnation per process start) and keeps its lease;
+- on every node the ``Security`` service, and on voters ``SecurityController``.
+
+Security (``brokers.security``, the ``[security]`` config): the listener is TLS or
+plaintext as configured (``NodeSecurity.bind``); every RPC of the server, whoever
+registered it, passes the ``SecurityInterceptor`` (authentication, the authorizer, quotas);
+every channel this node opens to other nodes (Raft, controller client, replica fetchers)
+comes from ``security.channels``, so internal traffic is as secure as the listener.
 
 Service registrars.  A registrar is ``fn(node) -> stop | None``: it is called once in
 ``start()``, after the metadata listener, Raft node and controller client exist and
@@ -21,7 +28,9 @@ Registrars are given explicitly: ``Node(config, registrars=[...])`` or
 (``main``) wires it: ``brokers.server.register`` on broker nodes, which takes the node as a
 ``brokers.server.BrokerHost`` (so the dependency points one way: node -> server).
 
-Useful attributes once started: ``server``, ``port``, ``address`` ("host:port"),
+Useful attributes once started: ``server`` (a ``RecordingServer``: ``server.services``
+names every service it serves), ``port``, ``address`` ("host:port"), ``security``
+(``NodeSecurity``; ``channels`` for links to other nodes),
 ``metadata`` (``MetadataListener``: ``image``, ``add_publisher``, ``wait_for``),
 ``raft``, ``controller`` (voters only, else None), ``controller_client``
 (``ControllerClient`` over the voters), ``heartbeater`` (brokers only: ``broker_epoch``,
@@ -33,6 +42,12 @@ of this node at its own address.  A voter listens on its voter entry's port when
 ``port`` is 0.  The bound port is written atomically to ``<data_dir>/broker.port``
 once the server is serving; a clean ``stop()`` removes it.  ``kill -USR1`` dumps every
 thread's stack to stderr (diagnosing a stuck node).
+
+Stopping is bounded (``shutdown_timeout_ms``, default 10 s): SIGTERM makes ``main`` run
+``stop()``, whose every join and wait gets what is left of the bound and whose outgoing
+calls are cancelled by closing their channels first; then the process exits at once (0),
+without the interpreter's unbounded teardown.  Past the bound a watchdog prints every
+thread's stack and exits 1.
 """
 from __future__ import annotations
 
@@ -44,19 +59,23 @@ import random
 import signal
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Callable, Sequence
 
 import grpc
 
+from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
 from brokers.controller.client import ControllerClient
 from brokers.controller.controller import QuorumController
 from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
 from brokers.raft.driver import RaftNode
-from brokers.net.channels import SERVER_OPTIONS
+from brokers.net.channels import SERVER_OPTIONS, Channels
+from brokers.net.registry import RecordingServer
+from brokers.security.node_security import NodeSecurity
 from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
@@ -112,9 +131,10 @@ class Node:
                 "a broker-only node needs controller_quorum_voters that do not include itself",
                 key="controller_quorum_voters",
             )
+        self.security = NodeSecurity(config, clock=self.clock)  # InvalidConfigError: unreadable TLS files
         self._registrars: list[ServiceRegistrar] = list(registrars)
         self._closers: list[Callable[[], None]] = []
-        self.server: grpc.Server | None = None
+        self.server: RecordingServer | None = None
         self.port: int | None = None
         self.address = ""
         self.voters: dict[int, str] = dict(configured)
@@ -144,6 +164,11 @@ class Node:
         return heartbeater.first_metadata_offset if heartbeater is not None else None
 
     @property
+    def channels(self) -> Channels:
+        """How this node opens channels to other nodes (its listener's security)."""
+        return self.security.channels
+
+    @property
     def port_file(self) -> Path:
         return self.data_dir / PORT_FILE
 
@@ -159,8 +184,9 @@ class Node:
         if bind_port == 0 and config.broker_id in self.voters:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
         workers = config.num_io_threads + 8 * max(1, len(self.voters)) + 16  # long polls hold workers
-        self.server = grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"), options=SERVER_OPTIONS)
-        self.port = self.server.add_insecure_port(f"{config.host}:{bind_port}")
+        self.server = RecordingServer(grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
+                                                  options=SERVER_OPTIONS, interceptors=[self.security.interceptor]))
+        self.port = self.security.bind(self.server, f"{config.host}:{bind_port}")
         if not self.port:
             raise OSError(f"cannot listen on {config.host}:{bind_port}")
         self.address = f"{config.host}:{self.port}"
@@ -181,12 +207,17 @@ class Node:
             rng=self._rng,
             transport_filter=self._transport_filter,
             clock=self.clock,
+            channels=self.security.channels,
         )
         self.raft.add_to_server(self.server)
         if self.controller is not None:
             self.controller.attach(self.raft)
             controller_service.add_to_server(self.controller, self.server)
-        self.controller_client = ControllerClient(self.voters)
+            security_controller_service.add_to_server(self.controller, self.server)
+        self.controller_client = ControllerClient(self.voters, channels=self.security.channels)
+        self.security.attach(image=lambda: self.metadata.image,
+                             wait_for=lambda predicate, timeout_s: self.metadata.wait_for(predicate, timeout_s=timeout_s),
+                             controller=self.controller_client, server=self.server)
 
         for registrar in list(self._registrars):
             closer = registrar(self)
@@ -200,7 +231,8 @@ class Node:
         if self.is_broker:
             session_s = config.session_timeout_ms / 1000
             self.heartbeater = BrokerHeartbeater(
-                ControllerClient(self.voters, timeout_s=session_s / 2, rpc_timeout_s=session_s / 3),
+                ControllerClient(self.voters, timeout_s=session_s / 2, rpc_timeout_s=session_s / 3,
+                                 channels=self.security.channels),
                 broker_id=config.broker_id,
                 address=self.address,
                 rack=config.rack,
@@ -219,14 +251,24 @@ class Node:
         )
 
     def stop(self, grace_s: float = 1.0) -> None:
-        """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server."""
+        """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server.
+
+        Bounded by ``shutdown_timeout_ms``: every join and wait below gets what is left of
+        it (outgoing calls fail at once: their channels are closed first), so ``stop``
+        returns within the bound even when a thread does not end (threads are daemons; the
+        process exits anyway, ``main``)."""
         if not self._started:
             return
         self._started = False
+        deadline = time.monotonic() + self.config.shutdown_timeout_ms / 1000
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         if self.heartbeater is not None:
-            self.heartbeater.stop()
-            self.heartbeater.client.close()
-        if self.controller_client is not None:  # first: in-flight controller calls fail now, not at their deadline
+            self.heartbeater.client.close()  # first: a heartbeat in flight fails now, not at its deadline
+            self.heartbeater.stop(left())
+        if self.controller_client is not None:  # in-flight controller calls fail now, not at their deadline
             self.controller_client.close()
         for closer in reversed(self._closers):
             try:
@@ -234,11 +276,11 @@ class Node:
             except Exception:  # noqa: BLE001 - keep stopping the rest
                 log.exception("stopping a broker service failed")
         if self.controller is not None:
-            self.controller.stop()
+            self.controller.stop(left())
         if self.raft is not None:
-            self.raft.stop()
+            self.raft.stop(left())
         if self.server is not None:
-            self.server.stop(grace_s).wait()
+            self.server.stop(min(grace_s, left())).wait(left())
         try:
             self.port_file.unlink()
         except FileNotFoundError:
@@ -269,11 +311,32 @@ def main(argv: list[str] | None = None) -> int:
         node.start()
     except (OSError, RuntimeError, SparkLogError) as exc:
         print(f"spark-log: cannot start node {config.broker_id}: {exc}", file=sys.stderr)
-        node.stop()
-        return 1
+        return _bounded(node.stop, config.shutdown_timeout_ms, code=1)
     done.wait()
-    node.stop()
-    return 0
+    return _bounded(node.stop, config.shutdown_timeout_ms, code=0)
+
+
+def _bounded(stop: Callable[[], None], timeout_ms: int, *, code: int) -> int:
+    """Run ``stop`` and end the process with ``code`` within ``timeout_ms`` (plus a moment
+    to write the logs); with 1, every thread's stack on stderr, when it did not end in
+    time.  The interpreter's own shutdown (joining non-daemon threads such as the
+    gRPC server's workers, collecting garbage) is skipped: it is unbounded under load, and
+    every file the node wrote is closed and flushed by ``stop``."""
+    def expire() -> None:
+        print(f"spark-log: the node did not stop within {timeout_ms} ms; threads:", file=sys.stderr, flush=True)
+        faulthandler.dump_traceback(all_threads=True)
+        logging.shutdown()
+        os._exit(1)
+
+    watchdog = threading.Timer(timeout_ms / 1000, expire)
+    watchdog.daemon = True
+    watchdog.start()
+    stop()
+    watchdog.cancel()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

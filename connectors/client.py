@@ -61,8 +61,9 @@ class TopicView:
     tombstone_column: str = ""  # the topic's tombstone.column ("": none)
 
 
-def open_admin(bootstrap: str | None) -> Admin:
-    return Admin(bootstrap)
+def open_admin(options: ReaderOptions | WriterOptions) -> Admin:
+    """An ``Admin`` for the query's cluster, with its security settings and client id."""
+    return Admin(options.bootstrap, security=options.security, client_id=options.client_id)
 
 
 def list_topics(admin: Admin) -> list[str]:
@@ -141,6 +142,7 @@ def bytes_per_record(options: ReaderOptions, begin: Mapping[off.TopicPartition, 
     if not todo:
         return out
     with Consumer(options.bootstrap, isolation_level=options.isolation_level, auto_offset_reset="earliest",
+                  security=options.security, client_id=options.client_id,
                   fetch_max_bytes=1 << 20, max_partition_fetch_bytes=1 << 20) as consumer:
         consumer.assign(todo)
         for tp in todo:
@@ -165,6 +167,7 @@ def read_range(
     if r.end <= r.start:
         return
     consumer = Consumer(options.bootstrap, columns=columns, row_filter=row_filter,
+                        security=options.security, client_id=options.client_id,
                         isolation_level=options.isolation_level, auto_offset_reset="none")
     try:
         consumer.assign([(r.topic, r.partition)])
@@ -224,14 +227,14 @@ class TaskProducer:
         self._producer = Producer(
             options.bootstrap, acks=options.acks, compression=options.compression, linger_ms=0,
             batch_size=options.batch_size, producer_id=producer_id, producer_epoch=producer_epoch,
-            delivery_timeout_ms=options.timeout_ms,
+            delivery_timeout_ms=options.timeout_ms, security=options.security, client_id=options.client_id,
         )
-        self._bootstrap = options.bootstrap
+        self._options = options
         self._futures: list[Future[tuple[int, int]]] = []
 
     def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic`` (rows that name their own topic)."""
-        admin = open_admin(self._bootstrap)
+        admin = open_admin(self._options)
         try:
             return describe(admin, topic).partitions
         finally:

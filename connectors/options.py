@@ -6,7 +6,9 @@ and ``WriterOptions.parse`` turn it into a frozen, typed object or raise
 contradictions (two subscription options, ``startingOffsets`` with
 ``startingTimestamp``, a batch-only option on a stream, ...).  Reader options mean what
 they mean for Spark's Kafka source; ``kafka.bootstrap.servers`` is accepted as an alias
-of ``bootstrap`` so Kafka code ports unchanged.
+of ``bootstrap`` so Kafka code ports unchanged.  Security options (``kafka.security.protocol``,
+``kafka.ssl.*``, ``kafka.sasl.*``, ``kafka.client.id``) become ``security`` and ``client_id``
+(``security_options.py``); ``repr`` never shows a password.
 
 Both objects pickle (they travel to executors inside readers and writers).
 """
@@ -17,9 +19,11 @@ import re
 from dataclasses import dataclass
 from typing import Mapping
 
+from spark_log import ClientSecurity
 from spark_log.errors import InvalidConfigError
 
 from . import offsets as _offsets
+from .security_options import split_security
 
 __all__ = ["ReaderOptions", "WriterOptions", "READER_OPTIONS", "WRITER_OPTIONS"]
 
@@ -153,10 +157,13 @@ class ReaderOptions:
     columns: tuple[str, ...] | None = None
     push_filters: bool = False
     poll_timeout_ms: int = 120_000
+    security: ClientSecurity | None = None
+    client_id: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "ReaderOptions":
         """Validate ``options``; raises ``InvalidConfigError`` naming the bad option."""
+        options, security, client_id = split_security(options)
         v = _normalise(options, READER_OPTIONS)
         chosen = [name for name in ("subscribe", "subscribePattern", "assign") if name in v]
         if len(chosen) != 1:
@@ -204,6 +211,8 @@ class ReaderOptions:
             columns=_names(v, "columns"),
             push_filters=_bool(v, "pushFilters", False),
             poll_timeout_ms=_int(v, "pollTimeoutMs", minimum=1) or 120_000,
+            security=security,
+            client_id=client_id,
         )
 
     def check_streaming(self) -> None:
@@ -237,10 +246,13 @@ class WriterOptions:
     partitions: int = 1
     replication_factor: int = 1
     tombstone_column: str | None = None
+    security: ClientSecurity | None = None
+    client_id: str = ""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriterOptions":
         """Validate ``options``; raises ``InvalidConfigError`` naming the bad option."""
+        options, security, client_id = split_security(options)
         v = _normalise(options, WRITER_OPTIONS)
         acks = v.get("acks", "all").strip().lower()
         if acks == "-1":
@@ -281,4 +293,6 @@ class WriterOptions:
             partitions=_int(v, "partitions", minimum=1) or 1,
             replication_factor=_int(v, "replicationFactor", minimum=1) or 1,
             tombstone_column=tombstone.strip() if tombstone else None,
+            security=security,
+            client_id=client_id,
         )

@@ -134,7 +134,7 @@ class _DriverSide:
     @property
     def admin(self) -> Admin:
         if self._admin is None:
-            self._admin = client.open_admin(self.plan.options.bootstrap)
+            self._admin = client.open_admin(self.plan.options)
         return self._admin
 
     def close(self) -> None:

@@ -93,7 +93,7 @@ def build_plan(options: ReaderOptions) -> ReadPlan:
     Every topic a query reads at start must have the same kind and, when typed, the same
     schema.  A ``subscribePattern`` that matches nothing yet reads as bytes topics.
     """
-    admin = client.open_admin(options.bootstrap)
+    admin = client.open_admin(options)
     try:
         if options.subscribe is not None:
             topics = list(options.subscribe)

@@ -145,7 +145,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
     - ``InvalidConfigError`` when neither ``topic`` nor a ``topic`` column is given.
     """
     names = spark_arrow_schema.names
-    admin = client.open_admin(options.bootstrap)
+    admin = client.open_admin(options)
     try:
         if options.topic is None:
             if "topic" not in names:

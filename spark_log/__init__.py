@@ -14,6 +14,7 @@ import os as _os
 
 _os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
+from . import acls as acls
 from . import errors as errors
 from . import partitioner as partitioner
 from ._admin import Admin as Admin
@@ -26,16 +27,24 @@ from ._consumer import ConsumerRecord as ConsumerRecord
 from ._producer import Producer as Producer
 from ._reassignment import ElectionResult as ElectionResult
 from ._reassignment import PartitionReassignment as PartitionReassignment
+from ._security_admin import QuotaEntry as QuotaEntry
+from ._security_admin import ScramUser as ScramUser
+from .acls import AclBinding as AclBinding
+from .acls import AclBindingFilter as AclBindingFilter
 from .config import BrokerConfig as BrokerConfig
 from .config import RaftConfig as RaftConfig
 from .config import TopicConfig as TopicConfig
 from .errors import SparkLogError as SparkLogError
+from .security import ClientSecurity as ClientSecurity
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AclBinding",
+    "AclBindingFilter",
     "Admin",
     "BrokerConfig",
+    "ClientSecurity",
     "Consumer",
     "ConsumerRecord",
     "ElectionResult",
@@ -43,11 +52,14 @@ __all__ = [
     "PartitionReassignment",
     "PlanInfo",
     "Producer",
+    "QuotaEntry",
     "RaftConfig",
     "ReplicaCompaction",
+    "ScramUser",
     "SparkLogError",
     "TopicConfig",
     "TopicDescription",
+    "acls",
     "errors",
     "partitioner",
 ]

@@ -1,4 +1,4 @@
-"""``Admin``: topics, configs, schemas and offsets.
+"""``Admin``: topics, configs, schemas and offsets; SCRAM users, ACLs and client quotas.
 
 Topic, config and schema changes go to any broker, which forwards them to the active
 controller; they are committed to the metadata log when the call returns.
@@ -24,14 +24,21 @@ from . import _client, _compaction, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
+from . import _security_admin as _sec
+from .acls import AclBinding, AclBindingFilter
+from .proto import security_pb2_grpc as spb_grpc
 from .errors import InvalidRequestError, SparkLogError
 from .proto import broker_pb2 as pb
 from .schemas import schema_from_bytes, schema_to_bytes
+from .security import ClientSecurity
 
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 
 
-_READ_ONLY = frozenset({"DescribeTopic", "ListTopics"})
+_READ_ONLY = frozenset({"DescribeTopic", "ListTopics", "DescribeUserScramCredentials", "DescribeAcls",
+                        "DescribeClientQuotas", "WhoAmI"})
+# The generated gRPC module has no annotations; this name types its stub constructor.
+_security_stub: Any = spb_grpc.SecurityStub
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +180,10 @@ def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int
 class Admin:
     """Administers topics (see the module docstring).  Thread-safe."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_ms: int = 30_000) -> None:
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_ms: int = 30_000,
+                 security: ClientSecurity | None = None, client_id: str = "") -> None:
         self._timeout_s = request_timeout_ms / 1000
-        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id)
 
     def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
         """One Admin RPC through any broker, retried (see ``_client.retry``)."""
@@ -466,6 +474,63 @@ class Admin:
                                      plan=True, timeout_s=self._timeout_s)
         assert plan is not None
         return plan
+    # --- security: SCRAM users, ACLs, client quotas (spark_log/_security_admin.py) ------------
+
+    def _security(self, method: str, request: Any) -> Any:
+        """One ``Security`` RPC through any broker, retried like the other Admin calls."""
+        read_only = method in _READ_ONLY
+        timeout_s = min(self._timeout_s, _client.READ_TRY_S) if read_only else self._timeout_s
+
+        def once() -> Any:
+            return self._cluster.call_any(
+                lambda address: getattr(_security_stub(self._cluster.channel(address)), method)(
+                    request, timeout=timeout_s), read_only=read_only)
+        return retry(once, cluster=self._cluster, deadline_s=self._timeout_s)
+
+    def add_user(self, name: str, password: str, *, iterations: int = 4096) -> None:
+        """Create SCRAM-SHA-256 user ``name``, or change its password.  Only the salted,
+        iterated, hashed credential leaves this process; sessions opened with an old
+        password end.  ``InvalidRequestError`` for a bad name or iteration count."""
+        _sec.add_user(self._security, name, password, iterations=iterations)
+
+    def delete_user(self, name: str) -> None:
+        """Delete user ``name`` (its sessions end); ``ResourceNotFoundError`` if absent."""
+        _sec.delete_user(self._security, name)
+
+    def list_users(self, names: Sequence[str] = ()) -> list[_sec.ScramUser]:
+        """SCRAM users (all, or ``names``): name, mechanism and iterations only."""
+        return _sec.list_users(self._security, names)
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACLs (``spark_log.AclBinding``); existing ones are not added twice.
+        ``SecurityDisabledError`` when the brokers run without an authorizer."""
+        _sec.create_acls(self._security, bindings)
+
+    def describe_acls(self, selector: AclBindingFilter | None = None) -> list[AclBinding]:
+        """ACLs matching ``selector`` (default: all)."""
+        return _sec.describe_acls(self._security, selector or AclBindingFilter())
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[AclBinding]:
+        """Remove every ACL matching any of ``filters``; returns the removed ones."""
+        return _sec.delete_acls(self._security, filters)
+
+    def alter_client_quotas(self, entity: Mapping[str, str | None], set: Mapping[str, float] | None = None,  # noqa: A002
+                            remove: Sequence[str] = ()) -> None:
+        """Set (bytes per second) or remove ``producer_byte_rate`` / ``consumer_byte_rate``
+        of a Kafka quota entity: ``{"user": "alice"}``, ``{"client-id": "etl"}``, both, or
+        ``None`` values for the default user / client id."""
+        _sec.alter_client_quotas(self._security, entity, set, remove)
+
+    def describe_client_quotas(self) -> list[_sec.QuotaEntry]:
+        """Every quota entity and its rates."""
+        return _sec.describe_client_quotas(self._security)
+
+    def whoami(self) -> str:
+        """The principal a broker authenticates this client as (``User:alice``,
+        ``User:CN=...``, ``User:ANONYMOUS``)."""
+        from .proto import security_pb2 as spb
+
+        return str(self._security("WhoAmI", spb.WhoAmIRequest()).principal)
 
     def close(self) -> None:
         self._cluster.close()

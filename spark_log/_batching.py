@@ -50,6 +50,8 @@ class Shipment:
     done: FutureGroup | Future  # type: ignore[type-arg]
     seq: int = 0  # issue order, for retries
     attempts: int = 0
+    maybe_written: bool = False  # some attempt may have appended it (see Producer._failed)
+    pid: int = -1  # the producer id its frame carries
 
     def resolve(self, base_offset: int) -> None:
         partition = self.partition

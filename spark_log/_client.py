@@ -8,6 +8,13 @@ demand and after retriable errors, and turns ``grpc.RpcError`` into typed
 Bootstrap resolution (``resolve_bootstrap``): the argument (``"host:port[,host:port...]"`` or
 a list), else ``$SPARK_LOG_BOOTSTRAP``, else the file ``bootstrap`` in the local dev cluster's
 data directory (``$SPARK_LOG_DATA_DIR`` or ``./.spark-log``), else ``InvalidConfigError``.
+
+Security resolution (``resolve_security``): the ``security`` argument (a
+``ClientSecurity``), else the Kafka-style properties file named by
+``$SPARK_LOG_CLIENT_CONFIG``, else, when the bootstrap itself comes from the dev cluster's
+``bootstrap`` file, the ``client.properties`` next to it (written by ``spark-log dev up
+--tls``), else plaintext.  Channels are opened by ``_secure_channel.open_channel`` (TLS,
+SCRAM sessions per broker, the client id).
 """
 from __future__ import annotations
 
@@ -31,8 +38,10 @@ from .errors import (
 from .proto import broker_pb2 as pb
 from .proto import broker_pb2_grpc as rpc
 from .schemas import schema_from_bytes
+from .security import ClientSecurity
+from ._secure_channel import open_channel
 
-__all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "CHANNEL_OPTIONS", "error_from_pb"]
+__all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "resolve_security", "CHANNEL_OPTIONS", "error_from_pb"]
 
 T = TypeVar("T")
 
@@ -66,6 +75,29 @@ def resolve_bootstrap(bootstrap: str | Sequence[str] | None) -> list[str]:
     if not addresses:
         raise InvalidConfigError("bootstrap is empty")
     return addresses
+
+
+CLIENT_CONFIG_ENV = "SPARK_LOG_CLIENT_CONFIG"
+CLIENT_CONFIG_FILE = "client.properties"
+
+
+def resolve_security(security: ClientSecurity | None,
+                     bootstrap: str | Sequence[str] | None) -> ClientSecurity | None:
+    """The client's security settings (see the module docstring for the order)."""
+    if security is not None:
+        if not isinstance(security, ClientSecurity):
+            raise InvalidConfigError(f"security must be a spark_log.ClientSecurity, got {type(security).__name__}",
+                                     key="security")
+        return security
+    named = os.environ.get(CLIENT_CONFIG_ENV)
+    if named:
+        return ClientSecurity.from_file(named).with_files_relative_to(Path(named).resolve().parent)
+    if bootstrap is None and not os.environ.get("SPARK_LOG_BOOTSTRAP"):
+        directory = Path(os.environ.get("SPARK_LOG_DATA_DIR") or DEFAULT_DATA_DIR)
+        path = directory / CLIENT_CONFIG_FILE
+        if (directory / "bootstrap").is_file() and path.is_file():
+            return ClientSecurity.from_file(path).with_files_relative_to(path.resolve().parent)
+    return None
 
 
 def error_from_pb(error: pb.Error) -> SparkLogError | None:
@@ -123,14 +155,20 @@ _SKIP_READ = (BrokerNotAvailableError, errors.RequestTimeoutError)
 class Cluster:
     """Channels, stubs and cached metadata for one cluster (see the module docstring)."""
 
-    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_s: float = 30.0) -> None:
+    def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_s: float = 30.0,
+                 security: ClientSecurity | None = None, client_id: str = "") -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
+        self.security = resolve_security(security, bootstrap)
+        if not isinstance(client_id, str):
+            raise InvalidConfigError(f"client_id must be a string, got {client_id!r}", key="client_id")
+        self.client_id = client_id
         self.request_timeout_s = request_timeout_s
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._metadata_offset = -1  # highest metadata offset seen in an answer
+        self._refreshes = 0  # each refresh starts with the next broker (see refresh)
         self._closed = False
 
     # -- channels ---------------------------------------------------------------------
@@ -141,7 +179,8 @@ class Cluster:
                 raise BrokerNotAvailableError("client is closed")
             channel = self._channels.get(address)
             if channel is None:
-                channel = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                channel = open_channel(address, self.security, client_id=self.client_id, options=CHANNEL_OPTIONS,
+                                       timeout_s=self.request_timeout_s)
                 self._channels[address] = channel
             return channel
 
@@ -187,9 +226,16 @@ class Cluster:
         last: SparkLogError | None = None
         # A broker behind the metadata log is skipped if another is ahead; one that does not
         # answer within READ_TRY_S (stalled, or cut off) is skipped too: a metadata
-        # request is read-only, so asking the next broker is always safe.
+        # request is read-only, so asking the next broker is always safe.  Each refresh
+        # starts with the next broker: a broker cut off from the others answers with an old
+        # image that no answer seen so far is ahead of, and asking it first every time kept
+        # a producer sending to a deposed leader for good (a real network partition did).
         try_timeout_s = min(self.request_timeout_s, READ_TRY_S)
-        for address in self.addresses():
+        addresses = self.addresses()
+        with self._lock:
+            start = self._refreshes % len(addresses) if addresses else 0
+            self._refreshes += 1
+        for address in addresses[start:] + addresses[:start]:
             try:
                 answer = self.broker(address).Metadata(request, timeout=try_timeout_s)
             except grpc.RpcError as exc:

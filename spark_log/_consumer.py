@@ -27,6 +27,12 @@ others, and control frames take offsets too.  The broker's ``next_fetch_offset``
 the position past a gap; records come with their own offsets (``spark_log.frame``'s
 version-2 frames carry them), and a gap is never reported as lost data.
 
+Security and quotas.  ``security`` (``ClientSecurity``) and ``client_id`` apply to every
+connection; refusals (``AuthenticationError``, ``TopicAuthorizationError`` without READ)
+are raised by ``poll``/``poll_arrow``.  A broker that reports ``throttle_time_ms`` (a
+consumer byte-rate quota) gets one fetch in flight from this consumer until it answers
+unthrottled; ``throttled`` and ``throttle_time_ms`` count the throttled answers.
+
 Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
 or "earliest"); the same policy answers an out-of-range position ("none": raise
 ``OffsetOutOfRangeError``).  Thread-safety: one thread at a time.
@@ -47,6 +53,8 @@ from . import errors
 from ._client import Cluster, error_from_pb
 from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
+from ._throttle import ThrottleGate
+from .security import ClientSecurity
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
 from .frame import ATTR_CONTROL, decode_batch, iter_frames, record_offsets
@@ -88,6 +96,8 @@ class Consumer:
         fetch_max_bytes: int = 64 << 20,
         max_partition_fetch_bytes: int = 16 << 20,
         request_timeout_ms: int = 30_000,
+        security: ClientSecurity | None = None,
+        client_id: str = "",
     ) -> None:
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed'", key="isolation_level")
@@ -102,7 +112,8 @@ class Consumer:
         self._max_bytes = fetch_max_bytes
         self._partition_max = max_partition_fetch_bytes
         self._timeout_s = request_timeout_ms / 1000
-        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s)
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id)
+        self._gate = ThrottleGate()
         self._positions: dict[TopicPartition, int | None] = {}
         self._outstanding: dict[tuple[str, str], tuple[Any, dict[TopicPartition, int]]] = {}
         self._done: "queue.SimpleQueue[tuple[str, str]]" = queue.SimpleQueue()
@@ -122,6 +133,16 @@ class Consumer:
         self._positions = {tp: self._positions.get(tp) for tp in wanted}
         self._ends = {tp: end for tp, end in self._ends.items() if tp in self._positions}
         self._outstanding.clear()
+
+    @property
+    def throttled(self) -> int:
+        """How many fetch answers reported a quota throttle."""
+        return self._gate.throttled
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """The total throttle time those answers reported."""
+        return self._gate.throttle_time_ms
 
     def assignment(self) -> list[TopicPartition]:
         return list(self._positions)
@@ -254,12 +275,24 @@ class Consumer:
                 self._cluster.forget(tp[0])
                 continue
             groups.setdefault((address, tp[0]), {})[tp] = position
+        throttled_busy = {a for a, _ in self._outstanding if self._gate.is_throttled(a)}
         for (address, topic), offsets in groups.items():
+            if address in throttled_busy:
+                continue  # the broker throttles us: one fetch in flight to it at a time
+            if self._gate.is_throttled(address):
+                throttled_busy.add(address)
             key = (address, topic)
             request = self._fetch_request(topic, offsets, max_wait_ms)
             if request is None:
                 continue
-            call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+            try:
+                call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+            except grpc.RpcError as exc:  # refused before it was sent (a SCRAM session that could not open)
+                error = errors.from_rpc_error(exc, address=address)
+                if not error.retriable:
+                    raise error from None
+                self._cluster.forget(topic)
+                continue
             self._outstanding[key] = (call, offsets)
             call.add_done_callback(lambda _f, k=key: self._done.put(k))
 
@@ -301,6 +334,7 @@ class Consumer:
             raise error from None
         except Exception:  # noqa: BLE001 - cancelled
             return []
+        self._gate.note(address, response.throttle_time_ms)
         out: list[pa.RecordBatch] = []
         for result in response.partitions:
             tp = (result.topic, result.partition)

@@ -126,8 +126,11 @@ def _ask_leaders(cluster: Cluster, todo: list[TopicPartition], views: Mapping[To
             topics.setdefault(topic, []).append(index)
         request = pb.DescribePartitionsRequest(
             topics=[pb.DescribePartitionsTopic(topic=t, partitions=p) for t, p in topics.items()])
-        calls.append((address, group, cluster.broker(address).DescribePartitions.future(request,
-                                                                                        timeout=call_timeout_s)))
+        try:
+            calls.append((address, group, cluster.broker(address).DescribePartitions.future(
+                request, timeout=call_timeout_s)))
+        except grpc.RpcError:
+            continue  # refused before it was sent (no SCRAM session): these stay unknown
     for address, group, call in calls:
         try:
             response = call.result()

@@ -16,11 +16,30 @@ an older epoch than one the broker has seen is fenced (``FencedEpochError``).  B
 append a producer's frames in sequence order even when concurrent calls arrive out of
 order, so order per partition holds with any number of calls in flight.
 
+After a send fails for good a producer with a random id takes a fresh id (sequences from 0,
+``_lost_sequences``).  Sends of the old id already on their way may still be appended (a
+failure that may have written its records leaves no hole behind it), so the new id's
+first sends to a partition wait until every send of an older id to that partition is
+settled: acknowledged sends stay in send order across the change of id.
+
 Retries: retriable errors (not leader, unknown partition while a topic is being created,
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
-metadata refresh where the error asks for it, until ``delivery_timeout_ms``; then the
-futures fail with the last error.  The backoff starts at 50 ms and doubles up to 200 ms, so
+metadata refresh where the error asks for it (and after a timeout: the leader may be cut
+off), until ``delivery_timeout_ms``; then the
+futures fail with the last error.  That error's ``maybe_written`` says whether any
+attempt may have written the records: False only when every attempt was refused before
+the append (``SparkLogError.refused_before_write``, e.g. ``NotEnoughReplicasError``);
+True after a timeout, a lost connection, ``NotEnoughReplicasAfterAppendError`` or any
+answer that carried the offsets of an append.  The backoff starts at 50 ms and doubles up to 200 ms, so
 after a leader fails the client finds the new leader within ~200 ms of its election.
+
+Security and quotas: ``security`` (a ``ClientSecurity``: TLS, client certificate, SCRAM)
+and ``client_id`` (quotas per client id) are used on every connection (``_client.Cluster``).
+A refusal (``AuthenticationError``, ``TopicAuthorizationError``) is not retriable: the
+futures fail with it at once.  When a broker's answers report ``throttle_time_ms`` (a
+byte-rate quota), the producer keeps one request in flight to that broker until an answer
+comes back unthrottled (``_throttle.ThrottleGate``); ``throttled`` and
+``throttle_time_ms`` count them.
 
 Time: the ``clock`` given (default ``SystemClock``) stamps record timestamps (``wall_ms``)
 and measures linger, retry backoff and the delivery and flush deadlines (``monotonic_ms``);
@@ -47,6 +66,8 @@ from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_row
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
 from ._records import bytes_batch, conform
+from ._throttle import ThrottleGate
+from .security import ClientSecurity
 from .clock import Clock, SystemClock
 from .errors import (
     InvalidConfigError,
@@ -54,7 +75,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch, parse_header
+from .frame import Codec, encode_batch
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -90,6 +111,8 @@ class Producer:
         delivery_timeout_ms: int = 120_000,
         clock: Clock | None = None,
         rng: random.Random | None = None,
+        security: ClientSecurity | None = None,
+        client_id: str = "",
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
@@ -113,7 +136,9 @@ class Producer:
         self.producer_id = producer_id if producer_id is not None else self._rng.getrandbits(63)
         self._explicit_id = producer_id is not None
         self.producer_epoch = producer_epoch
-        self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s)
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s, security=security,
+                                client_id=client_id)
+        self._gate = ThrottleGate()
         self._sticky = StickyPartitioner(self._rng)
         # send_batch's choice for rows without key or partition: with an explicit producer id it
         # is seeded by (id, epoch), so a replay of the same calls picks the same partitions
@@ -127,6 +152,12 @@ class Producer:
         self._closing = 0  # batches closed but not yet shipped
         self._retries: list[tuple[float, int, Shipment]] = []
         self._issue_seq = itertools.count()
+        # per partition: producer id -> its shipments not yet settled; shipments of a newer
+        # id wait in _held until every older id's are (see the module docstring)
+        self._unsettled: dict[tuple[str, int], dict[int, int]] = {}
+        self._held: dict[tuple[str, int], list[list[Shipment]]] = {}
+        self._id_order = itertools.count()
+        self._generation: dict[int, int] = {self.producer_id: next(self._id_order)}
         self._closed = False
         self._sender = threading.Thread(target=self._run_sender, name="spark-log-producer", daemon=True)
         self._sender.start()
@@ -273,6 +304,16 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def throttled(self) -> int:
+        """How many answers reported a quota throttle (``throttle_time_ms`` > 0)."""
+        return self._gate.throttled
+
+    @property
+    def throttle_time_ms(self) -> int:
+        """The total throttle time those answers reported."""
+        return self._gate.throttle_time_ms
+
     def _now_s(self) -> float:
         """The injected clock's monotonic time in seconds: linger, retry backoff, delivery
         and flush deadlines are all measured on it."""
@@ -314,6 +355,7 @@ class Producer:
         with self._lock:
             if producer_id == self.producer_id:
                 self.producer_id = self._rng.getrandbits(63)
+                self._generation[self.producer_id] = next(self._id_order)
                 self._next_seq.clear()
 
     def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int, producer_id: int) -> bytes:
@@ -369,9 +411,12 @@ class Producer:
             if isinstance(done, Future):
                 done.set_running_or_notify_cancel()
                 futures.append(done)
-            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq)))
+            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
+                                    pid=producer_id))
             with self._lock:
                 self._pending += 1
+                counts = self._unsettled.setdefault((topic, partition), {})
+                counts[producer_id] = counts.get(producer_id, 0) + 1
             size += len(frame)
             if size >= _REQUEST_TARGET_BYTES:
                 self._issue(request)
@@ -383,8 +428,16 @@ class Producer:
     # -- the wire -------------------------------------------------------------------------
 
     def _issue(self, shipments: list[Shipment]) -> None:
-        """Send one Produce call for shipments of one partition."""
+        """Send one Produce call for shipments of one partition (of one producer id), or hold
+        it while an older producer id has sends to that partition not yet settled."""
         first = shipments[0]
+        slot = (first.topic, first.partition)
+        with self._lock:
+            mine = self._generation.get(first.pid, 0)
+            counts = self._unsettled.get(slot, {})
+            if any(n and self._generation.get(pid, 0) < mine for pid, n in counts.items() if pid != first.pid):
+                self._held.setdefault(slot, []).append(shipments)
+                return
         try:
             address, epoch = self._cluster.leader(first.topic, first.partition)
         except SparkLogError as exc:
@@ -398,20 +451,29 @@ class Producer:
                                             current_leader_epoch=-1) for s in shipments],
         )
         self._in_flight.acquire()
+        self._gate.acquire(address, timeout_s=self._request_timeout_s)
         try:
             call = self._cluster.broker(address).Produce.future(request, timeout=self._request_timeout_s)
-        except Exception as exc:  # noqa: BLE001 - e.g. a closed channel
+        except Exception as exc:  # noqa: BLE001 - e.g. a closed channel, a refused authentication
             self._in_flight.release()
+            self._gate.release(address, None)
+            error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
+                     else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
-                self._failed(shipment, errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
+                self._failed(shipment, error)
             return
         if self._acks == 0:
             for shipment in shipments:
                 shipment.resolve(-1)
+                self._unsettle(shipment)
             with self._lock:
                 self._pending -= len(shipments)
                 self._lock.notify_all()
-            call.add_done_callback(lambda _: self._in_flight.release())
+            def settled(_: Any) -> None:
+                self._in_flight.release()
+                self._gate.release(address, None)
+
+            call.add_done_callback(settled)
             return
         call.add_done_callback(lambda f: self._on_response(f, shipments, address))
 
@@ -420,31 +482,63 @@ class Producer:
         try:
             response: pb.ProduceResponse = call.result()
         except grpc.RpcError as exc:
+            self._gate.release(address, None)
             error = errors.from_rpc_error(exc, address=address)
             for shipment in shipments:
-                self._failed(shipment, error)
+                self._failed(shipment, error, appended=None)
             return
         except Exception as exc:  # noqa: BLE001 - cancelled on close
+            self._gate.release(address, None)
             for shipment in shipments:
-                self._failed(shipment, errors.BrokerNotAvailableError(str(exc)))
+                self._failed(shipment, errors.BrokerNotAvailableError(str(exc)), appended=None)
             return
+        self._gate.release(address, response.throttle_time_ms)
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
             if failure is None:
                 shipment.resolve(result.base_offset)
+                self._unsettle(shipment)
                 self._settled(1)
-            else:
-                self._failed(shipment, failure)
+            else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
+                self._failed(shipment, failure, appended=result.base_offset >= 0)
 
     def _settled(self, count: int) -> None:
         with self._lock:
             self._pending -= count
             self._lock.notify_all()
 
-    def _failed(self, shipment: Shipment, error: SparkLogError) -> None:
+    def _unsettle(self, shipment: Shipment) -> None:
+        """``shipment`` is settled (acknowledged or failed for good): once its producer id
+        has nothing unsettled on the partition, the newer ids' held shipments go."""
+        slot = (shipment.topic, shipment.partition)
+        release: list[list[Shipment]] = []
+        with self._lock:
+            counts = self._unsettled.get(slot)
+            if counts is None:
+                return
+            left = counts.get(shipment.pid, 0) - 1
+            if left > 0:
+                counts[shipment.pid] = left
+                return
+            counts.pop(shipment.pid, None)
+            if not counts:
+                del self._unsettled[slot]
+            release = self._held.pop(slot, [])
+        for shipments in release:
+            self._issue(shipments)  # held again if another older id is still unsettled
+
+    def _failed(self, shipment: Shipment, error: SparkLogError, *, appended: bool | None = False) -> None:
+        """One attempt of ``shipment`` failed with ``error``: retry it, or fail its futures.
+        ``appended``: the broker's answer says it appended the records (True) or not
+        (False, also when nothing was sent); None when the call failed without a
+        per-partition answer: then the error's class says (``refused_before_write``)."""
+        if appended or (appended is None and not error.refused_before_write):
+            shipment.maybe_written = True
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         if retriable and self._now_s() < shipment.deadline:
-            if error.refresh_metadata or isinstance(error, OutOfOrderSequenceError):
+            # a leader that timed out may be on the wrong side of a partition, still believing
+            # it leads: ask for metadata again (Kafka's producer does after a request timeout)
+            if error.refresh_metadata or isinstance(error, (OutOfOrderSequenceError, errors.RequestTimeoutError)):
                 self._cluster.forget(shipment.topic)
             shipment.attempts += 1
             delay = min(_RETRY_BACKOFF_S * 2 ** min(shipment.attempts - 1, 5), _RETRY_BACKOFF_MAX_S)
@@ -452,8 +546,10 @@ class Producer:
                 heapq.heappush(self._retries, (self._now_s() + delay, shipment.seq, shipment))
                 self._lock.notify_all()
             return
-        shipment.fail(error)
-        self._lost_sequences(parse_header(shipment.frame).producer_id)
+        outcome = dict(error.details, maybe_written=shipment.maybe_written)
+        shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
+        self._lost_sequences(shipment.pid)
+        self._unsettle(shipment)
         self._settled(1)
 
     # -- the sender thread: linger expiry and retries ----------------------------------------

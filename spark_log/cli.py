@@ -1,7 +1,8 @@
 """The ``spark-log`` command line.
 
     spark-log broker --config FILE            run one node in the foreground (SIGTERM stops it)
-    spark-log dev up [--brokers 3] [--data-dir .spark-log]   start the local cluster
+    spark-log dev up [--brokers 3] [--data-dir .spark-log] [--tls [--mtls] [--sasl] [--authorizer]]
+                                              start the local cluster (optionally secured)
     spark-log dev status | dev down           inspect / stop it (data survives down/up)
     spark-log topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
                             [--typed [--key-columns a,b]]   typed: schema set by the first write
@@ -13,9 +14,13 @@
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
     spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
+    spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
+                                              security (see _cli_security.py)
 
 Clients find the cluster through ``--bootstrap``, else ``SPARK_LOG_BOOTSTRAP``, else the
-local cluster's ``bootstrap`` file.  Typed topics take and print rows as JSON objects.
+local cluster's ``bootstrap`` file; their TLS and credentials through ``--command-config
+FILE`` (Kafka's client.properties names), else ``SPARK_LOG_CLIENT_CONFIG``, else the
+secured dev cluster's ``client.properties``.  Typed topics take and print rows as JSON objects.
 Errors print one line (``spark-log: ...``) and exit with code 1; no tracebacks.
 
 The node and the launcher live in ``brokers``, which ``spark_log`` must not import, so
@@ -43,6 +48,8 @@ __all__ = ["main"]
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spark-log", description="A Spark-native streaming log.")
     parser.add_argument("--bootstrap", help="host:port[,host:port...] of brokers")
+    parser.add_argument("--command-config", metavar="FILE",
+                        help="client security settings (Kafka client.properties: security.protocol, ssl.*, sasl.*)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     broker = commands.add_parser("broker", help="run one broker node in the foreground")
@@ -52,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("action", choices=["up", "status", "down"])
     dev.add_argument("--brokers", type=int, default=3)
     dev.add_argument("--data-dir", default=None, help="default: $SPARK_LOG_DATA_DIR or .spark-log")
+    dev.add_argument("--tls", action="store_true", help="TLS on every listener and link (a local CA is made)")
+    dev.add_argument("--mtls", action="store_true", help="with --tls: require client certificates")
+    dev.add_argument("--sasl", action="store_true", help="with --tls: SCRAM-SHA-256 authentication (SASL_SSL)")
+    dev.add_argument("--authorizer", action="store_true", help="with --tls: ACLs on, deny by default")
 
     hosted = commands.add_parser(
         "spark-cluster", help="brokers hosted on a Spark cluster (start|stop|status; see python -m jobs.spark_cluster -h)",
@@ -95,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--max-records", type=int, default=None)
     consume.add_argument("--timeout-ms", type=int, default=None, help="stop after this long without records")
     consume.add_argument("--print-key", action="store_true")
+    from . import _cli_security
+
+    _cli_security.add_parsers(commands)  # users, acls, quotas, whoami
     return parser
 
 
@@ -272,12 +286,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _run_module("jobs.spark_cluster", argv[1:], replace=False)
     args = _parser().parse_args(argv)
     try:
+        if args.command_config:
+            from .security import ClientSecurity
+
+            ClientSecurity.from_file(args.command_config)  # refused here, by name, if wrong
+            os.environ["SPARK_LOG_CLIENT_CONFIG"] = os.path.abspath(args.command_config)
         if args.command == "broker":
             return _run_module("brokers.node", ["--config", args.config], replace=True)
         if args.command == "dev":
             extra = ["--brokers", str(args.brokers)]
             if args.data_dir:
                 extra += ["--data-dir", args.data_dir]
+            extra += [f"--{flag}" for flag in ("tls", "mtls", "sasl", "authorizer") if getattr(args, flag)]
             return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
         if args.command == "topics":
             from . import _cli_compact, _cli_reassign
@@ -287,6 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)
+        if args.command in ("users", "acls", "quotas", "whoami"):
+            from . import _cli_security
+
+            return _cli_security.run(args)
         return _consume(args)
     except SparkLogError as exc:
         print(f"spark-log: {exc}", file=sys.stderr)

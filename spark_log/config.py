@@ -24,6 +24,7 @@ __all__ = [
     "TopicConfig",
     "RaftConfig",
     "BrokerConfig",
+    "SecurityConfig",
     "from_mapping",
     "load_toml",
     "to_mapping",
@@ -143,6 +144,84 @@ class RaftConfig:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class SecurityConfig:
+    """A node's listener security, authentication, authorizer and quota settings (the
+    ``[security]`` table of ``conf/broker.toml``; README "Security" explains the model).
+
+    ``security_protocol`` is Kafka's: ``PLAINTEXT`` (no TLS, every caller is
+    ``User:ANONYMOUS``), ``SSL`` (TLS; principals from client certificates when
+    ``ssl_client_auth = "required"``), ``SASL_SSL`` (TLS and SCRAM-SHA-256: a client must
+    authenticate with a SCRAM session or a client certificate).  The node's certificate
+    (``ssl_certfile``/``ssl_keyfile``, PEM) serves the listener and is presented on its own
+    connections to other nodes; ``ssl_cafile`` verifies both directions.  The files are
+    re-read when they change (``ssl_reload_check_ms``): a renewed certificate needs no restart.
+
+    Nodes authenticate to each other with their client certificates (``ssl_client_auth =
+    "required"``; list their subjects in ``super_users``) or, when clients need no
+    certificate, with the cluster secret in ``inter_node_secret_file`` (principal
+    ``Node:<id>``, a super user).  ``authorizer_enabled``: every RPC is checked against the
+    ACLs in the metadata log, deny by default; ``super_users`` may do anything."""
+
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SSL | SASL_SSL
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_cafile: str = ""
+    ssl_client_auth: str = "none"  # none | required
+    ssl_reload_check_ms: int = 1000
+    inter_node_secret_file: str = ""
+    sasl_enabled_mechanisms: tuple[str, ...] = ("SCRAM-SHA-256",)
+    sasl_session_lifetime_ms: int = 3_600_000
+    authorizer_enabled: bool = False
+    super_users: tuple[str, ...] = ()
+    quota_burst_ms: int = 1000  # a byte-rate quota lets this many ms' worth of bytes through at once
+    quota_max_throttle_ms: int = 10_000  # longest a throttled answer is delayed
+
+    def __post_init__(self) -> None:
+        protocols = ("PLAINTEXT", "SSL", "SASL_SSL")
+        hint = " (a password never crosses a plaintext link: use SASL_SSL)" if self.security_protocol == "SASL_PLAINTEXT" else ""
+        _require(self.security_protocol in protocols, "security.security_protocol",
+                 f"must be one of {', '.join(protocols)}, got {self.security_protocol!r}{hint}")
+        _require(self.ssl_client_auth in ("none", "required"), "security.ssl_client_auth",
+                 f"must be 'none' or 'required' (gRPC cannot ask for an optional client certificate), "
+                 f"got {self.ssl_client_auth!r}")
+        tls = self.security_protocol != "PLAINTEXT"
+        if tls:
+            _require(bool(self.ssl_certfile) and bool(self.ssl_keyfile), "security.ssl_certfile",
+                     f"{self.security_protocol} needs the node's certificate and key (ssl_certfile, ssl_keyfile)")
+        else:
+            _require(not (self.ssl_certfile or self.ssl_keyfile or self.ssl_client_auth != "none"),
+                     "security.security_protocol", "TLS settings need security_protocol SSL or SASL_SSL")
+        if self.ssl_client_auth == "required":
+            _require(bool(self.ssl_cafile), "security.ssl_cafile", "ssl_client_auth = required needs the CA to verify"
+                     " client certificates with")
+        for mechanism in self.sasl_enabled_mechanisms:
+            _require(mechanism == "SCRAM-SHA-256", "security.sasl_enabled_mechanisms",
+                     f"only SCRAM-SHA-256 is supported, got {mechanism!r}")
+        if self.security_protocol == "SASL_SSL":
+            _require(bool(self.sasl_enabled_mechanisms), "security.sasl_enabled_mechanisms",
+                     "SASL_SSL needs SCRAM-SHA-256")
+        needs_node_auth = self.authorizer_enabled or self.security_protocol == "SASL_SSL"
+        if self.authorizer_enabled:
+            _require(tls, "security.authorizer_enabled", "an authorizer needs authenticated callers: set "
+                     "security_protocol to SSL or SASL_SSL")
+        if needs_node_auth and self.ssl_client_auth != "required":
+            _require(bool(self.inter_node_secret_file), "security.inter_node_secret_file",
+                     "nodes must authenticate to each other: set ssl_client_auth = required (node certificates) "
+                     "or an inter_node_secret_file")
+        _require(self.ssl_reload_check_ms >= 1, "security.ssl_reload_check_ms", "must be >= 1")
+        _require(self.sasl_session_lifetime_ms >= 1000, "security.sasl_session_lifetime_ms", "must be >= 1000")
+        _require(self.quota_burst_ms >= 1, "security.quota_burst_ms", "must be >= 1")
+        _require(self.quota_max_throttle_ms >= 1, "security.quota_max_throttle_ms", "must be >= 1")
+        for principal in self.super_users:
+            kind, sep, name = principal.partition(":")
+            _require(bool(sep and kind and name), "security.super_users", f"{principal!r} is not 'User:<name>'")
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol != "PLAINTEXT"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
     """One broker process (optionally also a controller voter)."""
 
@@ -158,6 +237,8 @@ class BrokerConfig:
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_wait_max_ms: int = 200
+    # SIGTERM: the process stops cleanly within this bound, or dumps its threads and exits 1
+    shutdown_timeout_ms: int = 10_000
     # Kafka's auto.leader.rebalance.enable: the active controller moves leadership back to
     # each partition's preferred replica once per session timeout (Admin.elect_leaders does it on demand).
     auto_leader_rebalance_enable: bool = True
@@ -173,6 +254,7 @@ class BrokerConfig:
     log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: idle threads look again after this
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
     def __post_init__(self) -> None:
         _require(self.broker_id >= 0, "broker_id", "must be >= 0")
@@ -191,6 +273,7 @@ class BrokerConfig:
             "must be greater than heartbeat_interval_ms",
         )
         _require(self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms", "must be >= 1")
+        _require(self.shutdown_timeout_ms >= 100, "shutdown_timeout_ms", "must be >= 100")
         _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
         _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")
         _require(self.default_replication_factor >= 1, "default_replication_factor", "must be >= 1")

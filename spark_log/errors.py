@@ -17,21 +17,34 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   │   └── NoSchemaError          (a typed topic created without a schema, none registered yet)
     │   ├── CorruptRecordError         (bad magic, bad CRC, truncated frame)
     │   ├── OffsetOutOfRangeError
-    │   ├── UnauthorizedError
+    │   ├── UnauthorizedError          (authorization: the principal may not do this)
+    │   │   ├── TopicAuthorizationError / GroupAuthorizationError
+    │   │   └── ClusterAuthorizationError / TransactionalIdAuthorizationError
+    │   ├── SecurityDisabledError      (ACL calls on a broker without an authorizer)
+    │   ├── ResourceNotFoundError      (e.g. deleting a user that does not exist)
     │   ├── DuplicateSequenceError / OutOfOrderSequenceError
     │   ├── MissingKeyError            (a record without a key on a compacted topic)
     │   ├── TopicNotCompactedError     (a compaction request for a topic whose policy lacks compact)
     │   └── InvalidOffsetMapError      (a Spark job's key -> offset map does not match the log)
+    ├── AuthenticationError            (not retriable: no, or wrong, credentials)
+    │   └── SessionExpiredError        (retriable: authenticate again, then retry)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
     ├── NotLeaderError                 (retriable, refresh; carries leader_address)
     ├── NotControllerError             (retriable, refresh; carries leader_address)
-    ├── NotEnoughReplicasError         (retriable)
+    ├── NotEnoughReplicasError         (retriable; refused before the append: nothing written)
+    ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
+    ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedEpochError               (not retriable for the fenced party)
     ├── ThrottledError                 (retriable)
     ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
     └── StorageError                   (not retriable: the disk said no)
+
+``refused_before_write`` says whether a produce that failed with the error was refused
+before anything was appended (a *definite* failure: the records are in no log); False
+means the write may have happened (timeouts, connection loss, ``NotEnoughReplicasAfterAppend``).
+The producer records per send whether any attempt may have written (``maybe_written``).
 
 ``to_status`` / ``from_rpc_error`` are the one place errors cross gRPC: the code and
 message travel in trailing metadata so that clients re-raise the same typed error.
@@ -80,6 +93,18 @@ class ErrorCode(enum.IntEnum):
     COMPACTION_CONFLICT = 31
     INVALID_OFFSET_MAP = 32
     TOPIC_NOT_COMPACTED = 33
+    # reliability: 90-99
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90
+    OFFSET_NOT_AVAILABLE = 91
+    # security (issue 17): 100-119
+    AUTHENTICATION_FAILED = 100
+    TOPIC_AUTHORIZATION_FAILED = 101
+    GROUP_AUTHORIZATION_FAILED = 102
+    CLUSTER_AUTHORIZATION_FAILED = 103
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED = 104
+    SECURITY_DISABLED = 105
+    RESOURCE_NOT_FOUND = 106
+    SESSION_EXPIRED = 107
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -91,6 +116,7 @@ class SparkLogError(Exception):
     code: ClassVar[ErrorCode] = ErrorCode.UNKNOWN
     retriable: ClassVar[bool] = False
     refresh_metadata: ClassVar[bool] = False
+    refused_before_write: ClassVar[bool] = False  # a produce failing with it appended nothing
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -107,6 +133,16 @@ class SparkLogError(Exception):
     def __str__(self) -> str:
         return f"{self.code.name}: {self.message}"
 
+    @property
+    def maybe_written(self) -> bool:
+        """For a failed send: whether the records may have been written anyway.  The
+        producer sets it from every attempt of the send (``details["maybe_written"]``);
+        otherwise it is what the error's class says (``refused_before_write``)."""
+        value = self.details.get("maybe_written")
+        if value is None:
+            return not self.refused_before_write
+        return value is True or value == "True"
+
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across Spark tasks
         return (_rebuild, (type(self), self.message, self.details))
 
@@ -120,6 +156,7 @@ _REGISTRY[ErrorCode.UNKNOWN] = SparkLogError
 
 class InvalidRequestError(SparkLogError):
     code = ErrorCode.INVALID_REQUEST
+    refused_before_write = True
 
 
 class InvalidConfigError(InvalidRequestError):
@@ -172,7 +209,54 @@ class OffsetOutOfRangeError(InvalidRequestError):
 
 
 class UnauthorizedError(InvalidRequestError):
+    """The authenticated principal is not allowed to do this (an ACL denies it, or none
+    allows it).  The subclasses name the kind of resource, as Kafka's errors do."""
+
     code = ErrorCode.UNAUTHORIZED
+
+
+class TopicAuthorizationError(UnauthorizedError):
+    code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+
+class GroupAuthorizationError(UnauthorizedError):
+    code = ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+
+class ClusterAuthorizationError(UnauthorizedError):
+    code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+class TransactionalIdAuthorizationError(UnauthorizedError):
+    code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+class SecurityDisabledError(InvalidRequestError):
+    """An ACL request reached a broker whose authorizer is off (ACLs would do nothing)."""
+
+    code = ErrorCode.SECURITY_DISABLED
+
+
+class ResourceNotFoundError(InvalidRequestError):
+    """The named resource (a SCRAM user, say) does not exist."""
+
+    code = ErrorCode.RESOURCE_NOT_FOUND
+
+
+class AuthenticationError(SparkLogError):
+    """The client did not authenticate, or its credentials are wrong (unknown user, wrong
+    password, a certificate the listener needs and did not get).  Messages never hold a
+    secret."""
+
+    code = ErrorCode.AUTHENTICATION_FAILED
+
+
+class SessionExpiredError(AuthenticationError):
+    """The SCRAM session token is unknown to this broker (it restarted) or expired: the
+    client authenticates again and retries."""
+
+    code = ErrorCode.SESSION_EXPIRED
+    retriable = True
 
 
 class DuplicateSequenceError(InvalidRequestError):
@@ -209,6 +293,7 @@ class UnknownTopicOrPartitionError(SparkLogError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     retriable = True
     refresh_metadata = True
+    refused_before_write = True
 
 
 class NotLeaderError(SparkLogError):
@@ -217,6 +302,7 @@ class NotLeaderError(SparkLogError):
     code = ErrorCode.NOT_LEADER
     retriable = True
     refresh_metadata = True
+    refused_before_write = True  # unless the answer carries the offsets of an append (see Producer)
 
     @property
     def leader_address(self) -> str | None:
@@ -238,17 +324,44 @@ class NotControllerError(SparkLogError):
 
 
 class NotEnoughReplicasError(SparkLogError):
+    """acks=all refused *before* the append: the ISR is smaller than
+    ``min.insync.replicas``.  Nothing was written."""
+
     code = ErrorCode.NOT_ENOUGH_REPLICAS
+    retriable = True
+    refused_before_write = True
+
+
+class NotEnoughReplicasAfterAppendError(SparkLogError):
+    """acks=all: the records *were appended* by the leader but the high watermark did
+    not pass them within the request timeout (Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+    The write may yet become visible; a retry by an idempotent producer is acknowledged
+    with the original offsets if it did."""
+
+    code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+    retriable = True
+    refresh_metadata = True  # the leader could not replicate: it may be cut off and deposed
+
+
+class OffsetNotAvailableError(SparkLogError):
+    """A leader elected a moment ago cannot answer an offset query yet: its high
+    watermark has not reached the start of its leader epoch, so it may be below what the
+    previous leader already acknowledged (Kafka's OFFSET_NOT_AVAILABLE, KIP-207).  Ask
+    again shortly."""
+
+    code = ErrorCode.OFFSET_NOT_AVAILABLE
     retriable = True
 
 
 class FencedEpochError(SparkLogError):
     code = ErrorCode.FENCED_EPOCH
+    refused_before_write = True
 
 
 class ThrottledError(SparkLogError):
     code = ErrorCode.THROTTLED
     retriable = True
+    refused_before_write = True
 
 
 class BrokerNotAvailableError(SparkLogError):
@@ -273,6 +386,7 @@ class RequestTimeoutError(SparkLogError):
 
 class StorageError(SparkLogError):
     code = ErrorCode.STORAGE_ERROR
+    refused_before_write = True  # the log appends nothing on a failed write
 
 
 def for_code(code: int) -> type[SparkLogError]:
@@ -309,13 +423,18 @@ def grpc_status_code(error: SparkLogError) -> Any:
     """The gRPC status code that best describes ``error`` (for logs and plain gRPC tools)."""
     import grpc
 
+    if isinstance(error, AuthenticationError):
+        return grpc.StatusCode.UNAUTHENTICATED
+    if isinstance(error, UnauthorizedError):
+        return grpc.StatusCode.PERMISSION_DENIED
     if isinstance(error, InvalidRequestError):
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(error, UnknownTopicOrPartitionError):
         return grpc.StatusCode.NOT_FOUND
     if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError)):
         return grpc.StatusCode.FAILED_PRECONDITION
-    if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, ThrottledError)):
+    if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
+                          OffsetNotAvailableError, ThrottledError)):
         return grpc.StatusCode.UNAVAILABLE
     if isinstance(error, RequestTimeoutError):
         return grpc.StatusCode.DEADLINE_EXCEEDED
@@ -349,6 +468,8 @@ def from_rpc_error(exc: Any, *, address: str = "") -> SparkLogError:
     where = f" ({address})" if address else ""
     if status == grpc.StatusCode.DEADLINE_EXCEEDED:
         return RequestTimeoutError(f"request timed out{where}")
+    if status == grpc.StatusCode.UNAUTHENTICATED:
+        return AuthenticationError(f"authentication failed{where}: {message}")
     if status in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, None):
         return BrokerNotAvailableError(f"broker not available{where}: {message}")
     return SparkLogError(f"{status.name if status else 'error'}{where}: {message}")

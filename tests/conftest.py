@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import os
+from typing import Iterator
 
 import pytest
+
+from tests.support.secure_cluster import SecuredCluster, secured_cluster
 
 pytest_plugins = ["tests.sim.plugin"]
 
@@ -13,6 +16,17 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test sees a bootstrap or data dir from the developer's shell."""
-    for name in ("SPARK_LOG_BOOTSTRAP", "SPARK_LOG_DATA_DIR"):
+    for name in ("SPARK_LOG_BOOTSTRAP", "SPARK_LOG_DATA_DIR", "SPARK_LOG_CLIENT_CONFIG"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def sasl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredCluster]:
+    """One secured 3-node cluster per test session (SASL_SSL: TLS on every listener and link,
+    SCRAM clients, the authorizer on), shared by the integration and Spark security tests."""
+    from brokers.launcher.secure import DevSecurity
+
+    with secured_cluster(tmp_path_factory.mktemp("sasl-cluster"),
+                         DevSecurity(tls=True, sasl=True, authorizer=True)) as cluster:
+        yield cluster

@@ -38,11 +38,12 @@ from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, Sch
 from brokers.metadata.schema_codec import schema_from_bytes, schema_to_bytes
 from brokers.metadata.snapshot import decode_image
 from brokers.net import faults as link_faults
-from brokers.net.channels import CONTROLLER_CHANNEL_OPTIONS
+from brokers.net.channels import CONTROLLER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from spark_log import errors
 from spark_log.config import TopicConfig
 from spark_log.proto import controller_pb2 as pb
 from spark_log.proto import controller_pb2_grpc as pb_grpc
+from spark_log.proto import security_pb2_grpc
 
 from .controller import HeartbeatResult
 from .wire import partition_from_pb
@@ -52,6 +53,7 @@ __all__ = ["ClusterDescription", "ControllerClient", "ElectionResult"]
 # The generated gRPC module (spark_log/proto/controller_pb2_grpc.py) has no annotations; this
 # name gives its stub constructor the type relied on here.
 _new_stub: Callable[[grpc.Channel], pb_grpc.ControllerServiceStub] = pb_grpc.ControllerServiceStub
+_new_security_stub: Callable[[grpc.Channel], Any] = security_pb2_grpc.SecurityControllerStub
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +108,13 @@ class ControllerClient:
         rpc_timeout_s: float = 5.0,
         retry_backoff_ms: int = 25,
         max_backoff_ms: int = 100,
+        channels: Channels = PLAINTEXT,
     ) -> None:
         addresses = list(voters.values()) if isinstance(voters, Mapping) else list(voters)
         if not addresses:
             raise errors.InvalidConfigError("a controller client needs at least one voter address")
         self.voters = addresses
+        self.channels = channels  # the node's security (brokers.net.channels)
         self._closed = False
         self.timeout_s = timeout_s
         self.rpc_timeout_s = rpc_timeout_s
@@ -119,6 +123,7 @@ class ControllerClient:
         self._lock = threading.Lock()
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
+        self._security_stubs: dict[str, Any] = {}
         self._rotation = itertools.cycle(range(len(addresses)))
         self.leader_hint: str | None = None
         # tests' network-partition hook (brokers.net.faults); None, one check per call, when off
@@ -141,38 +146,55 @@ class ControllerClient:
                 channel.close()
             self._channels.clear()
             self._stubs.clear()
+            self._security_stubs.clear()
 
-    def _stub(self, address: str) -> pb_grpc.ControllerServiceStub:
+    def _channel(self, address: str) -> grpc.Channel:
+        """The channel to ``address`` (caller holds ``_lock``)."""
+        if self._closed:
+            raise errors.BrokerNotAvailableError("the controller client is closed")
+        channel = self._channels.get(address)
+        if channel is None:
+            channel = self._channels[address] = self.channels.open(address, CONTROLLER_CHANNEL_OPTIONS)
+        return channel
+
+    def _stub(self, address: str) -> Any:
         with self._lock:
-            if self._closed:
-                raise errors.BrokerNotAvailableError("the controller client is closed")
             stub = self._stubs.get(address)
             if stub is None:
-                channel = grpc.insecure_channel(address, options=CONTROLLER_CHANNEL_OPTIONS)
-                self._channels[address] = channel
-                stub = self._stubs[address] = _new_stub(channel)
+                stub = self._stubs[address] = _new_stub(self._channel(address))
+            return stub
+
+    def _security_stub(self, address: str) -> Any:
+        """The ``SecurityController`` service of ``address`` (security.proto)."""
+        with self._lock:
+            stub = self._security_stubs.get(address)
+            if stub is None:
+                stub = self._security_stubs[address] = _new_security_stub(self._channel(address))
             return stub
 
     def _next_voter(self) -> str:
         with self._lock:
             return self.voters[next(self._rotation)]
 
-    def _once(self, address: str, method: str, request: Any, timeout_s: float) -> Any:
+    def _once(self, address: str, method: str, request: Any, timeout_s: float, *, security: bool = False) -> Any:
         if self._links is not None and self._links.cut_to(self._voter_ids.get(address)):
             raise errors.BrokerNotAvailableError(f"link to controller voter {address} is cut (fault hook)")
+        stub = self._security_stub(address) if security else self._stub(address)
         try:
-            return getattr(self._stub(address), method)(request, timeout=timeout_s)
+            return getattr(stub, method)(request, timeout=timeout_s)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc, address=address) from None
 
-    def _call(self, method: str, request: Any, *, idempotent: bool, sticky: bool = True) -> Any:
+    def _call(self, method: str, request: Any, *, idempotent: bool, sticky: bool = True,
+              security: bool = False) -> Any:
         deadline = time.monotonic() + self.timeout_s
         backoff_s = self.retry_backoff_ms / 1000
         address = self.leader_hint or self._next_voter()
         while True:
             remaining = deadline - time.monotonic()
             try:
-                response = self._once(address, method, request, max(0.05, min(self.rpc_timeout_s, remaining)))
+                response = self._once(address, method, request, max(0.05, min(self.rpc_timeout_s, remaining)),
+                                      security=security)
                 if sticky:
                     self.leader_hint = address
                 return response
@@ -299,6 +321,14 @@ class ControllerClient:
             )
             for r in response.results
         ]
+
+    # --- security (security.proto's SecurityController) ---------------------------------------
+
+    def security(self, method: str, request: Any) -> Any:
+        """Forward a user, ACL or quota change (``AlterUserScramCredentials``, ``CreateAcls``,
+        ``DeleteAcls``, ``AlterClientQuotas``) to the active controller; returns its answer
+        (which carries the metadata offset holding the change).  Each is idempotent."""
+        return self._call(method, request, idempotent=True, security=True)
 
     # --- describing ----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ module that validates against the current image and returns records):
     elect_leaders     preferred_leader.py               on demand (periodic too)
     alter_configs     configs.py        + election.py: unclean election enabled -> offline partitions elect now
     register_schema   schema_versions.py  compatible evolution only
+    change            security.py       SCRAM users, ACLs, client quotas (any pure builder)
 
 Activation: when this voter becomes the Raft leader, its lease loop (never a request
 thread) proposes a ``NoOpRecord`` and waits until it is applied, so the image includes
@@ -188,11 +189,12 @@ class QuorumController:
         self._thread = threading.Thread(target=self._loop, name=f"controller-{self.node_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the lease loop; joined for at most ``timeout_s``."""
         self._stopped.set()
         self._wake.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=max(0.0, timeout_s))
             self._thread = None
 
     def _loop(self) -> None:
@@ -469,6 +471,18 @@ class QuorumController:
                 records = [*records, *offline_elections(image, topic, unclean=config.unclean_leader_election_enable)]
             self._propose(records)
             return config
+
+        return self._serve(handle)
+
+    def change(self, build: Callable[[MetadataImage], tuple[Sequence[MetadataRecord], T]]) -> tuple[T, int]:
+        """Commit the records a pure ``build(image) -> (records, answer)`` returns (SCRAM
+        users, ACLs, quotas: ``security.py``) under the request protocol above; returns
+        ``(answer, metadata offset)``: every image at or past that offset holds the change."""
+
+        def handle(image: MetadataImage) -> tuple[T, int]:
+            records, answer = build(image)
+            self._propose(records)
+            return answer, self.image.offset
 
         return self._serve(handle)
 

@@ -56,10 +56,12 @@ class BrokerHeartbeater:
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{self.broker_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the thread (a call in flight ends at its RPC deadline, or at once when the
+        node closes the client); joined for at most ``timeout_s``."""
         self._stopped.set()
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=max(0.0, timeout_s))
             self._thread = None
 
     def wait_registered(self, timeout_s: float) -> bool:

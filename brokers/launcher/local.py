@@ -7,6 +7,8 @@ Layout under ``data_dir`` (default ``.spark-log``)::
     node-<id>/broker.toml the node's BrokerConfig
     node-<id>/node.log    its stdout/stderr
     node-<id>/...         its data (metadata log, partitions)
+    tls/, client.properties   a secured cluster's CA, certificates and admin client settings
+                          (``secure.py``: ``up --tls [--mtls] [--sasl] [--authorizer]``)
 
 ``up`` starts the nodes in the background (their own sessions, so they outlive the
 caller) and returns once every broker is registered and unfenced and a metadata request
@@ -14,7 +16,9 @@ answers; the ports chosen at first start are kept, so data and the quorum surviv
 ``down``/``up``.  ``down`` sends SIGTERM (clean stop) and waits; after ``timeout_s`` it
 kills.  ``status`` reports each node's pid liveness and the cluster's brokers.
 
-Run as ``python -m brokers.launcher.local up|down|status [--brokers N] [--data-dir D]``
+The security mode chosen at first start is kept in ``cluster.json`` too.
+
+Run as ``python -m brokers.launcher.local up|down|status [--brokers N] [--data-dir D] [--tls ...]``
 (this is what ``spark-log dev`` runs).  Errors print one line and exit 1.
 """
 from __future__ import annotations
@@ -33,9 +37,12 @@ from pathlib import Path
 import grpc
 
 from spark_log import errors
-from spark_log.errors import SparkLogError
+from spark_log.errors import InvalidConfigError, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
+
+from . import secure
+from .secure import DevSecurity
 
 __all__ = ["LocalCluster", "main"]
 
@@ -89,14 +96,18 @@ class LocalCluster:
     """N local nodes under ``data_dir`` (see the module docstring)."""
 
     def __init__(self, data_dir: str | Path = ".spark-log", *, brokers: int = 3, python: str | None = None,
-                 extra_config: dict[str, object] | None = None, raft_config: dict[str, object] | None = None) -> None:
-        """``extra_config``: more top-level BrokerConfig keys; ``raft_config``: its [raft] table."""
+                 extra_config: dict[str, object] | None = None, raft_config: dict[str, object] | None = None,
+                 security: DevSecurity | None = None) -> None:
+        """``extra_config``: more top-level BrokerConfig keys; ``raft_config``: its [raft] table;
+        ``security``: TLS and friends (``secure.py``; a cluster keeps the mode it started with)."""
         self.data_dir = Path(data_dir).resolve()
         self.python = python or sys.executable
         self.extra_config = dict(extra_config or {})
         self.raft_config = dict(raft_config or {})
+        self.security = security or DevSecurity()
         self.nodes = self._load() or [NodeState(i, p) for i, p in enumerate(_free_ports(brokers), start=1)]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._channels = secure.PLAINTEXT
 
     @property
     def bootstrap(self) -> str:
@@ -107,11 +118,14 @@ class LocalCluster:
         if not path.is_file():
             return None
         state = json.loads(path.read_text())
+        if "security" in state:
+            self.security = DevSecurity.from_json(state["security"])
         return [NodeState(int(n["node_id"]), int(n["port"]), int(n.get("pid", 0))) for n in state["nodes"]]
 
     def _save(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        state = {"nodes": [{"node_id": n.node_id, "port": n.port, "pid": n.pid} for n in self.nodes]}
+        state = {"nodes": [{"node_id": n.node_id, "port": n.port, "pid": n.pid} for n in self.nodes],
+                 "security": self.security.to_json()}
         tmp = self.data_dir / (STATE_FILE + ".tmp")
         tmp.write_text(json.dumps(state, indent=1))
         os.replace(tmp, self.data_dir / STATE_FILE)
@@ -136,6 +150,7 @@ class LocalCluster:
         if self.raft_config:
             lines.append("[raft]")
             lines.extend(f"{key} = {json.dumps(value)}" for key, value in self.raft_config.items())
+        lines += secure.config_lines(self.data_dir, self.security, node.node_id, [n.node_id for n in self.nodes])
         path = directory / "broker.toml"
         path.write_text("\n".join(lines) + "\n")
         return path
@@ -158,13 +173,25 @@ class LocalCluster:
     def up(self, *, timeout_s: float = 60.0) -> str:
         """Start every node that is not running, wait until healthy, write ``bootstrap``."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        secure.prepare(self.data_dir, self.security, [n.node_id for n in self.nodes])
+        self._channels = secure.channels(self.data_dir, self.security)
         for node in self.nodes:
             if not (node.pid and _alive(node.pid)):
                 self.start_node(node)
         self._save()
         self.wait_healthy(timeout_s=timeout_s)
+        secure.prepare_admin(self.data_dir, self.security, f"{HOST}:{self.nodes[0].port}")
         (self.data_dir / BOOTSTRAP_FILE).write_text(self.bootstrap + "\n")
         return self.bootstrap
+
+    def open_channel(self, address: str) -> grpc.Channel:
+        """A channel to a node as the launcher reaches it (a node's credentials when secured)."""
+        return self._channels.open(address, _PROBE_CHANNEL_OPTIONS)
+
+    @property
+    def client_properties(self) -> Path:
+        """The admin client's settings of a secured cluster (``secure.py``)."""
+        return self.data_dir / secure.CLIENT_PROPERTIES
 
     def wait_healthy(self, *, timeout_s: float = 60.0) -> None:
         """Until every broker is registered and unfenced; raises ``TimeoutError`` naming why."""
@@ -188,7 +215,7 @@ class LocalCluster:
         wanted = sorted(n.node_id for n in self.nodes)
         for node in self.nodes:
             address = f"{HOST}:{node.port}"
-            channel = grpc.insecure_channel(address, options=_PROBE_CHANNEL_OPTIONS)
+            channel = self.open_channel(address)
             try:
                 response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
             except grpc.RpcError as exc:
@@ -254,15 +281,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument("--data-dir", default=os.environ.get("SPARK_LOG_DATA_DIR") or ".spark-log")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--tls", action="store_true", help="TLS on every listener and link (a local CA is made)")
+    parser.add_argument("--mtls", action="store_true", help="with --tls: require client certificates")
+    parser.add_argument("--sasl", action="store_true", help="with --tls: SCRAM-SHA-256 authentication (SASL_SSL)")
+    parser.add_argument("--authorizer", action="store_true", help="with --tls: ACLs on, deny by default")
     args = parser.parse_args(argv)
     if args.brokers < 1:
         print("spark-log: --brokers must be >= 1", file=sys.stderr)
         return 1
     try:
-        cluster = LocalCluster(args.data_dir, brokers=args.brokers)
+        wanted = DevSecurity(tls=args.tls or args.mtls or args.sasl or args.authorizer, mtls=args.mtls,
+                             sasl=args.sasl, authorizer=args.authorizer)
+        cluster = LocalCluster(args.data_dir, brokers=args.brokers, security=wanted)
+        if args.command == "up" and wanted != DevSecurity() and cluster.security != wanted:
+            raise InvalidConfigError(f"the cluster in {cluster.data_dir} was started as {cluster.security}; "
+                                     f"it keeps that mode (start a new one in another --data-dir)")
         if args.command == "up":
             print(f"starting {len(cluster.nodes)} nodes in {cluster.data_dir} ...", file=sys.stderr)
             print(cluster.up(timeout_s=args.timeout))
+            if cluster.security.tls:
+                print(f"secured ({cluster.security.protocol}); client settings in {cluster.client_properties}",
+                      file=sys.stderr)
         elif args.command == "down":
             cluster.down(timeout_s=args.timeout)
             print(f"stopped; data kept in {cluster.data_dir}", file=sys.stderr)

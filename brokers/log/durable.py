@@ -12,8 +12,9 @@
 
 Users: ``checkpoint.py`` (recovery point, log start, epoch cache), ``segment.py`` and
 ``index_file.py`` (data and index files), ``partition_log.py`` (the directory after a
-roll), ``swap.py`` (compaction's cleaned and swap files), ``brokers/raft/quorum_state.py`` and ``brokers/raft/snapshot_store.py``.  Keeping
-every fsync and rename here leaves one narrow seam for a simulated power-loss file layer.
+roll), ``swap.py`` (compaction's cleaned and swap files), ``brokers/raft/quorum_state.py`` and ``brokers/raft/snapshot_store.py``.  Every
+operation goes through the file layer (``files.py``), where a test can stand in for the
+disk (a simulated power cut) or a broker can be given a slow one.
 
 Raises ``OSError`` as the operating system reports it; nothing is retried.
 Thread-safety: the functions keep no state; callers serialise writes to one path.
@@ -23,6 +24,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from . import files
+
 __all__ = ["fsync_fd", "fsync_dir", "replace", "atomic_write", "TMP_SUFFIX"]
 
 TMP_SUFFIX = ".tmp"
@@ -30,22 +33,18 @@ TMP_SUFFIX = ".tmp"
 
 def fsync_fd(fd: int) -> None:
     """fsync the open file ``fd``: every byte written to it so far survives a crash."""
-    os.fsync(fd)
+    files.fsync(fd)
 
 
 def fsync_dir(directory: Path) -> None:
     """fsync ``directory`` so that entries created, renamed or removed in it survive a crash."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    files.fsync_dir(directory)
 
 
 def replace(source: Path, target: Path) -> None:
     """Rename ``source`` over ``target`` atomically (``target`` need not exist); fsync the
     directory afterwards (``fsync_dir``) to make it survive a crash."""
-    os.replace(source, target)
+    files.replace(source, target)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -54,14 +53,14 @@ def atomic_write(path: Path, data: bytes) -> None:
     On return the new content survives a crash; if this raises, ``path`` still holds its
     old content (or is still missing)."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = files.open_fd(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        position = 0
+        while position < len(view):
+            position += files.pwrite(fd, view[position:], position)
         fsync_fd(fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        files.close(fd)
+    files.replace(tmp, path)
     fsync_dir(path.parent)

@@ -17,6 +17,7 @@ from array import array
 from bisect import bisect_left
 from pathlib import Path
 
+from . import files
 from .durable import fsync_fd
 
 __all__ = ["IndexFile"]
@@ -59,14 +60,14 @@ class IndexFile(ABC):
         if self._written > keep:
             self._written = keep
             if self.path.exists():
-                os.truncate(self.path, keep * self.ENTRY_BYTES)
+                files.truncate(self.path, keep * self.ENTRY_BYTES)
 
     def reset(self) -> None:
         """Forget every entry and empty the file (before a rebuild)."""
         self._first = array("q")
         self._second = array("q")
         self._written = self._synced = 0
-        self.path.write_bytes(b"")
+        files.write_bytes(self.path, b"")
 
     def write(self, *, fsync: bool) -> None:
         """Append the entries not yet in the file; fsync it when asked."""
@@ -74,13 +75,13 @@ class IndexFile(ABC):
         if count == self._written and (not fsync or self._synced == count):
             return
         data = self._encode(self._written, count)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        fd = files.open_fd(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, data, self._written * self.ENTRY_BYTES)
+            files.pwrite(fd, data, self._written * self.ENTRY_BYTES)
             if fsync:
                 fsync_fd(fd)
         finally:
-            os.close(fd)
+            files.close(fd)
         self._written = count
         if fsync:
             self._synced = count
@@ -90,4 +91,4 @@ class IndexFile(ABC):
         self._written = self._synced = len(self._first)
 
     def delete(self) -> None:
-        self.path.unlink(missing_ok=True)
+        files.unlink(self.path, missing_ok=True)

@@ -44,6 +44,7 @@ from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
 from .snapshot import CleanedGroup, LogSnapshot, SegmentFile
 from .swap import cleaned_path, commit_swaps
+from . import files
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
@@ -67,11 +68,11 @@ class PartitionLog:
         self._clock = clock
         self._closed = False
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._lock_fd = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = files.open_fd(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            os.close(self._lock_fd)
+            files.close(self._lock_fd)
             raise StorageError(f"{self.directory} is already open in another PartitionLog") from None
         try:
             self._open()
@@ -523,7 +524,7 @@ class PartitionLog:
 
     def _release(self) -> None:
         if self._lock_fd >= 0:
-            os.close(self._lock_fd)
+            files.close(self._lock_fd)
             self._lock_fd = -1
 
     def __enter__(self) -> "PartitionLog":

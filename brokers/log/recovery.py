@@ -38,7 +38,7 @@ from typing import Callable
 
 from spark_log.errors import CorruptRecordError
 
-from . import checkpoint
+from . import checkpoint, files
 
 from .swap import complete_swaps
 from .epoch_cache import FILE_NAME as EPOCH_FILE
@@ -76,7 +76,7 @@ def _scan_directory(directory: Path, report: RecoveryReport) -> list[int]:
     indexes: list[tuple[int, Path]] = []
     for path in directory.iterdir():
         if path.name.endswith(".tmp"):
-            path.unlink(missing_ok=True)
+            files.unlink(path, missing_ok=True)
             report.removed_files.append(path.name)
             continue
         match = _SEGMENT_FILE.match(path.name)
@@ -88,14 +88,14 @@ def _scan_directory(directory: Path, report: RecoveryReport) -> list[int]:
             indexes.append((int(match.group(1)), path))
     for base, path in indexes:
         if base not in logs:
-            path.unlink(missing_ok=True)
+            files.unlink(path, missing_ok=True)
             report.removed_files.append(path.name)
     return sorted(logs)
 
 
 def _delete_files(directory: Path, base: int) -> None:
     for suffix in (".log", ".index", ".timeindex"):
-        (directory / f"{base:020d}{suffix}").unlink(missing_ok=True)
+        files.unlink(directory / f"{base:020d}{suffix}", missing_ok=True)
 
 
 def open_segments(

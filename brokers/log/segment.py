@@ -38,6 +38,7 @@ from typing import Callable, Iterator, Sequence
 from spark_log.errors import CorruptRecordError, StorageError
 from spark_log.frame import PEEK_SIZE, verify_frame
 
+from . import files
 from .durable import fsync_fd
 from .offset_index import OffsetIndex
 from .scan import Peek, ScanStop, peek, peek_headers, verify_frames
@@ -65,7 +66,7 @@ def _pwrite_all(fd: int, buffers: Sequence[Buffer], position: int) -> None:
     pending = list(buffers)
     while pending:
         batch = pending[:_IOV_MAX]
-        written = os.pwritev(fd, batch, position)
+        written = files.pwritev(fd, batch, position)
         position += written
         consumed = 0
         while consumed < len(batch) and written >= len(batch[consumed]):
@@ -86,7 +87,7 @@ class Segment:
         self.offset_index = OffsetIndex(directory / segment_name(base_offset, ".index"), base_offset)
         self.time_index = TimeIndex(directory / segment_name(base_offset, ".timeindex"), base_offset)
         self._interval = index_interval_bytes
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = files.open_fd(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = 0
         self.next_offset = base_offset
         self.max_timestamp = NO_TIMESTAMP  # largest frame max_timestamp, NO_TIMESTAMP if empty
@@ -102,7 +103,7 @@ class Segment:
     @classmethod
     def create(cls, directory: Path, base_offset: int, *, index_interval_bytes: int, now_ms: int) -> "Segment":
         for suffix in (".log", ".index", ".timeindex"):
-            (directory / segment_name(base_offset, suffix)).unlink(missing_ok=True)
+            files.unlink(directory / segment_name(base_offset, suffix), missing_ok=True)
         segment = cls(directory, base_offset, index_interval_bytes=index_interval_bytes, now_ms=now_ms)
         segment.new_file = True
         return segment
@@ -169,7 +170,7 @@ class Segment:
             if on_frame is not None:
                 on_frame(header)
         if stop:
-            os.ftruncate(self._fd, self.size)
+            files.ftruncate(self._fd, self.size)
             fsync_fd(self._fd)
             return stop[0]
         return None
@@ -195,8 +196,8 @@ class Segment:
                 since = 0
             since += header.length
             expected = header.next_offset
-        offsets.path.write_bytes(b"")  # the new objects write from entry 0 on
-        times.path.write_bytes(b"")
+        files.write_bytes(offsets.path, b"")  # the new objects write from entry 0 on
+        files.write_bytes(times.path, b"")
         self.offset_index, self.time_index = offsets, times
         self._since_index, self._max_so_far = since, max_so_far
 
@@ -234,7 +235,7 @@ class Segment:
             _pwrite_all(self._fd, buffers, start)
         except OSError as exc:
             try:
-                os.ftruncate(self._fd, start)
+                files.ftruncate(self._fd, start)
             except OSError:
                 pass
             raise StorageError(f"{self.log_path.name}: write failed: {exc.strerror}") from exc
@@ -336,7 +337,7 @@ class Segment:
         header = self.locate(offset)
         if header is None:
             return
-        os.ftruncate(self._fd, header.position)
+        files.ftruncate(self._fd, header.position)
         fsync_fd(self._fd)
         self.offset_index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
@@ -358,13 +359,13 @@ class Segment:
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
+            files.close(self._fd)
             self._fd = -1
 
     def delete(self) -> None:
         """Close and remove all three files."""
         self.close()
-        self.log_path.unlink(missing_ok=True)
+        files.unlink(self.log_path, missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()
 

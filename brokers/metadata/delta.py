@@ -42,6 +42,7 @@ from .records import (
     UnfenceBrokerRecord,
 )
 from .schema_codec import schema_from_bytes
+from .security_image import SECURITY_RECORDS, SecurityDelta
 
 __all__ = ["LocalReplicaChanges", "MetadataDelta", "ReplayError"]
 
@@ -88,6 +89,8 @@ class MetadataDelta:
         self._brokers: dict[int, BrokerInfo] = {}
         self._topics: dict[str, _TopicDelta] = {}
         self._removed: dict[str, TopicImage] = {}
+        self._security = SecurityDelta(image.security)
+        self._security_changed = False  # a snapshot load's verdict (between)
         self._snapshot: MetadataImage | None = None
 
     @classmethod
@@ -95,6 +98,7 @@ class MetadataDelta:
         """The delta that takes ``old`` to ``new`` wholesale (a snapshot load)."""
         delta = cls(old)
         delta._snapshot = new
+        delta._security_changed = new.security is not old.security
         delta._brokers = dict(new.brokers)
         delta._topics = {name: _TopicDelta(topic) for name, topic in new.topics.items()}
         delta._removed = {
@@ -122,6 +126,12 @@ class MetadataDelta:
         """Fold one committed record into the delta; ``ReplayError`` if it cannot apply."""
         if self._snapshot is not None:
             raise ReplayError("a snapshot delta takes no further records")
+        if isinstance(record, SECURITY_RECORDS):
+            try:
+                self._security.replay(record)
+            except ValueError as exc:
+                raise ReplayError(str(exc)) from None
+            return
         match record:
             case RegisterBrokerRecord():
                 self._brokers[record.broker_id] = BrokerInfo(
@@ -242,6 +252,7 @@ class MetadataDelta:
         return MetadataImage(
             brokers=brokers,
             topics=topics,
+            security=self._security.apply(),
             offset=self.image.offset if offset is None else offset,
             epoch=self.image.epoch if epoch is None else epoch,
         )
@@ -258,6 +269,10 @@ class MetadataDelta:
 
     def changed_brokers(self) -> set[int]:
         return set(self._brokers)
+
+    def changed_security(self) -> bool:
+        """Whether SCRAM users, ACLs or quotas changed."""
+        return self._security_changed or self._security.changed
 
     def local_changes(self, broker_id: int, new_image: MetadataImage) -> LocalReplicaChanges:
         """Replica changes for ``broker_id`` between ``self.image`` and ``new_image`` (the

@@ -19,6 +19,8 @@ import pyarrow as pa
 
 from spark_log.config import TopicConfig
 
+from .security_image import EMPTY_SECURITY, SecurityImage
+
 __all__ = [
     "BrokerInfo",
     "PartitionInfo",
@@ -128,6 +130,7 @@ class MetadataImage:
 
     brokers: Mapping[int, BrokerInfo] = field(default_factory=frozen_map)
     topics: Mapping[str, TopicImage] = field(default_factory=frozen_map)
+    security: SecurityImage = EMPTY_SECURITY  # SCRAM users, ACLs, client quotas
     offset: int = -1
     epoch: int = -1
 

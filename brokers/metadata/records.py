@@ -44,6 +44,11 @@ __all__ = [
     "ConfigRecord",
     "SchemaRecord",
     "NoOpRecord",
+    "UserScramCredentialRecord",
+    "RemoveUserScramCredentialRecord",
+    "AccessControlEntryRecord",
+    "RemoveAccessControlEntryRecord",
+    "ClientQuotaRecord",
     "encode",
     "decode",
 ]
@@ -159,6 +164,58 @@ class NoOpRecord:
     controller_id: int = -1
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserScramCredentialRecord:
+    """A SCRAM user was created or its password changed: the stored credential only
+    (``spark_log.scram``: salt, iterations, StoredKey, ServerKey), never the password."""
+
+    name: str
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveUserScramCredentialRecord:
+    name: str
+    mechanism: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessControlEntryRecord:
+    """An ACL (``spark_log.acls.AclBinding``; enum fields as their values, e.g. "topic",
+    "prefixed", "read", "allow") under a controller-chosen ``id``."""
+
+    id: str
+    resource_type: str
+    resource_name: str
+    pattern_type: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemoveAccessControlEntryRecord:
+    id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuotaRecord:
+    """One quota of a client entity (Kafka's model): ``user`` and ``client_id`` are None when
+    the entity has no such part, ``"<default>"`` for the default entity, else a name;
+    ``key`` is ``producer_byte_rate`` or ``consumer_byte_rate`` (bytes per second);
+    ``value`` None removes it."""
+
+    user: str | None = None
+    client_id: str | None = None
+    key: str
+    value: float | None = None
+
+
 MetadataRecord = Union[
     RegisterBrokerRecord,
     FenceBrokerRecord,
@@ -170,6 +227,11 @@ MetadataRecord = Union[
     ConfigRecord,
     SchemaRecord,
     NoOpRecord,
+    UserScramCredentialRecord,
+    RemoveUserScramCredentialRecord,
+    AccessControlEntryRecord,
+    RemoveAccessControlEntryRecord,
+    ClientQuotaRecord,
 ]
 
 _TAGS: dict[type, str] = {
@@ -183,6 +245,11 @@ _TAGS: dict[type, str] = {
     ConfigRecord: "config",
     SchemaRecord: "schema",
     NoOpRecord: "no_op",
+    UserScramCredentialRecord: "user_scram_credential",
+    RemoveUserScramCredentialRecord: "remove_user_scram_credential",
+    AccessControlEntryRecord: "access_control_entry",
+    RemoveAccessControlEntryRecord: "remove_access_control_entry",
+    ClientQuotaRecord: "client_quota",
 }
 _BY_TAG: dict[str, type] = {tag: cls for cls, tag in _TAGS.items()}
 _HINTS: dict[type, dict[str, Any]] = {cls: typing.get_type_hints(cls) for cls in _TAGS}

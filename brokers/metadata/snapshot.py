@@ -8,6 +8,7 @@ rebuild the image from ``EMPTY`` (as Kafka writes a snapshot as a batch of recor
     {"type":"topic",...}                    then per topic: the topic,
     {"type":"schema",...}                   its schema versions, oldest first,
     {"type":"partition",...}                and its partitions with their epochs
+    {"type":"user_scram_credential",...}    then SCRAM users, ACLs and client quotas
 
 ``decode_image(encode_image(image)) == image`` for every image (records never contain
 newlines: JSON escapes them).  ``decode_image`` raises ``CorruptRecordError``.
@@ -30,6 +31,7 @@ from .records import (
     encode,
 )
 from .schema_codec import schema_to_bytes
+from .security_image import security_records
 
 __all__ = ["encode_image", "decode_image", "image_records"]
 
@@ -78,6 +80,7 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                     removing_replicas=info.removing_replicas,
                 )
             )
+    records.extend(security_records(image.security))
     return records
 
 

@@ -26,7 +26,8 @@ What it decides:
   ``on_follower_append``, ``on_truncated``, ``on_leader_high_watermark``);
 - ISR changes (``isr_change``): shrink candidates (not caught up within
   ``replica.lag.time.max.ms``) and expand candidates (caught up to the HW and the epoch's
-  start), with the expansion counted in the HW while it is in flight.
+  start), with the expansion counted in the HW from the request until the metadata image
+  settles it (a new partition epoch), whatever the answer said.
 
 Thread-safety: none; one caller at a time (the shell's lock).
 """
@@ -38,6 +39,7 @@ from spark_log.errors import (
     FencedEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     UnknownTopicOrPartitionError,
@@ -137,6 +139,21 @@ class PartitionCore:
     def offsets(self, log: LogEnds) -> PartitionOffsets:
         return PartitionOffsets(log.log_start_offset, self.high_watermark(log.log_end_offset),
                                 self.last_stable_offset(log.log_end_offset), log.log_end_offset)
+
+    def listable_offsets(self, log: LogEnds) -> PartitionOffsets:
+        """The offsets a client may be told (ListOffsets: "latest" is the high watermark).
+        A leader whose high watermark has not reached the start of its leader epoch (its
+        LEO when it was elected) raises ``OffsetNotAvailableError`` (retriable; Kafka's
+        KIP-207): until every ISR member fetched in the new epoch its high watermark is
+        the one it knew as a follower, which may be below offsets the previous leader
+        already acknowledged, so "latest" would go backwards and hide acknowledged records."""
+        offsets = self.offsets(log)
+        start = self._replica.leader_epoch_start_offset
+        if self.leadership.is_leader and offsets.high_watermark < start:
+            raise OffsetNotAvailableError(
+                f"{self.name}: the leader of epoch {self.leadership.leader_epoch} has not caught its high watermark "
+                f"({offsets.high_watermark}) up with the start of its epoch ({start}) yet")
+        return offsets
 
     def read_bound(self, isolation: Isolation, log_end_offset: int, max_offset: int | None) -> int:
         """The offset a consumer read stops before: the HW (read_uncommitted) or the LSO
@@ -285,10 +302,16 @@ class PartitionCore:
             return None
         new_isr = tuple(r for r in state.isr if r not in out) + tuple(r for r in join if r not in state.isr)
         if join:
-            state.pending_isr = tuple(sorted(set(state.isr) | set(join)))
+            state.pending_isr = tuple(sorted(set(state.isr) | set(state.pending_isr) | set(join)))
         return IsrChange(state.leader_epoch, state.partition_epoch, state.isr, new_isr, out, join)
 
     def clear_pending_isr(self) -> None:
+        """The controller *definitely* refused the expansion (an invalid request at the
+        current partition epoch: nothing of ours was applied at it): stop counting the
+        joiners.  Never on an unknown outcome or a stale epoch: an earlier request may have
+        been accepted, and until the image shows the ISR the controller holds, the high
+        watermark must count every member it may hold (a leader elected from that ISR must
+        have every acknowledged record).  A new partition epoch in the image clears it too."""
         self._replica.pending_isr = ()
 
     # -- describe and maintenance ----------------------------------------------------------

@@ -154,6 +154,14 @@ class Partition(CompactingPartition):
             self._core.check_open()
             return self._core.offsets(self._ends())
 
+    def listable_offsets(self) -> PartitionOffsets:
+        """``offsets()`` as a client may be told them (ListOffsets):
+        ``OffsetNotAvailableError`` while a new leader's high watermark is below the start
+        of its epoch (``PartitionCore.listable_offsets``)."""
+        with self._cond:
+            self._core.check_open()
+            return self._core.listable_offsets(self._ends())
+
     def replication_view(self) -> ReplicationView:
         """The replication state and offsets, read together (describe)."""
         with self._cond:

@@ -63,7 +63,7 @@ class ReplicaState:
     isr: tuple[int, ...] = ()
     high_watermark: int = 0
     leader_epoch_start_offset: int = 0
-    pending_isr: tuple[int, ...] = ()   # an expansion in flight: the HW counts these too
+    pending_isr: tuple[int, ...] = ()   # an expansion asked for: the HW counts these too until the image settles it
     followers: dict[int, FollowerProgress] = field(default_factory=dict)
 
     # -- metadata ---------------------------------------------------------------------------
@@ -75,9 +75,11 @@ class ReplicaState:
         it had ``replica.lag.time.max.ms`` to fetch."""
         new_epoch = not self.is_leader or leader_epoch != self.leader_epoch
         self.is_leader = True
-        self.partition_epoch = partition_epoch
-        if new_epoch or tuple(isr) != self.isr:
+        if new_epoch or tuple(isr) != self.isr or partition_epoch != self.partition_epoch:
+            # the image settled every ISR request built on the old partition epoch: one that
+            # was accepted shows in ``isr``, the others can no longer be (stale epoch)
             self.pending_isr = ()
+        self.partition_epoch = partition_epoch
         self.replicas, self.isr = tuple(replicas), tuple(isr)
         if new_epoch:
             self.leader_epoch = leader_epoch

@@ -31,6 +31,7 @@ from typing import Any, Callable, Protocol
 
 import grpc
 
+from brokers.net.channels import PLAINTEXT, Channels
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError, RequestTimeoutError, SparkLogError
@@ -121,13 +122,15 @@ class RaftNode:
 
     ``voters`` maps voter ids to "host:port".  ``data_dir`` holds the quorum state, the
     metadata log and snapshots.  ``transport_filter(from_id, to_id)`` drops messages
-    when it returns False (tests: partitions).  Public attributes are snapshots taken on
+    when it returns False (tests: partitions).  ``channels`` opens the links to the other
+    voters (``brokers.net.channels``: TLS when the node's listener uses it).  Public attributes are snapshots taken on
     the raft thread, readable from any thread.
     """
 
     def __init__(self, *, node_id: int, voters: dict[int, str], data_dir: Path, config: RaftConfig,
                  state_machine: StateMachine, observer: bool = False, rng: random.Random | None = None,
-                 transport_filter: Callable[[int, int], bool] | None = None, clock: Clock | None = None) -> None:
+                 transport_filter: Callable[[int, int], bool] | None = None, clock: Clock | None = None,
+                 channels: Channels = PLAINTEXT) -> None:
         if observer == (node_id in voters):
             raise ValueError(f"node {node_id}: observer={observer} but voters are {sorted(voters)}")
         self.node_id = node_id
@@ -143,7 +146,7 @@ class RaftNode:
         decode_entries(encode_entries([Entry(0, 0, b"")]))  # pyarrow's lazy imports: here, not on the raft thread
         self._core = RaftCore(node_id=node_id, voters=voters, log=self._log, config=config,
                               rng=rng or random.Random(), hard_state=self._persisted)
-        self._peers = Peers(node_id, voters, transport_filter)
+        self._peers = Peers(node_id, voters, transport_filter, channels)
         self._servicer = RaftServicer(node_id, self._handle_call, transport_filter)
         self._inbox: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self._waiters: dict[tuple[Any, ...], list[_Waiter]] = {}
@@ -173,14 +176,15 @@ class RaftNode:
         self._thread = threading.Thread(target=self._run, name=f"raft-{self.node_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Stop the raft thread, fail pending proposals, close channels and the log."""
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """Stop the raft thread (joined for at most ``timeout_s``), fail pending proposals,
+        close channels and the log."""
         if self._stopped.is_set():
             return
         self._stopped.set()
         self._inbox.put(("stop",))
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=max(0.0, timeout_s))
         self._peers.close()
         for waiters in self._waiters.values():
             for waiter in waiters:

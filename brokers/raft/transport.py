@@ -24,7 +24,7 @@ from typing import Callable, Mapping, Protocol
 import grpc
 
 from brokers.net import faults as link_faults
-from brokers.net.channels import PEER_CHANNEL_OPTIONS
+from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from spark_log.proto import raft_pb2 as pb
 from spark_log.proto import raft_pb2_grpc as pb_grpc
 
@@ -59,8 +59,10 @@ def add_raft_service(servicer: "RaftServicer", server: grpc.Server) -> None:
 class Peers:
     """Channels to the voters, opened lazily."""
 
-    def __init__(self, node_id: int, addresses: Mapping[int, str], transport_filter: Filter | None) -> None:
+    def __init__(self, node_id: int, addresses: Mapping[int, str], transport_filter: Filter | None,
+                 channels: Channels = PLAINTEXT) -> None:
         self.node_id = node_id
+        self._channels_factory = channels  # the node's security (brokers.net.channels)
         self.addresses = dict(addresses)
         self.allowed: Filter = transport_filter or link_faults.link_filter(node_id) or (lambda _a, _b: True)
         self._lock = threading.Lock()
@@ -74,7 +76,7 @@ class Peers:
                 return None
             stub = self._stubs.get(node)
             if stub is None:
-                channel = grpc.insecure_channel(self.addresses[node], options=PEER_CHANNEL_OPTIONS)
+                channel = self._channels_factory.open(self.addresses[node], PEER_CHANNEL_OPTIONS)
                 self._channels.append(channel)
                 stub = self._stubs[node] = _new_stub(channel)
             return stub

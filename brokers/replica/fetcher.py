@@ -34,7 +34,7 @@ import threading
 
 import grpc
 
-from brokers.net.channels import PEER_CHANNEL_OPTIONS
+from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import FetchedData, Partition
 from brokers.partition.messages import Diverging
@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 class ReplicaFetcher:
     def __init__(self, *, broker_id: int, leader_id: int, address: str, faults: FetchFaults,
-                 fetch_wait_max_ms: int = 200, max_bytes: int = 16 << 20, retry_backoff_ms: int = 100) -> None:
+                 fetch_wait_max_ms: int = 200, max_bytes: int = 16 << 20, retry_backoff_ms: int = 100,
+                 channels: Channels = PLAINTEXT) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.address = address
@@ -59,7 +60,7 @@ class ReplicaFetcher:
         self._cond = threading.Condition()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._stopped = False
-        self._channel = grpc.insecure_channel(address, options=PEER_CHANNEL_OPTIONS)
+        self._channel = channels.open(address, PEER_CHANNEL_OPTIONS)  # the node's security (TLS or not)
         self._fetch = self._channel.unary_unary(
             "/spark_log.broker.v1.Broker/Fetch", request_serializer=pb.FetchRequest.SerializeToString,
             response_deserializer=pb.FetchResponse.FromString)
@@ -69,16 +70,21 @@ class ReplicaFetcher:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self, *, join: bool = True) -> None:
+    def stop(self, *, join: bool = True, timeout_s: float = 10.0) -> None:
         """Stop the thread; an in-flight fetch is cancelled (closing the channel cancels it:
         a leader that stopped answering must not hold up a leadership change).  ``join=False``
-        returns at once."""
+        returns at once; else the thread is joined for at most ``timeout_s``."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
         self._channel.close()
         if join:
-            self._thread.join(timeout=10)
+            self.join(timeout_s)
+
+    def join(self, timeout_s: float) -> None:
+        """Wait at most ``timeout_s`` for the stopped thread to end."""
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=max(0.0, timeout_s))
 
     def set_partitions(self, partitions: dict[tuple[str, int], Partition]) -> None:
         with self._cond:

@@ -16,8 +16,15 @@ The request is ``AlterPartition(broker_id, broker_epoch, leader_epoch, partition
 new_isr)``.  A stale leader (the controller moved leadership, or the broker's registration
 was replaced) gets ``FencedEpochError``: nothing changes locally, and it cannot shrink the
 ISR to itself to acknowledge acks=all writes alone.  The accepted ISR reaches the partition
-through the metadata image (``Partition.become``), never from the response alone.  When
-the controller refuses, the expansion stops counting (``Partition.clear_pending_isr``).
+through the metadata image (``Partition.become``), never from the response alone.  The
+joiners of an expansion count in the HW from the request until the image shows a new
+partition epoch, *whatever the answer*: an accepted expansion is committed before this
+broker's image shows it, and a second request built on the old epoch (the next check, or a
+retry after a timeout) is then fenced as stale; dropping the joiners on that answer lets the
+HW pass records a joiner lacked while the controller already had it in the ISR, and a
+preferred-leader election of that joiner can then truncate acknowledged records.  Only a
+definite refusal (an invalid request at the current epoch) stops the counting
+(``Partition.clear_pending_isr``).
 
 Controller calls run on this thread, never under a partition lock.  Thread-safety:
 ``poke``/``stop`` from any thread.
@@ -30,7 +37,7 @@ from typing import Callable, Protocol, Sequence
 
 from brokers.metadata.image import PartitionInfo
 from brokers.partition import IsrChange, Partition
-from spark_log.errors import FencedEpochError, SparkLogError
+from spark_log.errors import FencedEpochError, InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
 
 __all__ = ["IsrUpdater", "AlterPartition"]
 
@@ -61,11 +68,14 @@ class IsrUpdater:
     def start(self) -> None:
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop the thread (a controller call in flight fails once the node closes its
+        controller client); joined for at most ``timeout_s``."""
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
-        self._thread.join(timeout=15)
+        if self._thread.is_alive():
+            self._thread.join(timeout=timeout_s)
 
     def poke(self) -> None:
         with self._cond:
@@ -101,9 +111,16 @@ class IsrUpdater:
             self._alter(topic=partition.topic, partition=partition.partition, broker_id=self.broker_id,
                         broker_epoch=epoch, leader_epoch=change.leader_epoch,
                         partition_epoch=change.partition_epoch, new_isr=change.new_isr)
+        except (InvalidRequestError, UnknownTopicOrPartitionError) as exc:
+            # refused at the partition epoch it was built on: nothing of ours was applied
+            # at that epoch (an accepted earlier request would make this one stale instead)
+            log.warning("ISR change of %s refused: %s", name, exc)
+            partition.clear_pending_isr()
         except FencedEpochError as exc:
+            # stale epochs: the controller moved on, maybe through our own earlier request
+            # (an expansion it accepted): the joiners stay counted until the image settles it
             log.info("ISR change of %s fenced: %s", name, exc)
-            partition.clear_pending_isr()
         except SparkLogError as exc:
+            # unknown outcome (timeout, controller unreachable or moving): it may have been
+            # applied; keep counting the joiners and ask again at the next check
             log.warning("ISR change of %s failed: %s", name, exc)
-            partition.clear_pending_isr()

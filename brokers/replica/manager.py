@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable
 
 from brokers.metadata.image import MetadataImage
+from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 
@@ -38,8 +40,9 @@ class ReplicaManager:
 
     def __init__(self, *, broker_id: int, hosted: Callable[[], list[Partition]], faults: FetchFaults,
                  broker_epoch: Callable[[], int], alter_partition: AlterPartition, lag_time_max_ms: int = 10_000,
-                 fetch_wait_max_ms: int = 200) -> None:
+                 fetch_wait_max_ms: int = 200, channels: Channels = PLAINTEXT) -> None:
         self.broker_id = broker_id
+        self.channels = channels
         self._hosted = hosted
         self.faults = faults
         self.fetch_wait_max_ms = fetch_wait_max_ms
@@ -52,13 +55,18 @@ class ReplicaManager:
     def start(self) -> None:
         self.isr.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """Stop every fetcher (their calls are cancelled at once) and the ISR updater; the
+        threads are joined within ``timeout_s`` in all."""
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             self._stopped = True
             fetchers, self._fetchers = list(self._fetchers.values()), {}
         for fetcher in fetchers:
-            fetcher.stop()
-        self.isr.stop()
+            fetcher.stop(join=False)
+        for fetcher in fetchers:
+            fetcher.join(deadline - time.monotonic())
+        self.isr.stop(max(0.0, deadline - time.monotonic()))
 
     def _led(self) -> list[Partition]:
         return [p for p in self._hosted() if p.is_leader]
@@ -85,7 +93,8 @@ class ReplicaManager:
                     if address is None:
                         continue
                     fetcher = ReplicaFetcher(broker_id=self.broker_id, leader_id=leader_id, address=address,
-                                             faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms)
+                                             faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms,
+                                             channels=self.channels)
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(partitions)

@@ -16,13 +16,16 @@ metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`
 """
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Callable, Protocol
 
 import grpc
 
 from brokers.controller.client import ControllerClient
+from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
+from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
 from spark_log.clock import Clock, SystemClock
@@ -55,6 +58,10 @@ class BrokerHost(Protocol):
     def controller_client(self) -> ControllerClient | None: ...
     @property
     def clock(self) -> Clock: ...
+    @property
+    def channels(self) -> Channels:
+        """How the host opens channels to other nodes (TLS when its listener uses it)."""
+        ...
 
     def broker_epoch(self) -> int:
         """This broker's registration epoch, -1 until registered."""
@@ -69,7 +76,8 @@ class BrokerServer:
     def __init__(self, *, broker_id: int, data_dir: Path, metadata: MetadataListener, controller: ControllerClient,
                  clock: Clock | None = None, broker_epoch: Callable[[], int] = lambda: -1,
                  replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
-                 metadata_floor: Callable[[], int | None] | None = None, config: BrokerConfig | None = None) -> None:
+                 metadata_floor: Callable[[], int | None] | None = None, channels: Channels = PLAINTEXT,
+                 config: BrokerConfig | None = None) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
@@ -81,7 +89,7 @@ class BrokerServer:
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        lag_time_max_ms=replica_lag_time_max_ms,
-                                       fetch_wait_max_ms=replica_fetch_wait_max_ms)
+                                       fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
         self.builder = MetadataBuilder()
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
@@ -103,11 +111,14 @@ class BrokerServer:
         self.metadata.add_publisher(self.manager.publish)
         self.cleaner.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop replication, then the replicas (closed, flushed); threads are joined within
+        ``timeout_s`` in all (``Node.stop`` bounds the whole process)."""
+        deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
         self.cleaner.stop()
-        self.replicas.stop()
-        self.manager.stop()
+        self.replicas.stop(timeout_s / 2)
+        self.manager.stop(max(0.0, deadline - time.monotonic()))
 
 
 def register(host: BrokerHost) -> Callable[[], None]:
@@ -116,11 +127,13 @@ def register(host: BrokerHost) -> Callable[[], None]:
     if host.server is None or host.controller_client is None:
         raise RuntimeError("register the broker part once the host has its gRPC server and controller client")
     config = host.config
+    files.use_fault_file(config.broker_id)   # SPARK_LOG_DISK_FAULTS (tests): a slow disk through the file layer
     server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
                           metadata_floor=host.metadata_floor, config=config,
                           replica_lag_time_max_ms=config.replica_lag_time_max_ms,
-                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms)
+                          replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms, channels=host.channels)
     server.add_to_server(host.server)
     server.start()
-    return server.stop
+    budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
+    return lambda: server.stop(budget_s)

@@ -44,7 +44,7 @@ class ListOffsetsHandler:
         return response
 
     def _offset(self, partition: Partition, spec: int) -> tuple[int, int]:
-        offsets = partition.offsets()
+        offsets = partition.listable_offsets()  # OffsetNotAvailableError while a new leader catches up
         start, hw = offsets.log_start_offset, offsets.high_watermark
         if spec == EARLIEST:
             return start, -1

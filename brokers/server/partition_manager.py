@@ -95,12 +95,14 @@ class PartitionManager:
         self._thread = threading.Thread(target=self._run, name=f"partitions-{self.broker_id}", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Stop the manager thread (joined for at most ``timeout_s``), wake every long poll
+        and close every replica (flushed)."""
         with self._wakeup:
             self._stopped = True
             self._wakeup.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=timeout_s)
         self.wake_all()
         with self._lock:
             partitions, self._partitions = list(self._partitions.values()), {}

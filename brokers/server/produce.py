@@ -19,7 +19,10 @@ log, which check nothing again.  The partition then decides (under its lock, in 
 leadership and the entry's ``current_leader_epoch`` (``NotLeaderError`` /
 ``FencedEpochError``), acks=all against ``min.insync.replicas``
 (``NotEnoughReplicasError``), and idempotence; acks=all then waits for the high watermark
-(``timeout_ms``; ``NotEnoughReplicasError`` if it does not get there).  Every entry is
+(``timeout_ms``; ``NotEnoughReplicasAfterAppendError`` if it does not get there: unlike
+``NotEnoughReplicasError``, which refuses before the append, the records were written and
+may yet become visible).  An error after the append keeps the entry's ``base_offset`` and
+``last_offset`` in its answer, so a client can tell "maybe written" from "refused".  Every entry is
 answered independently in the response, in request order; entries are processed in
 request order, so a producer's frames for one partition keep their order.
 
@@ -44,6 +47,7 @@ from spark_log.errors import (
     CorruptRecordError,
     InvalidRequestError,
     MissingKeyError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     SchemaMismatchError,
     SparkLogError,
@@ -145,7 +149,7 @@ class ProduceHandler:
                 remaining_ms = max(0, deadline_ms - self._clock.monotonic_ms())
                 if not waiting.partition.wait_for_high_watermark(outcome.last_offset, remaining_ms,
                                                                  leader_epoch=outcome.leader_epoch):
-                    raise NotEnoughReplicasError(
+                    raise NotEnoughReplicasAfterAppendError(
                         f"{waiting.entry.topic}-{waiting.entry.partition}: offsets {outcome.base_offset}.."
                         f"{outcome.last_offset} were appended but not replicated within {timeout_ms / 1000:.1f}s")
             except SparkLogError as exc:

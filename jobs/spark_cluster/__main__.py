@@ -93,7 +93,13 @@ def _run(args: argparse.Namespace, root: Path) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    return run_application(config, stop=stop)
+    code = run_application(config, stop=stop)
+    # the stop is bounded (HostingConfig.stop_timeout_s); the interpreter's teardown (the
+    # JVM gateway, non-daemon threads) is not: exit now, as brokers.node does
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,9 @@ Shape (the driver of this application is the cluster's anchor):
   registered and unfenced, and ``bootstrap`` lists the live brokers;
 - on ``stop`` (SIGTERM to the driver, or the event passed in) it cancels the job groups
   (Spark kills the tasks, whose brokers get SIGTERM), stops the controllers and the
-  SparkSession, and marks ``cluster.json`` ``stopped``.
+  SparkSession, and marks ``cluster.json`` ``stopped``, within ``stop_timeout_s`` in all
+  (every join and wait gets what is left of it; a ``SparkSession.stop`` that hangs is
+  left behind).
 
 One job per broker rather than one barrier stage: a barrier stage restarts *all* its
 tasks when one fails, so losing one executor would bounce every broker; here a lost
@@ -65,6 +67,7 @@ class HostingConfig:
     spark_conf: dict[str, str] = field(default_factory=dict)
     health_interval_s: float = 1.0
     resubmit_backoff_s: float = 2.0
+    stop_timeout_s: float = 60.0                # the whole stop: brokers, controllers, Spark
 
     def __post_init__(self) -> None:
         if self.brokers < 1:
@@ -73,6 +76,16 @@ class HostingConfig:
             raise ValueError(f"data_dir: must be absolute (used on every executor host), got {self.data_dir!r}")
         if not self.controller_quorum and self.controllers < 1:
             raise ValueError("controllers: must be >= 1 unless controller_quorum is given")
+
+
+def _bounded_call(call: Any, timeout_s: float, what: str) -> None:
+    """Run ``call`` on a daemon thread and wait at most ``timeout_s`` for it (a stop that
+    hangs must not hold the application's stop past its bound)."""
+    thread = threading.Thread(target=call, name=what, daemon=True)
+    thread.start()
+    thread.join(timeout=timeout_s)
+    if thread.is_alive():
+        log.warning("%s did not return within %.1fs; going on", what, timeout_s)
 
 
 def wait_brokers_gone(root: Path, brokers: int, timeout_s: float = 30.0) -> bool:
@@ -222,19 +235,24 @@ def run_application(config: HostingConfig, *, stop: threading.Event | None = Non
         return 1
     finally:
         stop.set()
+        deadline = time.monotonic() + config.stop_timeout_s
+
+        def left() -> float:
+            return max(0.0, deadline - time.monotonic())
+
         hosting.state.state = "stopping"
         hosting.state.save(root)
         if spark is not None:
             for broker_id in range(1, config.brokers + 1):
                 spark.sparkContext.cancelJobGroup(f"spark-log-broker-{broker_id}")
         for thread in hosting.threads:
-            thread.join(timeout=60)
-        wait_brokers_gone(root, config.brokers)
+            thread.join(timeout=left())
+        wait_brokers_gone(root, config.brokers, timeout_s=left())
         if hosting.controllers is not None:
-            hosting.controllers.stop()
+            hosting.controllers.stop(timeout_s=left())
         client.close()
         if owns_spark and spark is not None:
-            spark.stop()
+            _bounded_call(spark.stop, left(), "SparkSession.stop")
         hosting.state.state = "stopped"
         hosting.state.app_pid = 0
         hosting.state.save(root)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,9 @@ class DriverControllers:
             self.failures[node_id] = str(exc)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        """SIGTERM every controller and wait for them (SIGKILL after the supervisor's timeout)."""
+        """SIGTERM every controller and wait for them, ``timeout_s`` in all (each supervisor
+        SIGKILLs its child after its own ``stop_timeout_s``)."""
         self._stop.set()
+        deadline = time.monotonic() + timeout_s
         for thread in self._threads:
-            thread.join(timeout=timeout_s)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))

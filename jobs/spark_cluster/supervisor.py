@@ -13,8 +13,10 @@ executor lost), the broker gets ``SIGTERM`` and stops cleanly.
 an unexpected exit, with a back-off of ``restart_backoff_s`` doubling to 10 s; more than
 ``max_restarts`` restarts within ``restart_window_s`` raises ``ChildFailedError`` (the
 caller, a Spark task, then fails and Spark reschedules it).  ``stop`` is a
-``threading.Event``; once set, the child gets ``SIGTERM``, then ``SIGKILL`` after
-``stop_timeout_s``, and ``run`` returns.
+``threading.Event``; once set (it is looked at every 0.5 s), the child gets ``SIGTERM``,
+then ``SIGKILL`` after ``stop_timeout_s`` (15 s: a broker stops within its
+``shutdown_timeout_ms``, 10 s by default, or its watchdog ends it), and ``run`` returns:
+stopping takes at most ``stop_timeout_s`` + 10.5 s, whatever the child does.
 
 Thread-safety: ``run`` from one thread (the child is tied to that thread's life);
 ``pid``/``restarts`` may be read from any thread.
@@ -61,7 +63,7 @@ class Supervisor:
         max_restarts: int = 5,
         restart_window_s: float = 120.0,
         restart_backoff_s: float = 0.5,
-        stop_timeout_s: float = 20.0,
+        stop_timeout_s: float = 15.0,
         on_start: Callable[[int], None] | None = None,
     ) -> None:
         self.argv = list(argv)

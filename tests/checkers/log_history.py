@@ -13,9 +13,22 @@ is a pure function returning the named anomalies, after Jepsen's Kafka workload:
   without a seek in between.
 - ``poll-skip``: one consumer's successive polls of a partition jumped over offsets
   that the final read shows exist (without a seek in between).
-- ``G1a``: a value from a send that definitely failed (``ok=False, definite=True``) was
-  read: an aborted write became visible.
+- ``G1a``: a value from a send that definitely failed (``ok=False, definite=True``: every
+  attempt was refused before the append, ``SparkLogError.maybe_written`` False) was read:
+  a write the client was told never happened became visible.  A failed send whose
+  partition is unknown (``partition=None``) is looked for in every partition.
 - ``unseen``: an acknowledged value that no poll and no final read ever observed.
+- ``send-order``: one producer's acknowledged sends to one partition (``producer`` set,
+  ``index`` its send order) are not at increasing offsets in send order, in their
+  acknowledgements or in the final read.  An idempotent producer keeps its order per
+  partition whatever the retries.  A send that *failed* carries no order promise: one that
+  may have been written (a request the client gave up on can still be appended later)
+  may appear anywhere after it.
+- ``no-final-read``: a partition that a send was acknowledged on, or a poll read, has no
+  ``FinalRead``: nothing could be checked there, which is an error, never a pass.
+- ``truncated-read``: a poll returned a record at an offset the final read does not hold
+  (the log was cut below it and nothing was written there again): a consumer saw a record
+  that does not exist.  (A different value at that offset is ``inconsistent-offsets``.)
 
 Every anomaly carries the offending operations so a failure message can print them.
 """
@@ -31,11 +44,13 @@ Partition = Hashable
 
 @dataclass(frozen=True)
 class Send:
-    partition: Partition
+    partition: Partition | None  # None: a failed send whose partition the client never learned
     value: bytes
     ok: bool
     offset: int | None = None  # set when ok
     definite: bool = True  # for a failure: known not to have been written (vs. unknown/timeout)
+    producer: Hashable | None = None  # with ``index``: the send-order check applies
+    index: int | None = None  # the send's position in its producer's send order
 
 
 @dataclass(frozen=True)
@@ -93,14 +108,78 @@ def check(history: Iterable[Op], *, ignore_unseen: bool = False) -> Anomalies:
     polls = [op for op in ops if isinstance(op, Poll)]
     finals = {op.partition: op for op in ops if isinstance(op, FinalRead)}
 
+    _check_final_reads(sends, polls, finals, out)
     _check_inconsistent_offsets(ops, out)
     _check_duplicates(polls, finals, out)
     _check_lost_writes(sends, finals, out)
     _check_poll_order(polls, finals, out)
+    _check_truncated_reads(polls, finals, out)
     _check_aborted_reads(sends, polls, finals, out)
+    _check_send_order(sends, finals, out)
     if not ignore_unseen:
         _check_unseen(sends, polls, finals, out)
     return out
+
+
+def _check_final_reads(sends: Sequence[Send], polls: Sequence[Poll], finals: dict[Partition, FinalRead],
+                       out: Anomalies) -> None:
+    wanted: dict[Partition, object] = {}
+    for send in sends:
+        if send.ok and send.partition is not None:
+            wanted.setdefault(send.partition, send)
+    for poll in polls:
+        if poll.records:
+            wanted.setdefault(poll.partition, poll)
+    for partition, op in wanted.items():
+        if partition not in finals:
+            out.items.append(Anomaly("no-final-read", f"partition {partition!r} was written or read but has no "
+                                     "final read: nothing there was checked", (op,)))
+
+
+def _check_truncated_reads(polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
+    stored = {p: {o for o, _ in f.records} for p, f in finals.items()}
+    for poll in polls:
+        held = stored.get(poll.partition)
+        if held is None:
+            continue
+        gone = [o for o, _ in poll.records if o not in held]
+        if gone:
+            out.items.append(Anomaly(
+                "truncated-read", f"consumer {poll.consumer!r} read {poll.partition!r} offsets {gone[:10]} that the "
+                "final read does not hold (truncated after it was read)", (poll,)))
+
+
+def _check_send_order(sends: Sequence[Send], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
+    by_producer: dict[tuple[Hashable, Partition], list[Send]] = defaultdict(list)
+    for send in sends:
+        if send.producer is not None and send.index is not None:
+            by_producer[(send.producer, send.partition)].append(send)
+    placed: dict[Partition, dict[bytes, int]] = {p: {v: o for o, v in f.records} for p, f in finals.items()}
+    for (producer, partition), group in by_producer.items():
+        group.sort(key=lambda s: s.index)  # type: ignore[arg-type, return-value]
+        last: Send | None = None
+        for send in group:
+            if not send.ok or send.offset is None:
+                continue
+            if last is not None and send.offset <= last.offset:  # type: ignore[operator]
+                out.items.append(Anomaly(
+                    "send-order", f"producer {producer!r} partition {partition!r}: send #{send.index} acknowledged at "
+                    f"{send.offset}, after send #{last.index} at {last.offset}", (last, send)))
+            last = send
+        where = placed.get(partition, {})
+        previous: tuple[Send, int] | None = None
+        for send in group:
+            if not send.ok:
+                continue
+            offset = where.get(send.value)
+            if offset is None:
+                continue
+            if previous is not None and offset <= previous[1]:
+                out.items.append(Anomaly(
+                    "send-order", f"producer {producer!r} partition {partition!r}: the final read holds send "
+                    f"#{send.index} at {offset}, before send #{previous[0].index} at {previous[1]}",
+                    (previous[0], send)))
+            previous = (send, offset)
 
 
 def _observations(ops: Sequence[Op]) -> Iterable[tuple[Partition, int, bytes, Op]]:
@@ -129,10 +208,15 @@ def _check_inconsistent_offsets(ops: Sequence[Op], out: Anomalies) -> None:
             ))
 
 
+def _reads(polls: Sequence[Poll], finals: dict[Partition, FinalRead]) -> list[Poll | FinalRead]:
+    """Every read of the history: the polls, then the final reads."""
+    return [*polls, *finals.values()]
+
+
 def _check_duplicates(polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
     offsets_of: dict[tuple[Partition, bytes], set[int]] = defaultdict(set)
     where: dict[tuple[Partition, bytes], list[object]] = defaultdict(list)
-    for op in [*polls, *finals.values()]:
+    for op in _reads(polls, finals):
         for offset, value in op.records:
             offsets_of[(op.partition, value)].add(offset)
             where[(op.partition, value)].append(op)
@@ -149,8 +233,8 @@ def _check_lost_writes(sends: Sequence[Send], finals: dict[Partition, FinalRead]
     for send in sends:
         if not send.ok or send.partition not in stored:
             continue
-        if stored[send.partition].get(send.offset) != send.value:
-            found = stored[send.partition].get(send.offset)  # type: ignore[arg-type]
+        found = stored[send.partition].get(send.offset) if send.offset is not None else None
+        if found != send.value:
             out.items.append(Anomaly(
                 "lost-write",
                 f"acked {send.value!r} at {send.partition!r}/{send.offset}, final read has {found!r}",
@@ -192,18 +276,20 @@ def _check_poll_order(polls: Sequence[Poll], finals: dict[Partition, FinalRead],
 
 def _check_aborted_reads(sends: Sequence[Send], polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
     failed = {(s.partition, s.value): s for s in sends if not s.ok and s.definite}
+    anywhere = {s.value: s for s in sends if not s.ok and s.definite and s.partition is None}
     acked = {(s.partition, s.value) for s in sends if s.ok}
-    for op in [*polls, *finals.values()]:
+    for op in _reads(polls, finals):
         for offset, value in op.records:
             key = (op.partition, value)
-            if key in failed and key not in acked:
+            culprit = failed.get(key) or anywhere.get(value)
+            if culprit is not None and key not in acked:
                 out.items.append(Anomaly(
-                    "G1a", f"failed write {value!r} visible at {op.partition!r}/{offset}", (failed[key], op)
+                    "G1a", f"failed write {value!r} visible at {op.partition!r}/{offset}", (culprit, op)
                 ))
 
 
 def _check_unseen(sends: Sequence[Send], polls: Sequence[Poll], finals: dict[Partition, FinalRead], out: Anomalies) -> None:
-    observed = {(op.partition, value) for op in [*polls, *finals.values()] for _o, value in op.records}
+    observed = {(op.partition, value) for op in _reads(polls, finals) for _o, value in op.records}
     for send in sends:
         if send.ok and (send.partition, send.value) not in observed:
             out.items.append(Anomaly("unseen", f"acked {send.value!r} on {send.partition!r} never read", (send,)))

@@ -7,17 +7,23 @@ the killed node.  Preferred-leader election then gives every partition back to i
 replica.  After everything settles, ``tests.checkers.log_history`` checks the
 history against the final read (no lost write, no duplicate, no inconsistent offset, no
 poll that saw a record later lost), and every replica's log on disk is identical to it.
+
+Parametrised with TLS: the same story (one kill round instead of three, for suite time) on
+a cluster with mutual TLS on every listener and link (clients, replica fetches, Raft,
+controller calls), as ``spark-log dev up --tls --mtls``.
 """
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from brokers.launcher.local import LocalCluster
-from spark_log import Admin, Consumer, Producer
+from brokers.launcher.secure import DevSecurity
+from spark_log import Admin, ClientSecurity, Consumer, Producer
 from spark_log.errors import SparkLogError
 from tests.checkers.log_history import FinalRead, Op, Poll, Send, check
 from tests.support.replica_logs import read_replica, replica_dir
@@ -25,14 +31,14 @@ from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
-FAST_FAILOVER = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
+FAST_FAILOVER: dict[str, object] = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
 PARTITIONS = 2
 
 
-def start_fast_cluster(root, attempts: int = 3) -> LocalCluster:
+def start_fast_cluster(root: Path, attempts: int = 3, security: DevSecurity | None = None) -> LocalCluster:
     error: Exception | None = None
     for attempt in range(attempts):
-        cluster = LocalCluster(root / f"attempt-{attempt}", brokers=3, extra_config=FAST_FAILOVER)
+        cluster = LocalCluster(root / f"attempt-{attempt}", brokers=3, extra_config=FAST_FAILOVER, security=security)
         try:
             cluster.up(timeout_s=45)
             return cluster
@@ -46,8 +52,8 @@ def start_fast_cluster(root, attempts: int = 3) -> LocalCluster:
 class Workload:
     """Producers and one consumer recording a ``log_history`` history."""
 
-    def __init__(self, bootstrap: str, topic: str, producers: int = 3) -> None:
-        self.bootstrap, self.topic = bootstrap, topic
+    def __init__(self, bootstrap: str, topic: str, producers: int = 3, security: ClientSecurity | None = None) -> None:
+        self.bootstrap, self.topic, self.security = bootstrap, topic, security
         self.history: list[Op] = []
         self.lock = threading.Lock()
         self.stop = threading.Event()
@@ -63,7 +69,8 @@ class Workload:
 
     def _produce(self, index: int) -> None:
         counter = itertools.count()
-        with Producer(self.bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=30_000) as producer:
+        with Producer(self.bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=30_000,
+                      security=self.security) as producer:
             # a bounded rate (10 records per 0.2 s per producer) keeps the history small
             # enough for the checker's quadratic poll-order pass
             while not self.stop.wait(0.2):
@@ -73,15 +80,17 @@ class Workload:
                     value = f"p{index}-{n}".encode()
                     batch.append((value, producer.send(self.topic, value, key=f"key-{n % 11}".encode())))
                 for value, future in batch:
+                    n = int(value.split(b"-")[1])
                     try:
                         partition, offset = future.result(timeout=60)
-                        self.record(Send(partition, value, True, offset))
-                    except (SparkLogError, TimeoutError) as exc:
-                        del exc
-                        self.record(Send(-1, value, False, definite=False))
+                        self.record(Send(partition, value, True, offset, producer=index, index=n))
+                    except SparkLogError as exc:  # keyed: the partition is not known here
+                        self.record(Send(None, value, False, definite=not exc.maybe_written, producer=index, index=n))
+                    except TimeoutError:
+                        self.record(Send(None, value, False, definite=False, producer=index, index=n))
 
     def _consume(self) -> None:
-        with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
+        with Consumer(self.bootstrap, auto_offset_reset="earliest", security=self.security) as consumer:
             consumer.assign([(self.topic, p) for p in range(PARTITIONS)])
             first = True
             while not self.stop.is_set():
@@ -106,19 +115,21 @@ def leader_of(admin: Admin, topic: str, partition: int) -> tuple[int | None, tup
     return info.leader, tuple(info.isr)
 
 
-def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path) -> None:
+@pytest.mark.parametrize("tls", [False, True], ids=["plaintext", "mtls"])
+def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path: Path, tls: bool) -> None:
     started = time.monotonic()
-    cluster = start_fast_cluster(tmp_path)
+    cluster = start_fast_cluster(tmp_path, security=DevSecurity(tls=True, mtls=True) if tls else None)
+    security = ClientSecurity.from_file(cluster.client_properties) if tls else None
     topic = "failover"
     try:
-        with Admin(cluster.bootstrap) as admin:
+        with Admin(cluster.bootstrap, security=security) as admin:
             admin.create_topic(topic, partitions=PARTITIONS, replication_factor=3,
                                config={"min.insync.replicas": "2"})
-            workload = Workload(cluster.bootstrap, topic)
+            workload = Workload(cluster.bootstrap, topic, security=security)
             for thread in workload.threads:
                 thread.start()
             wait_until(lambda: workload.acks_now() > 100, timeout=30, message="first acknowledgements")
-            for round_ in range(3):
+            for round_ in range(1 if tls else 3):  # the TLS run: one kill round (suite time)
                 leader, _ = leader_of(admin, topic, 0)
                 assert leader is not None
                 node = next(n for n in cluster.nodes if n.node_id == leader)
@@ -143,7 +154,7 @@ def test_kill_leader_loop_loses_no_acknowledged_record(tmp_path) -> None:
             # final read through a fresh consumer, up to the end of each partition
             ends = admin.list_offsets(topic, "latest")
         finals: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(PARTITIONS)}
-        with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        with Consumer(cluster.bootstrap, auto_offset_reset="earliest", security=security) as consumer:
             consumer.assign([(topic, p) for p in range(PARTITIONS)])
 
             def read_all() -> bool:

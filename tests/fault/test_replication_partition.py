@@ -10,7 +10,7 @@ still believes it leads, and appends what producers send it straight.
 The story (RF=3, min.insync.replicas=2): an acks=all producer writes all along; the leader
 is isolated; the controller fences it (missed heartbeats) and elects a new leader from the
 ISR; produce requests sent *directly* to the old leader are never acknowledged (they time
-out or fail with NOT_LEADER / NOT_ENOUGH_REPLICAS / FENCED_EPOCH), though it appends them
+out or fail with NOT_LEADER / NOT_ENOUGH_REPLICAS(_AFTER_APPEND) / FENCED_EPOCH), though it appends them
 locally; writes through the new leader are acknowledged; the partition heals; the old
 leader rejoins as a follower and truncates its divergent suffix.  At the end every
 acknowledged record of the whole run is at its acknowledged offset in every replica's log,
@@ -43,7 +43,8 @@ from tests.support.wait import wait_until
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 TOPIC = "partitioned"
-REFUSALS = {ErrorCode.NOT_LEADER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.FENCED_EPOCH, ErrorCode.REQUEST_TIMEOUT}
+REFUSALS = {ErrorCode.NOT_LEADER, ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            ErrorCode.FENCED_EPOCH, ErrorCode.REQUEST_TIMEOUT}
 
 
 def produce_direct(port: int, value: bytes, *, timeout_ms: int = 2500) -> tuple[int, str]:
@@ -118,7 +119,7 @@ def test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing(faul
             for i in range(10):
                 value = f"majority-{i}".encode()
                 partition, offset = producer.send(TOPIC, value, partition=0).result(timeout=30)
-                history.append(Send(partition, value, True, offset))
+                history.append(Send(partition, value, True, offset, producer="majority", index=i))
 
         set_faults(faults, {})
         wait_until(lambda: all(len(seen_by(n.port, TOPIC)[1]) == 3 for n in cluster.nodes), timeout=45,

@@ -13,6 +13,7 @@ from jobs.spark_cluster import control
 from jobs.spark_cluster.layout import ClusterState, broker_dir
 from spark_log import Admin, Consumer, Producer
 from tests.jobs.procs import broker_pid, executor_of
+from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.filterwarnings("ignore::FutureWarning")]
 
@@ -48,7 +49,14 @@ def test_start_status_stop(tmp_path: Path) -> None:
             producer.send("cli-hosted", b"hello", partition=1).result(timeout=60)
         with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
             consumer.assign([("cli-hosted", 1)])
-            assert [r.value for r in consumer.poll(10.0)] == [b"hello"]
+            seen: list[bytes | None] = []
+
+            def read() -> bool:
+                seen.extend(r.value for r in consumer.poll(1.0))
+                return bool(seen)
+
+            wait_until(read, timeout=60, message="the record written through the hosted cluster was not read back")
+            assert seen == [b"hello"] and consumer.poll(0.5) == []
 
         again = _cli("start", "--master", "local-cluster[2,1,1024]", "--brokers", "2", "--data-dir", str(root))
         assert again.returncode == 0 and again.stdout.strip() == bootstrap  # already running: same answer

@@ -37,7 +37,7 @@ def _collect_batches(df: Any, checkpoint: Path, **trigger: Any) -> tuple[Any, di
         seen[batch_id] = sorted((r.partition, r.offset, r.value) for r in batch.collect())
 
     query = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
-    query.awaitTermination(180)
+    assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
     assert query.exception() is None
     return query, seen
 
@@ -111,7 +111,7 @@ def test_stream_writer_replay_appends_nothing_twice(spark: Any, log_cluster: Any
         query = (_stream(spark, log_cluster.bootstrap, source, maxOffsetsPerTrigger="25").select("key", "value")
                  .writeStream.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("topic", sink)
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-        query.awaitTermination(180)
+        assert query.awaitTermination(180), "the availableNow query did not finish within 180 s"
         assert query.exception() is None
 
     run()

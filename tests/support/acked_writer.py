@@ -1,6 +1,8 @@
 """``AckedWriter``: one acks=all producer in a thread, writing numbered values and recording
 every outcome as a ``log_history`` ``Send`` (acknowledged with its partition and offset, or
-failed without a definite outcome), for fault tests that check the history afterwards.
+failed: definitely not written when the producer says no attempt may have written it,
+``SparkLogError.maybe_written``), with the writer as ``producer`` and the send's number as
+``index`` (the checker's send-order check), for fault tests that check the history afterwards.
 
 Keyed (``key-{n % keys}``) unless ``partition`` is given; ``batch`` sends per round and a
 pause of ``pause_s`` between rounds keep the history small enough for the checker.
@@ -33,7 +35,7 @@ class AckedWriter:
 
     def _run(self) -> None:
         counter = itertools.count()
-        unknown = -1 if self.partition is None else self.partition
+        unknown = self.partition  # a keyed send that failed: the partition is not known here
         with Producer(self.bootstrap, acks="all", linger_ms=2, delivery_timeout_ms=self.delivery_timeout_ms) as producer:
             while not self.stop.wait(self.pause_s):
                 sent = []
@@ -43,10 +45,14 @@ class AckedWriter:
                     key = None if self.partition is not None else f"key-{n % self.keys}".encode()
                     sent.append((value, producer.send(self.topic, value, key=key, partition=self.partition)))
                 for value, future in sent:
+                    index = int(value[len(self.prefix):])
                     try:
                         partition, offset = future.result(timeout=60)
-                        op: Op = Send(partition, value, True, offset)
-                    except (SparkLogError, TimeoutError):
-                        op = Send(unknown, value, False, definite=False)
+                        op: Op = Send(partition, value, True, offset, producer=self.prefix, index=index)
+                    except SparkLogError as exc:
+                        op = Send(unknown, value, False, definite=not exc.maybe_written, producer=self.prefix,
+                                  index=index)
+                    except TimeoutError:
+                        op = Send(unknown, value, False, definite=False, producer=self.prefix, index=index)
                     with self.lock:
                         self.history.append(op)

@@ -29,6 +29,9 @@ from tests.support.wait import wait_until
 __all__ = ["NodeCluster"]
 
 REPO = Path(__file__).resolve().parents[2]
+# a liveness deadline for a node to bind its port: ~3 s on a quiet machine, past 30 s at a
+# load average of 26 on 2 cores (three interpreters importing grpc and pyarrow at once)
+START_TIMEOUT_S = 120
 
 
 class NodeCluster:
@@ -107,7 +110,7 @@ class NodeCluster:
         if wait:
             wait_until(
                 lambda: port_file.exists() or self._died(i),
-                timeout=30,
+                timeout=START_TIMEOUT_S,
                 message=lambda: f"node {i} did not start; log:\n{self.log_tail(i)}",
             )
             assert not self._died(i), f"node {i} exited at start; log:\n{self.log_tail(i)}"
@@ -119,7 +122,7 @@ class NodeCluster:
             port_file = self.data_dir(i) / "broker.port"
             wait_until(
                 lambda: port_file.exists() or self._died(i),
-                timeout=30,
+                timeout=START_TIMEOUT_S,
                 message=lambda: f"node {i} did not start; log:\n{self.log_tail(i)}",
             )
             assert not self._died(i), f"node {i} exited at start; log:\n{self.log_tail(i)}"
@@ -185,11 +188,13 @@ class NodeCluster:
 
     def wait_for_active_controller(self, *, timeout: float = 30.0, exclude: int | None = None) -> int:
         among = [i for i in self.alive() if i != exclude]
-        return wait_until(
+        leader = wait_until(
             lambda: self.active_controller(among),
             timeout=timeout,
             message=lambda: "no active controller; logs:\n" + "\n".join(self.log_tail(i, 8) for i in among),
         )
+        assert leader is not None   # wait_until returns only a truthy value
+        return leader
 
     def image(self, i: int) -> MetadataImage:
         return self.client.describe_image(self.addresses[i])

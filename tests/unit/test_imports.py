@@ -6,7 +6,7 @@ circle).  Tests and benchmarks are not product code and are not checked.
 1. Only the public ``spark_log`` reaches the other packages: ``brokers``, ``connectors`` and
    ``jobs`` never import a private ``spark_log._*`` module or name (the clients' internals);
    they use the shared kernel (``spark_log.errors``, ``config``, ``clock``, ``frame``,
-   ``schemas``, ``filters``, ``proto``) and the exports of ``spark_log/__init__.py``.
+   ``schemas``, ``filters``, ``proto``, ``acls``, ``scram``, ``security``) and the exports of ``spark_log/__init__.py``.
 2. The kernel stands apart from the client: a kernel module imports no client module
    (``spark_log._*``, ``spark_log.cli``, the ``spark_log`` package itself).
 3. Dependencies point one way, as the table ``MAY_IMPORT`` states (DESIGN.md section 2).
@@ -60,7 +60,8 @@ BROKERS_MAY_IMPORT: dict[str, frozenset[str]] = _doc_table("brokers-table")
 
 # The shared kernel: public modules of spark_log that brokers, connectors and jobs build on.
 KERNEL = ("spark_log.errors", "spark_log.config", "spark_log.clock", "spark_log.frame", "spark_log.schemas",
-          "spark_log.filters", "spark_log.compaction", "spark_log.proto")
+          "spark_log.filters", "spark_log.compaction", "spark_log.proto", "spark_log.acls", "spark_log.scram",
+          "spark_log.security")
 
 
 @dataclass(frozen=True)

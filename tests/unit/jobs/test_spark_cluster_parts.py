@@ -111,8 +111,34 @@ def test_supervisor_stops_its_child_on_request(tmp_path: Path) -> None:
         stop.set()
         thread.join(timeout=30)
     assert not thread.is_alive() and supervisor.pid is None
+    assert pid is not None
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_supervisor_kills_a_child_that_ignores_sigterm_within_its_bound(tmp_path: Path) -> None:
+    """The Spark-hosted supervisor's stop is bounded whatever the child does: SIGTERM, then
+    SIGKILL after ``stop_timeout_s`` (the child here ignores SIGTERM)."""
+    ignore = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(120)"
+    supervisor = Supervisor([sys.executable, "-c", ignore], log_path=tmp_path / "child.log", env=_env(),
+                            stop_timeout_s=0.5)
+    stop = threading.Event()
+    thread = threading.Thread(target=supervisor.run, args=(stop,))
+    thread.start()
+    try:
+        pid = wait_until(lambda: supervisor.pid if "ready" in _read(tmp_path / "child.log") else None, timeout=30,
+                         message="child not started")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not thread.is_alive() and supervisor.pid is None
+    assert pid is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def _read(path: Path) -> str:
+    return path.read_text() if path.exists() else ""
 
 
 PARENT = """

@@ -96,3 +96,19 @@ def test_abort_sets_metadata_then_aborts() -> None:
     with pytest.raises(RuntimeError, match="too big"):
         errors.abort(Context(), errors.RecordTooLargeError("too big"))
     assert calls[0][0] == "md" and calls[1] == ("abort", grpc.StatusCode.INVALID_ARGUMENT)
+
+
+def test_not_enough_replicas_says_whether_the_write_may_have_happened() -> None:
+    """Kafka's split: NOT_ENOUGH_REPLICAS refuses before the append (nothing written),
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND after it (the write may yet become visible)."""
+    before = errors.NotEnoughReplicasError("isr too small")
+    after = errors.NotEnoughReplicasAfterAppendError("appended, not replicated in time")
+    assert before.retriable and after.retriable
+    assert not isinstance(after, errors.NotEnoughReplicasError)   # a handler of "refused" must not catch it
+    assert (before.maybe_written, after.maybe_written) == (False, True)
+    assert errors.RequestTimeoutError("t").maybe_written and errors.BrokerNotAvailableError("b").maybe_written
+    assert not errors.OffsetNotAvailableError("new leader").refused_before_write
+    # the producer's verdict over every attempt overrides the class's
+    assert errors.NotEnoughReplicasError("refused last", maybe_written=True).maybe_written
+    assert not errors.RequestTimeoutError("t", maybe_written=False).maybe_written
+    assert int(errors.ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND) in range(90, 100)

@@ -20,6 +20,7 @@ from spark_log.errors import (
     FencedEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
+    OffsetNotAvailableError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     UnknownTopicOrPartitionError,
@@ -310,3 +311,70 @@ def test_three_replicas_converge_and_the_hw_is_what_every_isr_member_holds() -> 
     cut = cores[1].truncation_offset(decision.diverging, logs[1].leo, logs[1].entries())
     logs[1].truncate(cut)
     assert logs[1].epochs == logs[2].epochs[:15]
+
+
+# -- regressions found by the fault tests ----------------------------------------------------
+
+def test_a_new_leader_answers_offset_not_available_until_its_hw_reaches_its_epoch_start() -> None:
+    """The lost write of ``test_isolated_old_leader_cannot_acknowledge_and_truncates_after_healing``
+    (KIP-207): broker 1 follows broker 2, holds offsets 0..60 but knows HW 56 (the HW that
+    acknowledged 56..60 reached it with no fetch answer yet), then a preferred-leader election
+    makes it leader.  Its HW is still 56; "latest" must not be answered as 56, which hides
+    acknowledged records 56..60 from a reader that stops at "latest"."""
+    log = MemLog([3] * 61)
+    c = core(1)
+    c.become(LeaderAndIsr(leader_id=2, leader_epoch=3, partition_epoch=5, replicas=(1, 2, 3), isr=(1, 2, 3)),
+             log.ends, 0)
+    c.on_leader_high_watermark(56, log.leo)
+    assert c.listable_offsets(log.ends).high_watermark == 56      # a follower answers what it knows
+    c.become(LeaderAndIsr(leader_id=1, leader_epoch=4, partition_epoch=6, replicas=(1, 2, 3), isr=(1, 2, 3)),
+             log.ends, 1_000)
+    assert c.high_watermark(log.leo) == 56
+    with pytest.raises(OffsetNotAvailableError, match="start of its epoch"):
+        c.listable_offsets(log.ends)
+    c.on_follower_fetch(fetch(2, 61, epoch=4, last_epoch=3), log.ends, log.entries(), 1_001)
+    with pytest.raises(OffsetNotAvailableError):
+        c.listable_offsets(log.ends)
+    c.on_follower_fetch(fetch(3, 61, epoch=4, last_epoch=3), log.ends, log.entries(), 1_002)
+    assert c.listable_offsets(log.ends).high_watermark == 61      # every ISR member fetched in epoch 4
+
+
+def test_an_expansion_counts_in_the_hw_until_the_image_settles_it() -> None:
+    """An expansion the controller accepted is in its ISR before this leader's image shows
+    it; the next check asks again on the old partition epoch and is fenced as stale.  The
+    joiner must stay counted (``clear_pending_isr`` is for definite refusals only), or the
+    HW passes records the joiner lacks while a preferred-leader election may already make
+    it leader.  The image's new partition epoch settles it."""
+    log = MemLog([5] * 10)
+    c = leading(log, isr=(1, 2))
+    c.on_follower_fetch(fetch(2, 10), log.ends, log.entries(), 1_001)
+    c.on_follower_fetch(fetch(3, 10), log.ends, log.entries(), 1_002)       # 3 caught up: expandable
+    change = c.isr_change(1_003, lag_ms=10_000)
+    assert change is not None and change.caught_up == (3,) and change.new_isr == (1, 2, 3)
+    # the controller commits it (partition epoch 7 -> 8); our image still shows epoch 7
+    again = c.isr_change(1_500, lag_ms=10_000)                               # the next check
+    assert again is not None and again.partition_epoch == 7                  # fenced as stale: no clear
+    append(c, log, 5)
+    c.on_follower_fetch(fetch(2, 15), log.ends, log.entries(), 1_600)
+    assert c.high_watermark(log.leo) == 10, "the HW passed records joiner 3 lacks while it may be in the ISR"
+    c.become(LeaderAndIsr(leader_id=1, leader_epoch=5, partition_epoch=8, replicas=(1, 2, 3), isr=(1, 2, 3)),
+             log.ends, 1_700)
+    assert c.isr == (1, 2, 3) and c.replica_view(log.leo, 1_700).pending_isr == ()
+    c.on_follower_fetch(fetch(3, 15), log.ends, log.entries(), 1_800)
+    assert c.high_watermark(log.leo) == 15
+
+
+def test_a_new_partition_epoch_in_the_image_drops_an_expansion_it_does_not_show() -> None:
+    """The image moved to a new partition epoch without the joiner (another change won):
+    the request built on the old epoch can no longer be applied, so it stops counting."""
+    log = MemLog([5] * 10)
+    c = leading(log, isr=(1, 2))
+    c.on_follower_fetch(fetch(2, 10), log.ends, log.entries(), 1_001)
+    c.on_follower_fetch(fetch(3, 10), log.ends, log.entries(), 1_002)
+    assert c.isr_change(1_003, lag_ms=10_000) is not None
+    c.become(LeaderAndIsr(leader_id=1, leader_epoch=5, partition_epoch=8, replicas=(1, 2, 3), isr=(1, 2)),
+             log.ends, 1_100)
+    assert c.replica_view(log.leo, 1_100).pending_isr == ()
+    append(c, log, 5)
+    c.on_follower_fetch(fetch(2, 15), log.ends, log.entries(), 1_200)
+    assert c.high_watermark(log.leo) == 15

@@ -1,0 +1,124 @@
+"""Client byte-rate quotas end to end (the shared plaintext cluster: quotas need no TLS; the
+entity is the client id).  A producer under a ``producer_byte_rate`` quota is held near the
+limit while a producer beside it, with another client id, is never throttled; a consumer
+under a ``consumer_byte_rate`` quota likewise.  The producer's rate is measured from its
+first throttled answer on (the bucket's initial burst is spent and the broker has the
+quota in its image by then, however late a loaded machine starts the senders), the
+consumer's after the first ``quota_burst_ms``, with bounds a busy 2-core machine keeps:
+the quota is small (256 KiB/s) next to what one producer sends unthrottled, so the lower
+bound is not at risk from load, and a broker cannot let more through than the bucket
+allows.  Adds about 12 s.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+
+from brokers.launcher.local import LocalCluster
+from spark_log import Admin, Consumer, Producer
+from tests.support.wait import wait_until
+
+RATE = 256 * 1024  # bytes per second
+VALUE = 8 * 1024
+MEASURE_S = 2.5  # the producer's measured stretch, after its first throttled answer
+
+
+class Sender(threading.Thread):
+    """Sends VALUE-byte random records as fast as acknowledgements allow; records
+    (ack time, acknowledged payload bytes, whether an answer had reported a throttle by then)."""
+
+    def __init__(self, bootstrap: str, topic: str, client_id: str, stop: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer(bootstrap, client_id=client_id, acks=1, linger_ms=2, batch_size=4 * VALUE)
+        self.topic, self.stop = topic, stop
+        self.acks: list[tuple[float, int, bool]] = []
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            total = 0
+            while not self.stop.is_set():
+                futures = [self.producer.send(self.topic, os.urandom(VALUE)) for _ in range(8)]
+                for future in futures:
+                    future.result(timeout=60)
+                    total += VALUE
+                    self.acks.append((time.monotonic(), total, self.producer.throttled > 0))
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+        finally:
+            self.producer.close(timeout=30)
+
+    def rate_after_throttle(self) -> tuple[float, float]:
+        """(bytes/s, seconds) acknowledged from the first ack after a throttled answer to the last."""
+        inside = [(t, b) for t, b, throttled in self.acks if throttled]
+        if len(inside) < 2:
+            return 0.0, 0.0
+        seconds = inside[-1][0] - inside[0][0]
+        return (inside[-1][1] - inside[0][1]) / seconds, seconds
+
+
+def test_a_produce_quota_holds_the_rate_and_leaves_other_clients_alone(cluster: LocalCluster) -> None:
+    topic = f"quota-{uuid.uuid4().hex[:8]}"
+    slow_id, fast_id = f"slow-{topic}", f"fast-{topic}"
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, partitions=1, replication_factor=1)
+        admin.alter_client_quotas({"client-id": slow_id}, set={"producer_byte_rate": RATE})
+        assert any(e.entity == {"client-id": slow_id} and e.values == {"producer_byte_rate": RATE}
+                   for e in admin.describe_client_quotas())
+    try:
+        stop = threading.Event()
+        slow = Sender(cluster.bootstrap, topic, slow_id, stop)
+        fast = Sender(cluster.bootstrap, topic, fast_id, stop)
+        slow.start()
+        fast.start()
+        try:
+            wait_until(lambda: slow.producer.throttled > 0 or slow.error is not None, timeout=60,
+                       message="the quota'd producer is throttled")
+            stop.wait(MEASURE_S)  # the measured stretch: both senders work this long (a duration, not a synchronisation)
+        finally:
+            stop.set()
+            slow.join(timeout=60)
+            fast.join(timeout=60)
+        assert slow.error is None and fast.error is None, (slow.error, fast.error)
+        measured, seconds = slow.rate_after_throttle()
+        assert seconds >= 0.5 * MEASURE_S, f"only {seconds:.2f} s of throttled acknowledgements"
+        assert 0.5 * RATE <= measured <= 1.3 * RATE, f"{measured / 1024:.0f} KiB/s under a {RATE // 1024} KiB/s quota"
+        assert slow.producer.throttled > 0 and slow.producer.throttle_time_ms > 0
+        assert fast.producer.throttled == 0  # another client id: never throttled
+        assert fast.acks[-1][1] > slow.acks[-1][1]
+    finally:
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quotas({"client-id": slow_id}, remove=["producer_byte_rate"])
+
+
+def test_a_fetch_quota_holds_the_consumer_to_its_rate(cluster: LocalCluster) -> None:
+    topic = f"fquota-{uuid.uuid4().hex[:8]}"
+    client_id = f"reader-{topic}"
+    backlog = 4 * RATE  # 1 s of burst, then ~3 s at the quota (less if the quota reaches the broker late)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic, partitions=1, replication_factor=1)
+        admin.alter_client_quotas({"client-id": client_id}, set={"consumer_byte_rate": RATE})
+    try:
+        with Producer(cluster.bootstrap, acks=1) as producer:
+            for _ in range(backlog // VALUE):
+                producer.send(topic, os.urandom(VALUE))
+            producer.flush()
+        with Consumer(cluster.bootstrap, client_id=client_id, auto_offset_reset="earliest",
+                      max_partition_fetch_bytes=64 * 1024, fetch_max_bytes=64 * 1024) as consumer:
+            consumer.assign([(topic, 0)])
+            got, after_throttle = 0, None
+            while got < backlog:
+                got += sum(len(r.value) for r in consumer.poll(1.0))
+                if after_throttle is None and consumer.throttled > 0:
+                    after_throttle = (time.monotonic(), got)  # the burst is spent: the rate holds from here
+            assert after_throttle is not None, "the consumer was never throttled"
+            seconds = time.monotonic() - after_throttle[0]
+            assert got - after_throttle[1] >= RATE, f"only {got - after_throttle[1]} bytes read after the first throttle"
+            measured = (got - after_throttle[1]) / seconds
+            assert 0.5 * RATE <= measured <= 1.3 * RATE, f"{measured / 1024:.0f} KiB/s under a {RATE // 1024} KiB/s quota"
+            assert consumer.throttled > 0
+    finally:
+        with Admin(cluster.bootstrap) as admin:
+            admin.alter_client_quotas({"client-id": client_id}, remove=["consumer_byte_rate"])
