@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
+from . import files
 from .durable import fsync_fd
 
 __all__ = ["POINTS", "POINT", "reach"]
@@ -35,10 +37,10 @@ def reach(name: str) -> None:
     if not POINT or name != POINT:
         return
     if _MARKER:
-        fd = os.open(_MARKER, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        fd = files.open_fd(Path(_MARKER), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, f"{name}\n".encode())
+            files.pwrite(fd, f"{name}\n".encode(), 0)  # O_APPEND: Linux appends whatever the position
             fsync_fd(fd)
         finally:
-            os.close(fd)
+            files.close(fd)
     os.kill(os.getpid(), signal.SIGKILL)

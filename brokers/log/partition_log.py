@@ -439,17 +439,17 @@ class PartitionLog:
         descriptor of its own (``cleaner.LogSnapshot``; the caller closes it)."""
         self._check_open(below=below)
         active = self._segments.active
-        files: list[SegmentFile] = []
+        segment_files: list[SegmentFile] = []
         try:
             for segment in self._segments:
                 if segment is active or segment.base_offset >= below:
                     break
-                fd = os.open(segment.log_path, os.O_RDONLY)
-                files.append(SegmentFile(segment.base_offset, segment.next_offset, segment.size, fd, segment))
+                fd = files.open_fd(segment.log_path, os.O_RDONLY)
+                segment_files.append(SegmentFile(segment.base_offset, segment.next_offset, segment.size, fd, segment))
         except OSError as exc:
-            LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes).close()
+            LogSnapshot(self.directory, self.log_start_offset, segment_files, self._config.segment_bytes).close()
             raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
-        return LogSnapshot(self.directory, self.log_start_offset, files, self._config.segment_bytes, self._generation)
+        return LogSnapshot(self.directory, self.log_start_offset, segment_files, self._config.segment_bytes, self._generation)
 
     def replace_segments(self, groups: Sequence[CleanedGroup]) -> bool:
         """Swap every prepared cleaned group of a clean in, at once (``swap.py``: crash-safe
@@ -465,7 +465,7 @@ class PartitionLog:
             if (len(old) != len(group.tokens) or any(s is active for s in old) or group.generation != self._generation
                     or sum(s.size for s in old) != group.bytes_before):
                 for stale in groups:
-                    cleaned_path(self.directory, stale.base_offset).unlink(missing_ok=True)
+                    files.unlink(cleaned_path(self.directory, stale.base_offset), missing_ok=True)
                 return False
             olds.append(old)
         try:

@@ -14,9 +14,10 @@ Thread-safety: values; a snapshot is used by one cleaner thread.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from . import files
 
 __all__ = ["SegmentFile", "LogSnapshot", "CleanedGroup"]
 
@@ -45,7 +46,7 @@ class LogSnapshot:
     def close(self) -> None:
         for segment in self.segments:
             try:
-                os.close(segment.fd)
+                files.close(segment.fd)
             except OSError:
                 pass
         self.segments = []

@@ -46,6 +46,7 @@ from typing import Sequence
 from spark_log.errors import CorruptRecordError
 
 from . import crash_points as crash
+from . import files
 from .durable import fsync_dir, fsync_fd, replace
 from .scan import peek_headers
 
@@ -70,7 +71,7 @@ def cleaned_path(directory: Path, base: int) -> Path:
 
 def write_cleaned_open(path: Path) -> int:
     """Open (truncating) a ``.cleaned`` file for writing; the caller writes, then ``fsync_fd``."""
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    return files.open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
 
 
 def finish_cleaned(fd: int) -> None:
@@ -78,12 +79,12 @@ def finish_cleaned(fd: int) -> None:
     try:
         fsync_fd(fd)
     finally:
-        os.close(fd)
+        files.close(fd)
 
 
 def _delete_segment_files(directory: Path, base: int, *, keep_log: bool) -> None:
     for suffix in (".index", ".timeindex") if keep_log else (".log", ".index", ".timeindex"):
-        (directory / _name(base, suffix)).unlink(missing_ok=True)
+        files.unlink(directory / _name(base, suffix), missing_ok=True)
 
 
 def commit_swaps(directory: Path, groups: Sequence[tuple[int, Sequence[int]]]) -> list[Path]:
@@ -122,7 +123,7 @@ def commit_swaps(directory: Path, groups: Sequence[tuple[int, Sequence[int]]]) -
 
 def _swap_end(path: Path) -> int | None:
     """The end of a swap file's offset range, None if it cannot be read."""
-    fd = os.open(path, os.O_RDONLY)
+    fd = files.open_fd(path, os.O_RDONLY)
     try:
         end: int | None = None
         for header in peek_headers(fd, 0, os.fstat(fd).st_size):
@@ -132,7 +133,7 @@ def _swap_end(path: Path) -> int | None:
         _log.error("%s: cannot read the committed cleaned segment (%s)", path, exc.message)
         return None
     finally:
-        os.close(fd)
+        files.close(fd)
 
 
 def complete_swaps(directory: Path) -> list[str]:
@@ -144,7 +145,7 @@ def complete_swaps(directory: Path) -> list[str]:
     swaps = [name for name in names if _SWAP_FILE.match(name)]
     if cleaned:
         for name in cleaned + swaps:
-            (directory / name).unlink(missing_ok=True)
+            files.unlink(directory / name, missing_ok=True)
             done.append(f"{name}: part of a clean that never committed, dropped")
         fsync_dir(directory)
         return done
@@ -158,7 +159,7 @@ def complete_swaps(directory: Path) -> list[str]:
             for other in sorted(p.name for p in directory.iterdir()):
                 segment = _SEGMENT_FILE.match(other)
                 if segment and base <= int(segment.group(1)) < end:
-                    (directory / other).unlink(missing_ok=True)
+                    files.unlink(directory / other, missing_ok=True)
         replace(swap, directory / _name(base, ".log"))
         done.append(f"{name}: a committed clean of [{base}, {end}), completed")
     if done:

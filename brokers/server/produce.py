@@ -48,7 +48,6 @@ from spark_log.errors import (
     InvalidRequestError,
     MissingKeyError,
     NotEnoughReplicasAfterAppendError,
-    NotEnoughReplicasError,
     SchemaMismatchError,
     SparkLogError,
     StorageError,
