@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
+.PHONY: install test demo proto bench bench-compaction compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
 
 install: $(STAMP)
 
@@ -51,6 +51,14 @@ group-sweep: install
 
 group-bench: install
 	$(PY) -m bench.group_bench
+
+# The compaction benchmark (bench/compaction_bench.py): broker cleaner and Spark job vs a raw rewrite.
+bench-compaction: install check-java
+	$(PY) -m bench.compaction_bench
+
+# A long run of the compaction property test (the suite runs a short slice of it).
+compaction-soak: install
+	SPARK_LOG_COMPACTION_EXAMPLES=$${EXAMPLES:-500} $(PY) -m pytest -q tests/property/test_compaction_properties.py
 
 # More seeds of the deterministic simulations (Raft and data plane) than the suite runs:
 # make sim-sweep SEEDS=10000 [START=100000]

@@ -10,7 +10,8 @@
 
 ``read_range`` contract: for ``[start, end)`` of one partition it yields batches (data
 columns plus ``topic``, ``partition``, ``offset``, ``timestamp``) holding exactly the
-records with ``start <= offset < end`` that pass ``row_filter``, in offset order; it stops
+records with ``start <= offset < end`` that pass ``row_filter``, in offset order (a
+compacted partition holds fewer: its gaps are crossed, never reported as loss); it stops
 once the consumer's position reaches ``end``.  Records below the log start offset are
 data loss: ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (default), else skipped.  A
 fetch that makes no progress for ``pollTimeoutMs`` raises ``RequestTimeoutError``.
@@ -60,6 +61,7 @@ class TopicView:
     schema: pa.Schema | None  # typed topics' current schema (None: none registered yet)
     key_columns: tuple[str, ...]
     timestamp_type: int  # 0 CreateTime, 1 LogAppendTime
+    tombstone_column: str = ""  # the topic's tombstone.column ("": none)
 
 
 def open_admin(options: ReaderOptions | WriterOptions) -> Admin:
@@ -82,6 +84,7 @@ def describe(admin: Admin, topic: str) -> TopicView:
         schema=d.schema if d.kind == "typed" else None,
         key_columns=tuple(d.key_columns),
         timestamp_type=1 if log_append else 0,
+        tombstone_column=str(d.config.get("tombstone.column", "")),
     )
 
 
@@ -127,12 +130,12 @@ def check_writable(data: pa.Schema, topic_schema: pa.Schema, topic: str) -> None
 
 
 def create_typed_topic(admin: Admin, topic: str, *, partitions: int, replication_factor: int,
-                       key_columns: tuple[str, ...]) -> TopicView:
-    """Create ``topic`` as a typed topic without a schema (the caller registers one);
-    a topic that another writer created first is described instead."""
+                       key_columns: tuple[str, ...], config: Mapping[str, str] | None = None) -> TopicView:
+    """Create ``topic`` as a typed topic without a schema (the caller registers one) with
+    ``config``; a topic that another writer created first is described instead."""
     try:
         admin.create_topic(topic, partitions=partitions, replication_factor=replication_factor,
-                           key_columns=list(key_columns) or None, kind="typed")
+                           key_columns=list(key_columns) or None, kind="typed", config=dict(config or {}))
     except TopicAlreadyExistsError:
         pass
     return describe(admin, topic)

@@ -62,6 +62,9 @@ WRITER_OPTIONS: dict[str, tuple[str, str]] = {
     "compression": ("lz4, zstd or none", "lz4"),
     "batchSize": ("target frame size in bytes (the producer cuts frames of at least 1 MiB)", "4194304"),
     "timeoutMs": ("how long a task waits for acknowledgements before failing", "120000"),
+    "tombstoneColumn": ("typed topics: a boolean column whose true marks a row as a tombstone (deletes its key on a "
+                        "compacted topic); it must be the topic's tombstone.column (createTopic=true: the created "
+                        "topic gets it, with cleanup.policy=compact)", "none"),
     "createTopic": ("true: a missing 'topic' is created as a typed topic with the DataFrame's schema "
                     "(keyColumns become its key columns); false: a missing topic fails the query at start", "false"),
     "partitions": ("with createTopic=true: partitions of the created topic", "1"),
@@ -258,6 +261,7 @@ class WriterOptions:
     create_topic: bool = False
     partitions: int = 1
     replication_factor: int = 1
+    tombstone_column: str | None = None
     security: ClientSecurity | None = None
     client_id: str = ""
 
@@ -288,6 +292,11 @@ class WriterOptions:
                 raise InvalidConfigError(f"option '{name}' applies only with createTopic=true", key=name)
         if create and not topic:
             raise InvalidConfigError("option 'createTopic' needs option 'topic' (the topic to create)", key="createTopic")
+        tombstone = v.get("tombstoneColumn")
+        if tombstone is not None and not tombstone.strip():
+            raise InvalidConfigError("option 'tombstoneColumn' must name a column", key="tombstoneColumn")
+        if tombstone is not None and not topic:
+            raise InvalidConfigError("option 'tombstoneColumn' needs option 'topic' (a typed topic)", key="tombstoneColumn")
         return cls(
             bootstrap=bootstrap.strip() if bootstrap else None,
             topic=topic.strip() if topic else None,
@@ -299,6 +308,7 @@ class WriterOptions:
             create_topic=create,
             partitions=_int(v, "partitions", minimum=1) or 1,
             replication_factor=_int(v, "replicationFactor", minimum=1) or 1,
+            tombstone_column=tombstone.strip() if tombstone else None,
             security=security,
             client_id=client_id,
         )

@@ -37,7 +37,9 @@ Data loss
 ---------
 With ``failOnDataLoss=true`` (default) a query fails with ``OffsetOutOfRangeError`` when
 records it must read were deleted (retention) or a partition it read vanished or
-shrank; with ``false`` it skips what is gone and goes on.
+shrank; with ``false`` it skips what is gone and goes on.  Offsets a compacted topic no
+longer holds (records compaction removed, control frames) are not data loss: a range
+yields the records it still holds and ends at its end offset all the same.
 """
 from __future__ import annotations
 

@@ -39,6 +39,15 @@ Batch writes (``df.write``) use the same scheme with a random job id instead of 
 query id and epoch 0: a retried task appends nothing twice; re-running the job appends
 again.
 
+Tombstones
+----------
+On a compacted topic (``cleanup.policy=compact``) a tombstone deletes its key: for a bytes
+topic it is a row with a null ``value``; for a typed topic a row whose
+``tombstoneColumn`` (a boolean column, the topic's ``tombstone.column``) is true.  The
+sink writes such rows like any other; the option only checks, at start, that the
+DataFrame's column is boolean and is the topic's tombstone column (``createTopic=true``
+creates the topic compacted with it).
+
 Routing
 -------
 A ``partition`` column (int, non-null) picks the partition; else the key (bytes topics:
@@ -144,6 +153,10 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
             return WriteTarget(options, "bytes", None, {}, ("key",))
         info = _describe_or_create(admin, options)
         if info.kind == "bytes":
+            if options.tombstone_column is not None:
+                raise InvalidConfigError(
+                    f"option 'tombstoneColumn' applies to typed topics; '{options.topic}' is a bytes topic, whose "
+                    "tombstones are rows with a null 'value'", key="tombstoneColumn")
             if "value" not in names:
                 raise SchemaMismatchError(
                     f"topic '{options.topic}' is a bytes topic (key, value, headers, timestamp) and the DataFrame has "
@@ -156,6 +169,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
         schema = info.schema if info.schema is not None else _register_first_schema(admin, info, data.schema)
         client.check_writable(data.schema, schema, options.topic)
+        _check_tombstone_column(options, info, data.schema)
         keys = options.key_columns if options.key_columns is not None else tuple(info.key_columns)
         missing = [k for k in keys if k not in data.schema.names]
         if missing:
@@ -177,9 +191,29 @@ def _describe_or_create(admin: Admin, options: WriterOptions) -> client.TopicVie
                 f"`spark-log topics create {topic} --typed`: the first write sets its schema; or a bytes topic), "
                 f"or set option createTopic=true (with partitions / replicationFactor) to create a typed topic "
                 f"from the DataFrame's schema") from None
+    config = ({"cleanup.policy": "compact", "tombstone.column": options.tombstone_column}
+              if options.tombstone_column is not None else None)
     return client.create_typed_topic(admin, topic, partitions=options.partitions,
                                      replication_factor=options.replication_factor,
-                                     key_columns=options.key_columns or ())
+                                     key_columns=options.key_columns or (), config=config)
+
+
+def _check_tombstone_column(options: WriterOptions, info: client.TopicView, data: pa.Schema) -> None:
+    """``tombstoneColumn``: a boolean column of the DataFrame, the topic's ``tombstone.column``."""
+    column = options.tombstone_column
+    if column is None:
+        return
+    index = data.get_field_index(column)
+    if index < 0 or not pa.types.is_boolean(data.field(index).type):
+        found = "missing" if index < 0 else f"of type {data.field(index).type}"
+        raise InvalidConfigError(f"option 'tombstoneColumn' names {column!r}, which must be a boolean column of the "
+                                 f"DataFrame ({found})", key="tombstoneColumn")
+    if info.tombstone_column != column:
+        now = f"'{info.tombstone_column}'" if info.tombstone_column else "none"
+        raise InvalidConfigError(
+            f"option 'tombstoneColumn' is {column!r} but topic '{info.name}' marks tombstones with {now}; set the "
+            f"topic's setting first: Admin.alter_configs('{info.name}', set={{'tombstone.column': '{column}'}})",
+            key="tombstoneColumn")
 
 
 def _register_first_schema(admin: Admin, info: client.TopicView, schema: pa.Schema) -> pa.Schema:

@@ -20,6 +20,8 @@ from . import partitioner as partitioner
 from ._admin import Admin as Admin
 from ._admin import PartitionDescription as PartitionDescription
 from ._admin import TopicDescription as TopicDescription
+from ._compaction import PlanInfo as PlanInfo
+from ._compaction import ReplicaCompaction as ReplicaCompaction
 from ._consumer import Consumer as Consumer
 from ._consumer import ConsumerRecord as ConsumerRecord
 from ._group_admin import GroupDescription as GroupDescription
@@ -58,9 +60,11 @@ __all__ = [
     "OffsetAndMetadata",
     "PartitionDescription",
     "PartitionReassignment",
+    "PlanInfo",
     "Producer",
     "QuotaEntry",
     "RaftConfig",
+    "ReplicaCompaction",
     "ScramUser",
     "SparkLogError",
     "TopicConfig",

@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import _client, errors
+from . import _client, _compaction, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
@@ -430,6 +430,59 @@ class Admin:
         preferred replica does not lead, the reason (``ElectionResult.reason``)."""
         return _reassignment.elect(self._call, topic, partitions)
 
+    # --- compaction (spark_log/_compaction.py) -----------------------------------------------
+
+    def describe_compaction(self, topic: str, *, replicas: bool = False) -> dict[int, list[_compaction.ReplicaCompaction]]:
+        """Each partition's compaction state: the leader's (cleaned offset, dirty ratio,
+        latest plan, last clean) and, with ``replicas``, every replica's (leader first)."""
+        return _compaction.describe(self._cluster, topic, replicas=replicas, timeout_s=self._timeout_s)
+
+    def compact(self, topic: str, partitions: Sequence[int] | None = None, *, wait: bool = False,
+                timeout_s: float | None = None) -> dict[int, list[_compaction.ReplicaCompaction]]:
+        """Ask the leaders of ``partitions`` (all if None) of ``topic`` to clean now (below
+        their cleanable end, honouring ``min.compaction.lag.ms``).  With ``wait``, returns
+        once every replica applied the leader's latest plan (``RequestTimeoutError`` after
+        ``timeout_s``, default the request timeout).  Raises ``TopicNotCompactedError`` when
+        the topic's ``cleanup.policy`` lacks ``compact``."""
+        asked = _compaction.compact(self._cluster, topic, partitions, timeout_s=self._timeout_s)
+        if wait:
+            return self.wait_for_compaction(topic, list(asked), timeout_s=timeout_s)
+        return {p: [state] for p, state in asked.items()}
+
+    def wait_for_compaction(self, topic: str, partitions: Sequence[int] | None = None, *,
+                            timeout_s: float | None = None) -> dict[int, list[_compaction.ReplicaCompaction]]:
+        """Wait until every replica of ``partitions`` applied its leader's latest plan and
+        the leader has nothing left to plan (see ``compact``)."""
+        return _compaction.wait(self._cluster, topic, partitions,
+                                timeout_s=self._timeout_s if timeout_s is None else timeout_s)
+
+    def offer_offset_map(self, topic: str, partition: int, offset_map: pa.Table, *, start: int,
+                         end: int) -> _compaction.PlanInfo:
+        """Compaction by a Spark job: ``offset_map`` (columns ``key`` binary, ``offset`` int64)
+        holds the latest offset of every key in ``[start, end)`` (``start``: the partition's
+        cleaned offset).  Each follower gets it for its apply, then the leader publishes a
+        plan ending at ``end`` (returned).  Every replica checks the map against its log
+        record by record and cleans with its own map if it does not match
+        (``InvalidOffsetMapError`` in its log; nothing is lost).  Raises
+        ``CompactionConflictError`` when the cleaned offset moved (describe and recompute)."""
+        data = _compaction.map_bytes(offset_map)
+        info = self._cluster.topic(topic, refresh=True)
+        meta = info.partitions.get(partition)
+        if meta is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+        leader_address, _ = self._cluster.leader(topic, partition)
+        for replica in meta.replicas:
+            address = self._cluster.broker_address(replica)
+            if replica != meta.leader_id and address is not None:
+                try:
+                    _compaction.offer_map(self._cluster, address, topic, partition, start=start, end=end, data=data,
+                                          plan=False, timeout_s=self._timeout_s)
+                except SparkLogError:
+                    pass  # that replica builds its own map
+        plan = _compaction.offer_map(self._cluster, leader_address, topic, partition, start=start, end=end, data=data,
+                                     plan=True, timeout_s=self._timeout_s)
+        assert plan is not None
+        return plan
     # --- security: SCRAM users, ACLs, client quotas (spark_log/_security_admin.py) ------------
 
     def _security(self, method: str, request: Any) -> Any:

@@ -22,6 +22,11 @@ Bounds.  ``seek(topic, partition, start, end=E)`` makes the partition a bounded 
 position reaches ``E``, and ``poll`` returns no record at or past ``E`` (the position then
 stays at ``E``).  A ``seek`` without ``end`` removes the bound.
 
+Gaps.  Offsets need not be dense: compaction removes records but never renumbers the
+others, and control frames take offsets too.  The broker's ``next_fetch_offset`` moves
+the position past a gap; records come with their own offsets (``spark_log.frame``'s
+version-2 frames carry them), and a gap is never reported as lost data.
+
 Security and quotas.  ``security`` (``ClientSecurity``) and ``client_id`` apply to every
 connection; refusals (``AuthenticationError``, ``TopicAuthorizationError`` without READ)
 are raised by ``poll``/``poll_arrow``.  A broker that reports ``throttle_time_ms`` (a
@@ -71,7 +76,7 @@ from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
-from .frame import ATTR_CONTROL, decode_batch, iter_frames
+from .frame import ATTR_CONTROL, decode_batch, iter_frames, record_offsets
 from .proto import broker_pb2 as pb
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
@@ -544,8 +549,8 @@ class Consumer:
             info = self._cluster.topic(topic)
             buffer = pa.py_buffer(result.records)
             for pos, header in iter_frames(memoryview(buffer), verify=True):
-                if header.attributes & ATTR_CONTROL or header.next_offset <= position:
-                    continue
+                if header.attributes & ATTR_CONTROL or header.next_offset <= position or not header.record_count:
+                    continue  # control frames, frames already read, frames compaction emptied
                 schema = info.schemas.get(header.schema_id)
                 if schema is None:
                     info = self._cluster.topic(topic, refresh=True)
@@ -554,13 +559,15 @@ class Consumer:
                         raise errors.SchemaMismatchError(f"{topic}-{partition}: unknown schema id {header.schema_id}")
                 batch = decode_batch(buffer.slice(pos, header.frame_length), schema)
                 batch = widen(batch, info.schema)
-                offsets = pa.array(np.arange(header.base_offset, header.next_offset, dtype=np.int64))
+                numbers = record_offsets(memoryview(buffer), header, pos)  # compacted frames: gaps inside
+                offsets = pa.array(numbers)
                 timestamps = None
                 if "timestamp" not in batch.schema.names:
                     timestamps = pa.array(np.full(batch.num_rows, header.first_timestamp, dtype=np.int64)).cast(pa.timestamp("ms"))
                 full = add_reserved_columns(batch, topic=topic, partition=partition, offsets=offsets, timestamps=timestamps)
-                skip = position - header.base_offset
-                batches.append(full.slice(skip) if skip > 0 else full)
+                skip = int(np.searchsorted(numbers, position)) if header.base_offset < position else 0
+                if skip < full.num_rows:
+                    batches.append(full.slice(skip) if skip > 0 else full)
         if result.next_fetch_offset > position:
             self._positions[tp] = result.next_fetch_offset
         elif batches:

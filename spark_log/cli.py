@@ -16,6 +16,7 @@
                             --to-offset N) [--execute]    consumer groups (kafka-consumer-groups.sh style)
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
+    spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
                                               security (see _cli_security.py)
 
@@ -92,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     from . import _cli_reassign
 
     _cli_reassign.add_parsers(actions)  # topics reassign, topics elect-leaders
+    from . import _cli_compact
+
+    _cli_compact.add_parsers(actions)  # topics compact
 
     produce = commands.add_parser("produce", help="send stdin lines as records")
     produce.add_argument("topic")
@@ -164,6 +168,12 @@ def _topics(args: argparse.Namespace) -> int:
             defaults = _default_topic_config()
             overrides = {k: v for k, v in sorted(d.config.items()) if defaults.get(k) != v}
             print("configs: " + (", ".join(f"{k}={v}" for k, v in overrides.items()) or "(defaults)"))
+            if "compact" in d.config.get("cleanup.policy", ""):
+                from ._cli_compact import compaction_table
+
+                print("compaction:")
+                for line in compaction_table(admin.describe_compaction(d.name), replicas=False):
+                    print("  " + line)
         else:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
@@ -178,7 +188,12 @@ def _describe_partitions(admin: Admin, args: argparse.Namespace) -> None:
     if not args.under_replicated:
         if args.name is None:
             raise InvalidConfigError("topics describe needs a topic NAME (or --under-replicated)")
-        print(json.dumps(topic_json(admin.describe_topic(args.name)), indent=1))
+        described = topic_json(admin.describe_topic(args.name))
+        if "compact" in str(described["config"].get("cleanup.policy", "")):
+            from ._cli_compact import compaction_json
+
+            described["compaction"] = compaction_json(admin.describe_compaction(args.name))
+        print(json.dumps(described, indent=1))
         return
     rows = admin.under_replicated_partitions([args.name] if args.name else None)
     if args.json:
@@ -304,8 +319,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             extra += [f"--{flag}" for flag in ("tls", "mtls", "sasl", "authorizer") if getattr(args, flag)]
             return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
         if args.command == "topics":
-            from . import _cli_reassign
+            from . import _cli_compact, _cli_reassign
 
+            if args.action in _cli_compact.ACTIONS:
+                return _cli_compact.run(args)
             return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)

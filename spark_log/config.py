@@ -33,6 +33,8 @@ __all__ = [
 T = TypeVar("T")
 
 _DAY_MS = 24 * 3600 * 1000
+_MAX_LAG_MS = 2**63 - 1  # Kafka's Long.MAX_VALUE: no bound
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete", "delete,compact")
 
 
 def _require(condition: bool, key: str, message: str) -> None:
@@ -55,7 +57,11 @@ class TopicConfig:
     max_message_bytes: int = 16 * 1024 * 1024  # largest frame the log accepts
     min_insync_replicas: int = 1
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
-    delete_retention_ms: int = _DAY_MS
+    delete_retention_ms: int = _DAY_MS  # how long compaction keeps a tombstone (from its timestamp)
+    min_cleanable_dirty_ratio: float = 0.5  # clean a log once more than this share of it is dirty (1.0: never)
+    min_compaction_lag_ms: int = 0  # a record stays uncompacted at least this long (KIP-58)
+    max_compaction_lag_ms: int = _MAX_LAG_MS  # a dirty record is compacted within this long (KIP-354)
+    tombstone_column: str = ""  # typed topics: a boolean column; true marks a tombstone
     unclean_leader_election_enable: bool = False
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
 
@@ -71,16 +77,36 @@ class TopicConfig:
         _require(self.max_message_bytes >= 64, "max.message.bytes", "must be at least 64")
         _require(self.min_insync_replicas >= 1, "min.insync.replicas", "must be >= 1")
         _require(
-            self.cleanup_policy in ("delete", "compact", "compact,delete", "delete,compact"),
+            self.cleanup_policy in CLEANUP_POLICIES,
             "cleanup.policy",
             "must be 'delete', 'compact' or 'compact,delete'",
         )
         _require(self.delete_retention_ms >= 0, "delete.retention.ms", "must be >= 0")
+        _require(0.0 <= self.min_cleanable_dirty_ratio <= 1.0, "min.cleanable.dirty.ratio", "must be within [0, 1]")
+        _require(self.min_compaction_lag_ms >= 0, "min.compaction.lag.ms", "must be >= 0")
+        _require(self.max_compaction_lag_ms >= 1, "max.compaction.lag.ms", "must be >= 1")
+        _require(
+            self.max_compaction_lag_ms >= self.min_compaction_lag_ms,
+            "max.compaction.lag.ms",
+            "must be >= min.compaction.lag.ms",
+        )
+        _require(self.tombstone_column == self.tombstone_column.strip(), "tombstone.column",
+                 "must not start or end with spaces")
         _require(
             self.message_timestamp_type in ("CreateTime", "LogAppendTime"),
             "message.timestamp.type",
             "must be 'CreateTime' or 'LogAppendTime'",
         )
+
+    @property
+    def compact(self) -> bool:
+        """Whether the log is compacted (``cleanup.policy`` names ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """Whether retention deletes old segments (``cleanup.policy`` names ``delete``)."""
+        return "delete" in self.cleanup_policy
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "TopicConfig":
         """A copy with ``overrides`` (dotted or snake_case keys, values or strings) applied."""
@@ -231,6 +257,12 @@ class BrokerConfig:
     group_consumer_min_session_timeout_ms: int = 1000
     group_consumer_max_session_timeout_ms: int = 600_000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    # The log cleaner (compaction of cleanup.policy=compact topics; Kafka's log.cleaner.*):
+    log_cleaner_enable: bool = True  # log.cleaner.enable
+    log_cleaner_threads: int = 1  # log.cleaner.threads
+    log_cleaner_io_max_bytes_per_second: int = 0  # log.cleaner.io.max.bytes.per.second; 0: no limit
+    log_cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+    log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: idle threads look again after this
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -270,6 +302,12 @@ class BrokerConfig:
         _require(bool(self.group_consumer_assignors) and all(a in ("uniform", "range") for a in self.group_consumer_assignors)
                  and len(set(self.group_consumer_assignors)) == len(self.group_consumer_assignors),
                  "group_consumer_assignors", "must list 'uniform' and/or 'range', each once")
+        _require(1 <= self.log_cleaner_threads <= 64, "log_cleaner_threads", "must be within 1..64")
+        _require(self.log_cleaner_io_max_bytes_per_second >= 0, "log_cleaner_io_max_bytes_per_second",
+                 "must be >= 0 (0: no limit)")
+        _require(self.log_cleaner_dedupe_buffer_bytes >= 1024 * 1024, "log_cleaner_dedupe_buffer_bytes",
+                 "must be at least 1 MiB")
+        _require(self.log_cleaner_backoff_ms >= 1, "log_cleaner_backoff_ms", "must be >= 1")
 
     def voters(self) -> dict[int, str]:
         """Controller voters as ``{node_id: "host:port"}``."""
@@ -334,6 +372,20 @@ def _coerce(key: str, value: Any, annotation: Any, hints_owner: type) -> Any:
             except ValueError:
                 pass
         raise InvalidConfigError(f"'{key}' must be an integer, got {value!r}", key=key)
+    if annotation is float:
+        if isinstance(value, bool):
+            raise InvalidConfigError(f"'{key}' must be a number, got {value!r}", key=key)
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                pass
+            else:
+                if number == number:  # not NaN
+                    return number
+        raise InvalidConfigError(f"'{key}' must be a number, got {value!r}", key=key)
     if annotation is str:
         if isinstance(value, str):
             return value

@@ -25,7 +25,10 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   ├── DuplicateSequenceError / OutOfOrderSequenceError
     │   ├── InvalidGroupIdError, GroupIdNotFoundError, NonEmptyGroupError (consumer groups)
     │   ├── GroupSubscribedToTopicError, UnsupportedAssignorError, InvalidRegularExpressionError
-    │   └── OffsetMetadataTooLargeError, InvalidSessionTimeoutError
+    │   ├── OffsetMetadataTooLargeError, InvalidSessionTimeoutError
+    │   ├── MissingKeyError            (a record without a key on a compacted topic)
+    │   ├── TopicNotCompactedError     (a compaction request for a topic whose policy lacks compact)
+    │   └── InvalidOffsetMapError      (a Spark job's key -> offset map does not match the log)
     ├── AuthenticationError            (not retriable: no, or wrong, credentials)
     │   └── SessionExpiredError        (retriable: authenticate again, then retry)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
@@ -38,6 +41,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   └── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
     │       └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
     ├── ThrottledError                 (retriable)
+    ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
     ├── CoordinatorNotAvailableError   (retriable, refresh: find the group coordinator again)
@@ -92,6 +96,11 @@ class ErrorCode(enum.IntEnum):
     OUT_OF_ORDER_SEQUENCE = 23
     INVALID_SCHEMA = 24
     NO_SCHEMA = 25
+    # compaction: 30-39
+    MISSING_KEY = 30
+    COMPACTION_CONFLICT = 31
+    INVALID_OFFSET_MAP = 32
+    TOPIC_NOT_COMPACTED = 33
     # consumer groups: 40-59
     COORDINATOR_NOT_AVAILABLE = 40
     NOT_COORDINATOR = 41
@@ -280,6 +289,28 @@ class OutOfOrderSequenceError(InvalidRequestError):
     code = ErrorCode.OUT_OF_ORDER_SEQUENCE
 
 
+class MissingKeyError(InvalidRequestError):
+    """A record without a key sent to a topic whose ``cleanup.policy`` names ``compact``
+    (compaction keeps the latest record *per key*; Kafka refuses these too)."""
+
+    code = ErrorCode.MISSING_KEY
+
+
+class TopicNotCompactedError(InvalidRequestError):
+    """A compaction request (``topics compact``, the Spark job) for a topic whose
+    ``cleanup.policy`` does not name ``compact``."""
+
+    code = ErrorCode.TOPIC_NOT_COMPACTED
+
+
+class InvalidOffsetMapError(InvalidRequestError):
+    """A key -> latest offset map offered by a Spark compaction job does not match the log
+    it is meant for (a key missing, an offset that is not its key's latest): the broker
+    refuses it and cleans with a map of its own; nothing is removed on its say."""
+
+    code = ErrorCode.INVALID_OFFSET_MAP
+
+
 class UnknownTopicOrPartitionError(SparkLogError):
     code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     retriable = True
@@ -359,6 +390,15 @@ class BrokerNotAvailableError(SparkLogError):
     code = ErrorCode.BROKER_NOT_AVAILABLE
     retriable = True
     refresh_metadata = True
+
+
+class CompactionConflictError(SparkLogError):
+    """A compaction request found the partition in another state than it was computed
+    for: its cleaned offset moved (another clean finished) or a plan is still being
+    applied.  Retriable: describe the partition again and recompute."""
+
+    code = ErrorCode.COMPACTION_CONFLICT
+    retriable = True
 
 
 class RequestTimeoutError(SparkLogError):

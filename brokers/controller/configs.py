@@ -3,7 +3,8 @@
 ``alter_config_records(image, topic, set=..., delete=..., defaults=...)``: keys in ``set``
 take the given values, keys in ``delete`` return to the controller's default; dotted
 (Kafka) and snake_case keys are both accepted.  ``UnknownTopicOrPartitionError`` for an
-unknown topic, ``InvalidConfigError`` for an unknown key or a bad value (nothing
+unknown topic, ``InvalidConfigError`` for an unknown key or a bad value, or compaction
+settings the topic cannot honour (``spark_log.compaction.check_settings``; nothing
 changes).  Returns ``([ConfigRecord], new_config)``, or ``([], config)`` if unchanged.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Mapping, Sequence
 
 from brokers.metadata.image import MetadataImage
 from brokers.metadata.records import ConfigRecord, MetadataRecord
+from spark_log.compaction import check_settings as check_compaction_settings
 from spark_log.config import TopicConfig, to_mapping
 from spark_log.errors import InvalidConfigError, UnknownTopicOrPartitionError
 
@@ -40,6 +42,7 @@ def alter_config_records(
             raise InvalidConfigError(f"unknown config key '{key}'", key=key)
         reverted[name] = default_values[name]
     config = current.config.with_overrides({**reverted, **dict(set or {})})
+    check_compaction_settings(kind=current.kind, key_columns=current.key_columns, schema=current.schema, config=config)
     if config == current.config:
         return [], config
     return [ConfigRecord(topic=topic, config=config)], config

@@ -20,6 +20,7 @@ import pyarrow as pa
 from brokers.metadata.image import MetadataImage
 from brokers.metadata.records import MetadataRecord, SchemaRecord
 from brokers.metadata.schema_codec import check_compatible, schema_to_bytes, validate_typed_schema
+from spark_log.compaction import check_settings as check_compaction_settings
 from spark_log.errors import InvalidRequestError, SchemaMismatchError, UnknownTopicOrPartitionError
 
 __all__ = ["register_schema_records"]
@@ -39,5 +40,6 @@ def register_schema_records(image: MetadataImage, topic: str, schema: pa.Schema)
     validate_typed_schema(schema, current.key_columns)
     if latest is not None:
         check_compatible(latest, schema)
+    check_compaction_settings(kind=current.kind, key_columns=current.key_columns, schema=schema, config=current.config)
     schema_id = current.schema_id + 1
     return [SchemaRecord(topic=topic, schema_id=schema_id, schema_bytes=schema_to_bytes(schema))], schema_id

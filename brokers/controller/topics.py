@@ -36,6 +36,7 @@ import pyarrow as pa
 from brokers.metadata.image import MetadataImage
 from brokers.metadata.records import MetadataRecord, PartitionRecord, RemoveTopicRecord, SchemaRecord, TopicRecord
 from brokers.metadata.schema_codec import bytes_schema, schema_to_bytes, validate_typed_schema
+from spark_log.compaction import check_settings as check_compaction_settings
 from spark_log.config import TopicConfig
 from spark_log.errors import (
     InvalidPartitionsError,
@@ -121,6 +122,8 @@ def create_topic_records(
             raise InvalidRequestError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
         validate_typed_schema(schema, tuple(key_columns))
         kind, topic_schema = "typed", schema
+    check_compaction_settings(kind=kind, key_columns=tuple(key_columns), schema=topic_schema if kind == "typed" else None,
+                              config=resolved)
     replica_load, leader_load = image.replica_counts()
     assignment = place_replicas(
         [BrokerSlot(b.broker_id, b.placement_domain) for b in live],

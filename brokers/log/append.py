@@ -15,7 +15,7 @@ per frame one 64-byte header copy (``spark_log.frame.leader_header``: base offse
 leader epoch rewritten, and with ``LogAppendTime`` the timestamps, attribute bit and CRC)
 followed by a view of the untouched body.  The byte layout is ``spark_log.frame``'s alone.
 
-``check_follower`` checks what a follower copies from its leader (dense offsets, epochs
+``check_follower`` checks what a follower copies from its leader (frames tiling the offsets, epochs
 that do not go back); the follower path verifies the CRC of every frame too (through
 ``check_frames`` without a size limit): follower and recovery checks are not the leader's.
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from spark_log.errors import CorruptRecordError, InvalidRequestError, RecordTooLargeError
-from spark_log.frame import FrameHeader, frame_body, leader_header, verify_frame
+from spark_log.frame import VERSION_DENSE, FrameHeader, frame_body, leader_header, verify_frame
 
 __all__ = ["Checked", "CheckedFrames", "FrameRule", "check_frames", "stamp_as_leader", "check_follower"]
 
@@ -87,12 +87,15 @@ class CheckedFrames:
 
 
 def check_frames(data: Buffer, *, max_message_bytes: int | None, rule: FrameRule | None = None,
-                 topic: str | None = None) -> CheckedFrames:
+                 topic: str | None = None, explicit_offsets: bool = False) -> CheckedFrames:
     """Check every frame of ``data`` (module docstring); ``topic`` only names it in errors.
 
-    Raises ``InvalidRequestError`` (not bytes-like, or empty), ``CorruptRecordError``
-    (torn, damaged, bad magic/version/CRC), ``RecordTooLargeError`` (a frame above
-    ``max_message_bytes``), or what ``rule`` raises."""
+    Version-2 frames (rows carrying their own offsets, written by compaction) are accepted
+    only with ``explicit_offsets`` (a follower copying its leader): a leader assigns
+    offsets, so what it appends must be dense version-1 frames.  Raises
+    ``InvalidRequestError`` (not bytes-like, empty, or a version-2 frame without
+    ``explicit_offsets``), ``CorruptRecordError`` (torn, damaged, bad magic/version/CRC),
+    ``RecordTooLargeError`` (a frame above ``max_message_bytes``), or what ``rule`` raises."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidRequestError(f"frames must be bytes-like, not {type(data).__name__}")
     view = memoryview(data).cast("B") if isinstance(data, memoryview) else memoryview(data)
@@ -103,6 +106,10 @@ def check_frames(data: Buffer, *, max_message_bytes: int | None, rule: FrameRule
     end = len(view)
     while position < end:
         header = verify_frame(view, position)
+        if header.version != VERSION_DENSE and not explicit_offsets:
+            raise InvalidRequestError(
+                f"frame {len(frames)} at byte {position} is a version-{header.version} frame (rows with their own "
+                "offsets): only compaction writes those; producers send version-1 frames")
         if max_message_bytes is not None and header.frame_length > max_message_bytes:
             raise RecordTooLargeError(
                 f"frame {len(frames)} at byte {position} is {header.frame_length} bytes; "
@@ -142,7 +149,8 @@ def stamp_as_leader(
 
 
 def check_follower(checked: CheckedFrames, *, expected_offset: int, latest_epoch: int | None) -> list[FrameInfo]:
-    """Check a follower's frames are dense from ``expected_offset`` with non-decreasing
+    """Check a follower's frames tile the offsets from ``expected_offset`` (each starts where
+    the previous one's offset range ends, in either frame version) with non-decreasing
     epochs not below ``latest_epoch``; return a ``FrameInfo`` each.
 
     Raises ``CorruptRecordError`` for frames out of sequence and ``InvalidRequestError``

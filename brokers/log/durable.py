@@ -3,6 +3,8 @@
 - ``fsync_fd(fd)``: make an open file's written bytes durable.
 - ``fsync_dir(directory)``: make the directory's entries (created, renamed, deleted
   files) durable; a new or renamed file is not durable until its directory is.
+- ``replace(source, target)``: rename ``source`` over ``target`` in one step (the old
+  ``target`` or the new, never neither); durable once the directory is fsynced.
 - ``atomic_write(path, data)``: replace ``path`` by ``data`` so that a crash at any
   point leaves the old content or the new, never a mix: write ``<name>.tmp``, fsync it,
   rename it over ``path``, fsync the directory.  A crash can leave ``<name>.tmp``
@@ -10,7 +12,7 @@
 
 Users: ``checkpoint.py`` (recovery point, log start, epoch cache), ``segment.py`` and
 ``index_file.py`` (data and index files), ``partition_log.py`` (the directory after a
-roll), ``brokers/raft/quorum_state.py`` and ``brokers/raft/snapshot_store.py``.  Every
+roll), ``swap.py`` (compaction's cleaned and swap files), ``brokers/raft/quorum_state.py`` and ``brokers/raft/snapshot_store.py``.  Every
 operation goes through the file layer (``files.py``), where a test can stand in for the
 disk (a simulated power cut) or a broker can be given a slow one.
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 from . import files
 
-__all__ = ["fsync_fd", "fsync_dir", "atomic_write", "TMP_SUFFIX"]
+__all__ = ["fsync_fd", "fsync_dir", "replace", "atomic_write", "TMP_SUFFIX"]
 
 TMP_SUFFIX = ".tmp"
 
@@ -37,6 +39,12 @@ def fsync_fd(fd: int) -> None:
 def fsync_dir(directory: Path) -> None:
     """fsync ``directory`` so that entries created, renamed or removed in it survive a crash."""
     files.fsync_dir(directory)
+
+
+def replace(source: Path, target: Path) -> None:
+    """Rename ``source`` over ``target`` atomically (``target`` need not exist); fsync the
+    directory afterwards (``fsync_dir``) to make it survive a crash."""
+    files.replace(source, target)
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -6,9 +6,12 @@ Directory layout (one directory per partition replica):
     recovery-point-offset-checkpoint                  everything below it was fsynced
     log-start-offset-checkpoint                       first offset still readable
     leader-epoch-checkpoint                           EpochCache
+    cleaner-offset-checkpoint                         compaction: the last plan applied (cleaner/checkpoint.py)
+    <base>.log.cleaned / <base>.log.swap              compaction: a clean's swap in progress (swap.py)
     .lock                                             flock: one PartitionLog per directory
 
-Offsets are dense: frame ``i`` of the log starts where frame ``i - 1`` ended.  The log
+Frames tile the offsets: frame ``i`` of the log starts where frame ``i - 1``'s offset range
+ended (records inside a compacted, version-2 frame may have gaps; see spark_log.frame).  The log
 appends whole frames (Arrow IPC record batches behind spark_log.frame's 64-byte header)
 and serves them back as file bytes; it never decodes a record.  Per request the work is
 per frame: stamp offset and epoch into a 64-byte header copy, one ``pwritev`` of headers
@@ -30,14 +33,17 @@ import fcntl
 import os
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.errors import FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
+from spark_log.errors import CorruptRecordError, FencedEpochError, InvalidRequestError, OffsetOutOfRangeError, StorageError
 
 from . import append as _append
 from .append import Buffer, CheckedFrames, FrameInfo
 from . import checkpoint, retention
+from .snapshot import CleanedGroup, LogSnapshot, SegmentFile
+from .swap import cleaned_path, commit_swaps
 from . import files
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
@@ -86,6 +92,7 @@ class PartitionLog:
         self._flushed_offset = min(loaded.recovery_point, self.log_end_offset)
         self._checkpointed = -1
         self._unflushed_records = 0
+        self._generation = 0  # truncations so far (a cleaner's snapshot is void after one)
         self._last_flush_ms = now
         self._last_checkpoint_ms = now
         self.flush(checkpoint=True)
@@ -168,10 +175,10 @@ class PartitionLog:
 
         Every frame is verified (CRC; no size limit: the leader applied it).  The first
         frame's base offset must be the LEO (else ``OffsetOutOfRangeError``), the frames
-        dense, and epochs must not go below the latest epoch (``InvalidRequestError``:
+        tiling the offsets, and epochs must not go below the latest epoch (``InvalidRequestError``:
         truncate first).  All-or-nothing like ``append_as_leader``."""
         self._check_open()
-        checked = _append.check_frames(frames, max_message_bytes=None)
+        checked = _append.check_frames(frames, max_message_bytes=None, explicit_offsets=True)
         first = checked.frames[0].header.base_offset
         if first != self.log_end_offset:
             raise OffsetOutOfRangeError(
@@ -215,8 +222,13 @@ class PartitionLog:
         )
 
     def _segment_expired(self, segment: Segment, now_ms: int) -> bool:
+        """Roll by age: ``segment.ms``, and for compacted logs ``max.compaction.lag.ms``
+        too (the active segment is never cleaned, so it must close in time; KIP-354)."""
         started = segment.first_append_ms
-        return started is not None and now_ms - started >= self._config.segment_ms
+        limit = self._config.segment_ms
+        if self._config.compact:
+            limit = min(limit, self._config.max_compaction_lag_ms)
+        return started is not None and now_ms - started >= limit
 
     def _roll(self) -> Segment:
         self._segments.active.write_indexes(fsync=False)
@@ -354,6 +366,7 @@ class PartitionLog:
         self.log_start_offset = offset
 
     def _after_truncation(self) -> None:
+        self._generation += 1
         self._epochs.truncate_from_end(self.log_end_offset)
         if self._flushed_offset > self.log_end_offset or self._checkpointed > self.log_end_offset:
             self._flushed_offset = min(self._flushed_offset, self.log_end_offset)
@@ -386,9 +399,12 @@ class PartitionLog:
 
     def apply_retention(self) -> int:
         """Delete whole segments past ``retention_ms`` (by their largest timestamp) or
-        beyond ``retention_bytes`` (oldest first); never the active segment.  Returns how
-        many segments were deleted."""
+        beyond ``retention_bytes`` (oldest first); never the active segment.  Only when
+        ``cleanup.policy`` names ``delete`` (a ``compact``-only log keeps every key's latest
+        record forever).  Returns how many segments were deleted."""
         self._check_open()
+        if not self._config.delete:
+            return 0
         deleted = retention.segments_to_delete(
             [(segment.size, segment.max_timestamp) for segment in self._segments],
             retention_ms=self._config.retention_ms,
@@ -407,6 +423,81 @@ class PartitionLog:
         oldest = self._segments.first
         self._segments.remove(oldest)
         oldest.delete()
+
+    # --- compaction (brokers/log/cleaner) ----------------------------------------------
+
+    def roll_below(self, offset: int) -> None:
+        """Close the active segment if it holds records below ``offset`` (a replica applying
+        a plan that ends inside its active segment: the cleaner only rewrites closed ones)."""
+        self._check_open(offset=offset)
+        active = self._segments.active
+        if active.size and active.base_offset < offset:
+            self._roll()
+
+    def cleaner_snapshot(self, below: int) -> LogSnapshot:
+        """The closed segments holding offsets below ``below``, each with a read-only file
+        descriptor of its own (``cleaner.LogSnapshot``; the caller closes it)."""
+        self._check_open(below=below)
+        active = self._segments.active
+        segment_files: list[SegmentFile] = []
+        try:
+            for segment in self._segments:
+                if segment is active or segment.base_offset >= below:
+                    break
+                fd = files.open_fd(segment.log_path, os.O_RDONLY)
+                segment_files.append(SegmentFile(segment.base_offset, segment.next_offset, segment.size, fd, segment))
+        except OSError as exc:
+            LogSnapshot(self.directory, self.log_start_offset, segment_files, self._config.segment_bytes).close()
+            raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
+        return LogSnapshot(self.directory, self.log_start_offset, segment_files, self._config.segment_bytes, self._generation)
+
+    def replace_segments(self, groups: Sequence[CleanedGroup]) -> bool:
+        """Swap every prepared cleaned group of a clean in, at once (``swap.py``: crash-safe
+        renames; a crash leaves all old segments or all new ones).  False, and the cleaned
+        files deleted, when any group's segments are no longer this log's closed segments
+        as they were (retention, a reopen) or the log was truncated since the snapshot.
+        ``StorageError`` if the disk fails mid-swap (reopening completes or drops it)."""
+        self._check_open()
+        active = self._segments.active
+        olds: list[list[Segment]] = []
+        for group in groups:
+            old = [s for s in self._segments if any(s is token for token in group.tokens)]
+            if (len(old) != len(group.tokens) or any(s is active for s in old) or group.generation != self._generation
+                    or sum(s.size for s in old) != group.bytes_before):
+                for stale in groups:
+                    files.unlink(cleaned_path(self.directory, stale.base_offset), missing_ok=True)
+                return False
+            olds.append(old)
+        try:
+            commit_swaps(self.directory, [(g.base_offset, g.old_bases) for g in groups])
+            replacements = [Segment.open_trusted(self.directory, g.base_offset,
+                                                 index_interval_bytes=self._config.index_interval_bytes,
+                                                 now_ms=self._clock.monotonic_ms()) for g in groups]
+        except (OSError, CorruptRecordError) as exc:
+            raise StorageError(f"{self.directory}: swapping in cleaned segments failed: {exc}; reopening the log "
+                               "completes or drops the clean") from exc
+        for old, replacement in zip(olds, replacements):
+            self._segments.replace(old, replacement)
+            for segment in old:
+                segment.close()
+            replacement.write_indexes(fsync=False)
+        return True
+
+    def offset_bytes(self, start: int, end: int) -> int:
+        """Stored bytes of the frames holding offsets in ``[start, end)`` (``Segments.offset_bytes``)."""
+        self._check_open(start=start, end=end)
+        return self._segments.offset_bytes(start, end)
+
+    def first_frame_newer_than(self, start: int, end: int, timestamp_ms: int) -> int | None:
+        """The first frame in ``[start, end)`` whose max timestamp is above ``timestamp_ms``
+        (``min.compaction.lag.ms``; ``Segments.first_frame_newer_than``)."""
+        self._check_open(start=start, end=end, timestamp_ms=timestamp_ms)
+        return self._segments.first_frame_newer_than(start, end, timestamp_ms)
+
+    def first_timestamp_at(self, offset: int) -> int | None:
+        """The max timestamp of the frame holding ``offset`` (None: past the end)."""
+        self._check_open(offset=offset)
+        return self._segments.max_timestamp_at(offset)
 
     # --- lifecycle -------------------------------------------------------------------
 

@@ -2,6 +2,9 @@
 
 Rules (Kafka's LogLoader, simplified):
 
+0. An interrupted clean (compaction) is settled first (``swap.py``): a cleaned
+   segment not yet committed (``*.log.cleaned``) is dropped, a committed one
+   (``*.log.swap``) replaces the segments of its offset range.
 1. Leftovers go: ``*.tmp`` files (half-written checkpoints) and index files whose data
    file is missing.  Segments are the ``<20 digits>.log`` files, ordered by base offset.
 2. Segments wholly below the log start offset (the next segment starts at or before it)
@@ -10,7 +13,7 @@ Rules (Kafka's LogLoader, simplified):
    everything was fsynced, from ``recovery-point-offset-checkpoint``) is opened trusted:
    indexes loaded and sanity-checked (rebuilt if odd), only the frames after the last
    index entry are walked.  If that walk fails the segment is recovered as below.
-4. Every other segment is recovered: each frame is validated (CRC-32C, dense offsets,
+4. Every other segment is recovered: each frame is validated (CRC-32C, frames tiling the offsets,
    non-decreasing epochs), the indexes rebuilt, and the file truncated at the first
    torn or corrupt frame.
 5. The log must stay a clean prefix: at the first truncated segment, or the first
@@ -37,6 +40,7 @@ from spark_log.errors import CorruptRecordError
 
 from . import checkpoint, files
 
+from .swap import complete_swaps
 from .epoch_cache import FILE_NAME as EPOCH_FILE
 from .epoch_cache import EpochCache
 from .scan import Peek
@@ -60,6 +64,7 @@ class RecoveryReport:
     truncated: list[str] = field(default_factory=list)  # "<file>: cut at byte N (reason)"
     deleted_segments: list[int] = field(default_factory=list)  # dropped after damage
     removed_files: list[str] = field(default_factory=list)  # leftovers, segments wholly below the log start
+    swaps: list[str] = field(default_factory=list)  # interrupted cleans dropped or completed (swap.py)
 
     @property
     def clean(self) -> bool:
@@ -107,6 +112,9 @@ def open_segments(
     ``on_recovered_frame`` sees each frame validated in step 4, in offset order.  Returns
     the segments (possibly none) and the report."""
     report = RecoveryReport()
+    report.swaps = complete_swaps(directory)
+    for line in report.swaps:
+        _log.warning("%s: %s", directory, line)
     bases = _scan_directory(directory, report)
     while len(bases) > 1 and bases[1] <= log_start_offset:
         _delete_files(directory, bases[0])

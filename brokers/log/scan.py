@@ -5,34 +5,33 @@ Two walkers over an open file descriptor, both per-frame (never per-record) work
 - ``peek_headers(fd, start, end)``: header fields only, read in 64 KiB chunks; the CRC is
   not checked.  Used to find a frame from a sparse index entry and to load a segment
   that lies below the recovery point (trusted, already flushed data).
+- ``read_frames(fd, start, end)``: every frame read whole (in chunks of up to 8 MiB),
+  CRC-checked, yielded with its header (the cleaner's reads); raises at the first damage.
 - ``verify_frames(fd, start, end)``: every frame read whole and checked with
   ``spark_log.frame.verify_frame`` (magic, version, length, CRC-32C).  Used by crash
   recovery.  It stops at the first frame that is torn, corrupt or out of sequence and
   reports why, so the caller can truncate there.
 
-``Peek`` holds the header fields the log needs.  The byte layout is frame.py's (64-byte
-little-endian header); ``_PEEK`` reads the prefix and ``_TAIL`` the record count and
-timestamps.  ``tests/unit/brokers/log/test_scan.py`` checks both against frame.py.
+``Peek`` holds the header fields the log needs, read by ``spark_log.frame.peek`` (the byte
+layout is frame.py's alone; both frame versions, so ``next_offset`` is where the frame's
+offset range ends, records removed by compaction or not).  Frames tile the offset space:
+each frame starts at the previous frame's ``next_offset`` in both versions, so the walkers
+treat any other base offset as damage.
 
 Thread-safety: the functions keep no state; concurrent use of one fd is safe with pread.
 """
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass
 from typing import Iterator
 
+from spark_log import frame
 from spark_log.errors import CorruptRecordError
-from spark_log.frame import HEADER_SIZE, MAGIC, verify_frame
+from spark_log.frame import PEEK_SIZE, verify_frame
 
-__all__ = ["Peek", "peek", "peek_headers", "verify_frames", "ScanStop"]
+__all__ = ["Peek", "peek", "peek_headers", "verify_frames", "read_frames", "ScanStop"]
 
-_PEEK = struct.Struct("<qii2sB")  # base_offset, frame_length, epoch, magic, version
-_TAIL = struct.Struct("<iqq")  # at byte 28: record_count, first_timestamp, max_timestamp
-_TAIL_AT = 28
-_VERSION = 1
-_MIN_FRAME = HEADER_SIZE + 8
 _CHUNK = 64 * 1024
 _VERIFY_CHUNK = 8 * 1024 * 1024
 
@@ -45,12 +44,11 @@ class Peek:
     base_offset: int
     length: int
     epoch: int
-    record_count: int
+    record_count: int  # records stored (0 for a v2 frame whose records compaction removed)
     max_timestamp: int
-
-    @property
-    def next_offset(self) -> int:
-        return self.base_offset + self.record_count
+    next_offset: int  # the end of the frame's offset range
+    attributes: int = 0
+    producer_id: int = -1
 
     @property
     def end(self) -> int:
@@ -60,18 +58,12 @@ class Peek:
 def peek(buf: bytes | bytearray | memoryview, at: int, position: int) -> Peek:
     """Header fields of the frame whose header starts at ``buf[at:]`` (file ``position``).
 
-    Checks magic, version, a possible length and a positive record count; not the CRC,
-    and not that the whole frame is in ``buf``.  Raises ``CorruptRecordError``.
+    Checks magic, version, a possible length and record count (``spark_log.frame.peek``);
+    not the CRC, and not that the whole frame is in ``buf``.  Raises ``CorruptRecordError``.
     """
-    if len(buf) - at < HEADER_SIZE:
-        raise CorruptRecordError(f"truncated frame header at byte {position}")
-    base, length, epoch, magic, version = _PEEK.unpack_from(buf, at)
-    count, _first_ts, max_ts = _TAIL.unpack_from(buf, at + _TAIL_AT)
-    if magic != MAGIC or version != _VERSION or length < _MIN_FRAME or count < 1:
-        raise CorruptRecordError(
-            f"bad frame header at byte {position}: magic {magic!r} v{version}, length {length}, records {count}"
-        )
-    return Peek(position, base, length, epoch, count, max_ts)
+    fields = frame.peek(buf, at, position)
+    return Peek(position, fields.base_offset, fields.length, fields.epoch, fields.record_count,
+                fields.max_timestamp, fields.next_offset, fields.attributes, fields.producer_id)
 
 
 def peek_headers(fd: int, start: int, end: int) -> Iterator[Peek]:
@@ -84,7 +76,7 @@ def peek_headers(fd: int, start: int, end: int) -> Iterator[Peek]:
     chunk_at = start
     while position < end:
         at = position - chunk_at
-        if at < 0 or len(chunk) - at < HEADER_SIZE:
+        if at < 0 or len(chunk) - at < PEEK_SIZE:
             chunk = os.pread(fd, min(_CHUNK, end - position), position)
             chunk_at, at = position, 0
         header = peek(chunk, at, position)
@@ -122,7 +114,7 @@ def verify_frames(
     chunk_at = start
     while position < end:
         at = position - chunk_at
-        if len(chunk) - at < HEADER_SIZE:
+        if len(chunk) - at < PEEK_SIZE:
             chunk = os.pread(fd, min(_VERIFY_CHUNK, end - position), position)
             chunk_at, at = position, 0
         try:
@@ -147,4 +139,34 @@ def verify_frames(
         last_epoch = header.epoch
         expected = header.next_offset
         yield header
+        position = header.end
+
+
+def read_frames(fd: int, start: int, end: int, *, chunk_bytes: int = _VERIFY_CHUNK) -> Iterator[tuple[Peek, memoryview]]:
+    """Yield ``(header, frame bytes)`` for every frame of ``[start, end)``, each whole and
+    CRC-checked; the view is valid until the next item.  Raises ``CorruptRecordError`` at
+    the first torn or damaged frame or one that does not start where the previous ended."""
+    position = start
+    expected: int | None = None
+    chunk = memoryview(b"")
+    chunk_at = start
+    while position < end:
+        at = position - chunk_at
+        if len(chunk) - at < PEEK_SIZE:
+            chunk = memoryview(os.pread(fd, min(chunk_bytes, end - position), position))
+            chunk_at, at = position, 0
+        header = peek(chunk, at, position)
+        if header.end > end:
+            raise CorruptRecordError(f"torn frame at byte {position}: {end - position} of {header.length} bytes")
+        if len(chunk) - at < header.length:
+            chunk = memoryview(os.pread(fd, max(header.length, min(chunk_bytes, end - position)), position))
+            chunk_at, at = position, 0
+            if len(chunk) < header.length:
+                raise CorruptRecordError(f"torn frame at byte {position}: the file ends inside it")
+        if expected is not None and header.base_offset != expected:
+            raise CorruptRecordError(f"frame at byte {position} has offset {header.base_offset}, expected {expected}")
+        view = chunk[at: at + header.length]
+        verify_frame(view)
+        yield header, view
+        expected = header.next_offset
         position = header.end

@@ -7,8 +7,9 @@ Files (``base`` is the segment's base offset, the first offset it holds, zero-pa
     <base>.index      OffsetIndex (8-byte entries: uint32 relative offset, uint32 position)
     <base>.timeindex  TimeIndex (12-byte entries: int64 max timestamp, uint32 relative offset)
 
-A segment holds whole frames with dense offsets: the first frame's base offset is
-``base_offset`` and each frame starts at the previous frame's next offset.  Positions
+A segment holds whole frames that tile the offsets: the first frame's base offset is
+``base_offset`` and each frame starts at the previous frame's next offset (the end of its
+offset range; a compacted, version-2 frame may hold fewer records than it covers).  Positions
 are uint32, so a segment never grows past 4 GiB (the log rolls before).
 
 Opening:
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
 from spark_log.errors import CorruptRecordError, StorageError
-from spark_log.frame import HEADER_SIZE, verify_frame
+from spark_log.frame import PEEK_SIZE, verify_frame
 
 from . import files
 from .durable import fsync_fd
@@ -280,12 +281,12 @@ class Segment:
         """Whole frames from ``first`` (a located header): up to ``max_bytes`` but at least
         ``first``, none with base offset >= ``limit``.  Returns ``(data, next_offset)``.
 
-        Headers are checked (magic, dense offsets), CRCs too with ``verify``.  Damage ends
+        Headers are checked (magic, frames tiling the offsets), CRCs too with ``verify``.  Damage ends
         the data before the damaged frame; ``CorruptRecordError`` if ``first`` is damaged."""
         data = self.read(first.position, max(max_bytes, first.length))
         at, expected = 0, first.base_offset
         try:
-            while len(data) - at >= HEADER_SIZE:
+            while len(data) - at >= PEEK_SIZE:
                 header = peek(data, at, first.position + at)
                 if header.base_offset != expected:
                     raise CorruptRecordError(

@@ -275,10 +275,12 @@ class PartitionCore:
 
     def record_frames(self, headers: Iterable[FrameHeader]) -> None:
         """Frames in the log as stamped (a follower's append, or a replay of the log in
-        offset order): the producer state follows them."""
+        offset order): the producer state follows them.  A frame's sequences cover its
+        whole offset range (``span``), also when compaction removed some or all of its
+        records (a version-2 frame keeps its producer fields)."""
         producers = self._producers
         for header in headers:
-            producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.record_count,
+            producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.span,
                              header.base_offset, header.max_timestamp)
 
     def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> None:

@@ -18,6 +18,9 @@ data condition instead: ``on_append`` bumps it (``wake_long_polls``); an append 
 ``notify=False`` leaves that to the caller, which appends more first (one wake-up per
 Produce request).
 
+Compaction (``compacting.py``, a mixin of this class: plans, cleans, describe) shares the
+same lock and state.
+
 Thread-safety: every public method may be called from any thread; each takes the lock at
 most once (a wait releases it while waiting).  ``leadership`` / ``is_leader`` /
 ``leader_id`` / ``leader_epoch`` / ``removed`` read a snapshot without the lock.
@@ -35,6 +38,8 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
 from spark_log.frame import FrameHeader, iter_frames
 
+from .cleaning import Cleaning
+from .compacting import CompactingPartition
 from .core import PartitionCore
 from .directory import METADATA_FILE, write_metadata
 from .messages import (
@@ -63,12 +68,13 @@ log = logging.getLogger(__name__)
 _REPLAY_READ_BYTES = 8 << 20
 
 
-class Partition:
+class Partition(CompactingPartition):
     """One hosted replica (see the module docstring).  Opening it opens (and recovers) the
     log in ``directory`` and replays the producer state from it."""
 
     def __init__(self, *, topic: str, partition: int, topic_id: str, directory: Path, config: TopicConfig,
-                 broker_id: int = -1, clock: Clock | None = None, on_append: Callable[[], None] = lambda: None) -> None:
+                 broker_id: int = -1, clock: Clock | None = None, on_append: Callable[[], None] = lambda: None,
+                 on_compaction_work: Callable[[], None] = lambda: None) -> None:
         self.topic = topic
         self.partition = partition
         self.topic_id = topic_id
@@ -76,10 +82,12 @@ class Partition:
         self._config = config
         self._clock: Clock = clock or SystemClock()
         self._on_append = on_append
+        self._on_compaction_work = on_compaction_work  # a committed plan waits: wake the cleaner
         self._cond = threading.Condition()
         self._core = PartitionCore(name=f"{topic}-{partition}", broker_id=broker_id)
         write_metadata(directory, topic=topic, partition=partition, topic_id=topic_id)
         self._log = PartitionLog(directory, config, clock=self._clock)
+        self._cleaning = Cleaning.open(directory, log_start_offset=self._log.log_start_offset)
         self._replay_producers()
 
     def __repr__(self) -> str:
@@ -253,6 +261,7 @@ class Partition:
             decision = self._core.on_follower_fetch(fetch, ends, plog.epoch_entries(), self._clock.monotonic_ms())
             if decision.hw_grew:
                 self._cond.notify_all()
+                self._signal_compaction()
             records = b""
             next_offset = fetch.fetch_offset
             if decision.diverging is None and fetch.fetch_offset < ends.log_end_offset and max_bytes > 0:
@@ -306,7 +315,10 @@ class Partition:
                 if appended:
                     plog.append_as_follower(memoryview(data)[skip:])
                     core.record_frames(appended)
+                    if any(header.is_control for header in appended):
+                        self._note_plans(data)
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
+            self._signal_compaction()
 
     # -- ISR ----------------------------------------------------------------------------------
 
@@ -323,15 +335,19 @@ class Partition:
     # -- upkeep and lifecycle ---------------------------------------------------------------
 
     def _replay_producers(self) -> None:
-        """Rebuild the producer state from the log (open, truncation).  Caller holds the lock
-        (or owns the object alone)."""
+        """Rebuild the producer state and the plans the log holds from the log (open,
+        truncation).  Caller holds the lock (or owns the object alone)."""
         plog = self._log
         offset, end = plog.log_start_offset, plog.log_end_offset
+        self._cleaning.state.on_replay_start()
         while offset < end:
             result = plog.read(offset, max_bytes=_REPLAY_READ_BYTES)
             if not len(result.data):
                 break
-            self._core.record_frames(header for _, header in iter_frames(result.data, verify=False))
+            headers = [header for _, header in iter_frames(result.data, verify=False)]
+            self._core.record_frames(headers)
+            if any(header.is_control for header in headers):
+                self._note_plans(result.data)
             offset = result.next_offset
 
     def maintenance(self) -> None:

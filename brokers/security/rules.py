@@ -27,6 +27,8 @@ The table (Kafka's choices where Kafka has the same request):
     Admin.AlterConfigs              ALTER_CONFIGS the topic
     Admin.RegisterSchema            ALTER the topic
     Admin.AlterPartitionReassignments / ElectLeaders          ALTER the cluster
+    Compaction.Describe             DESCRIBE each named topic; all topics: DESCRIBE the cluster
+    Compaction.Compact / OfferOffsetMap   ALTER the topic (they rewrite its segments)
     Admin.ListPartitionReassignments                         DESCRIBE the cluster
     Security.ScramStart / ScramFinish                        exempt (authentication itself)
     Security.WhoAmI                 any authenticated caller
@@ -207,8 +209,18 @@ def _list_groups_filter(_request: Any, response: gpb.ListGroupsResponse, allowed
     return gpb.ListGroupsResponse(groups=[g for g in response.groups if allowed(_O.DESCRIBE, group(g.group_id))])
 
 
+# --- Compaction ----------------------------------------------------------------------------------
+
+
+def _describe_compaction(request: Any) -> Sequence[Check]:
+    if not request.topics:
+        return (((_O.DESCRIBE, CLUSTER),),)
+    return [((_O.DESCRIBE, topic(name)),) for name in dict.fromkeys(request.topics)]
+
+
 _BROKER = "/spark_log.broker.v1.Broker/"
 _GROUPS = "/spark_log.groups.v1.GroupCoordinator/"
+_COMPACTION = "/spark_log.compaction.v1.Compaction/"
 _ADMIN = "/spark_log.broker.v1.Admin/"
 _SECURITY = "/spark_log.security.v1.Security/"
 
@@ -229,6 +241,9 @@ RULES: dict[str, Rule] = {
     _ADMIN + "AlterPartitionReassignments": Rule(_on_cluster(_O.ALTER)),
     _ADMIN + "ListPartitionReassignments": Rule(_on_cluster(_O.DESCRIBE)),
     _ADMIN + "ElectLeaders": Rule(_on_cluster(_O.ALTER)),
+    _COMPACTION + "Describe": Rule(_describe_compaction),
+    _COMPACTION + "Compact": Rule(_one_topic(_O.ALTER, "topic")),
+    _COMPACTION + "OfferOffsetMap": Rule(_one_topic(_O.ALTER, "topic")),
     _SECURITY + "ScramStart": Rule(_none, exempt=True),
     _SECURITY + "ScramFinish": Rule(_none, exempt=True),
     _SECURITY + "WhoAmI": Rule(_none, identity=True),

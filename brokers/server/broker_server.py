@@ -1,8 +1,9 @@
 """``BrokerServer``: the broker part of a node, and ``register(host)``, its service registrar.
 
 Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
-publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the
-``Broker`` and ``Admin`` gRPC services on the node's server, and the handlers behind them
+publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the log
+cleaner (``BrokerCleaner``: compaction threads), the ``Broker``, ``Admin`` and
+``Compaction`` gRPC services on the node's server, and the handlers behind them
 (the leader's answer to follower fetches among them), and the group coordinator
 (``brokers.groups``: its ``GroupCoordinator`` service; it follows the partitions of
 ``__consumer_offsets`` this broker leads through a reconcile listener).  Registration and heartbeats with the
@@ -34,6 +35,7 @@ from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig
 
 from .admin import AdminHandler
+from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
 from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
@@ -79,10 +81,15 @@ class BrokerServer:
                  replica_lag_time_max_ms: int = 10_000, replica_fetch_wait_max_ms: int = 200,
                  metadata_floor: Callable[[], int | None] | None = None, channels: Channels = PLAINTEXT,
                  group_config: GroupConfig | None = None,
-                 offsets_topic: InternalTopicSpec | None = None, offsets_commit_timeout_ms: int = 10_000) -> None:
+                 offsets_topic: InternalTopicSpec | None = None, offsets_commit_timeout_ms: int = 10_000,
+                 config: BrokerConfig | None = None) -> None:
         self.metadata = metadata
         self.manager = PartitionManager(broker_id=broker_id, data_dir=data_dir, clock=clock or SystemClock(),
                                         metadata_floor=metadata_floor)
+        settings = config if config is not None else BrokerConfig(broker_id=broker_id)
+        self.cleaner = BrokerCleaner(self.manager, settings, self.manager.clock)
+        self.compaction_servicer = CompactionServicer(CompactionHandler(
+            self.manager, self.cleaner, max_map_bytes=settings.log_cleaner_dedupe_buffer_bytes))
         faults = FetchFaults.from_env(broker_id)
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
@@ -108,7 +115,7 @@ class BrokerServer:
 
     def add_to_server(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
-                                         self.group_servicer.rpc_handler()))
+                                         self.group_servicer.rpc_handler(), self.compaction_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)
@@ -117,6 +124,7 @@ class BrokerServer:
         self.groups.start()
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
+        self.cleaner.start()
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Stop replication, then the replicas (closed, flushed); threads are joined within
@@ -124,6 +132,7 @@ class BrokerServer:
         deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
         self.groups.stop()
+        self.cleaner.stop()
         self.replicas.stop(timeout_s / 2)
         self.manager.stop(max(0.0, deadline - time.monotonic()))
 
@@ -137,7 +146,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     files.use_fault_file(config.broker_id)   # SPARK_LOG_DISK_FAULTS (tests): a slow disk through the file layer
     server = BrokerServer(broker_id=config.broker_id, data_dir=host.data_dir, metadata=host.metadata,
                           controller=host.controller_client, clock=host.clock, broker_epoch=host.broker_epoch,
-                          metadata_floor=host.metadata_floor,
+                          metadata_floor=host.metadata_floor, config=config,
                           replica_lag_time_max_ms=config.replica_lag_time_max_ms,
                           replica_fetch_wait_max_ms=config.replica_fetch_wait_max_ms, channels=host.channels,
                           group_config=group_config(config), offsets_topic=InternalTopicSpec(

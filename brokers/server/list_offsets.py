@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from brokers.partition import Partition
 from spark_log.errors import InvalidRequestError, SparkLogError
-from spark_log.frame import decode_batch, iter_frames
+from spark_log.frame import decode_batch, iter_frames, record_offsets
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -58,19 +58,32 @@ class ListOffsetsHandler:
         return self._refine(partition, max(found, start), spec, hw)
 
     def _refine(self, partition: Partition, frame_offset: int, target: int, hw: int) -> tuple[int, int]:
-        read = partition.read(frame_offset, max_bytes=1).result
-        if not read.data:
-            return hw, -1
+        """The first record at or after ``frame_offset`` (a frame whose max timestamp is >=
+        ``target``) whose timestamp is >= ``target``; frames without records (compaction
+        emptied them) are passed over."""
         topic = self.manager.image.topics.get(partition.topic)
-        for position, header in iter_frames(read.data, verify=False):
-            schema = topic.schema_by_id(header.schema_id) if topic is not None else None
-            if schema is None or "timestamp" not in schema.names:
-                return header.base_offset, header.first_timestamp
-            batch = decode_batch(memoryview(read.data)[position: position + header.frame_length], schema)
-            stamps = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
-            stamps = np.where(np.isnan(stamps.astype(np.float64)), -1, stamps).astype(np.int64)
-            hits = np.flatnonzero(stamps >= target)
-            if hits.size:
-                index = int(hits[0])
-                return header.base_offset + index, int(stamps[index])
-        return frame_offset, -1
+        offset = frame_offset
+        while offset < hw:
+            read = partition.read(offset, max_bytes=1 << 20, max_offset=hw).result
+            if not read.data:
+                break
+            for position, header in iter_frames(read.data, verify=False):
+                if header.next_offset <= offset or not header.record_count or header.is_control:
+                    continue
+                schema = topic.schema_by_id(header.schema_id) if topic is not None else None
+                numbers = record_offsets(read.data, header, position)
+                if schema is None or "timestamp" not in schema.names:
+                    if header.max_timestamp >= target:
+                        return int(numbers[0]), header.first_timestamp
+                    continue
+                batch = decode_batch(memoryview(read.data)[position: position + header.frame_length], schema)
+                stamps = batch.column("timestamp").cast(pa.int64()).to_numpy(zero_copy_only=False)
+                stamps = np.where(np.isnan(stamps.astype(np.float64)), -1, stamps).astype(np.int64)
+                hits = np.flatnonzero((stamps >= target) & (numbers >= offset))
+                if hits.size:
+                    index = int(hits[0])
+                    return int(numbers[index]), int(stamps[index])
+            if read.next_offset <= offset:
+                break
+            offset = read.next_offset
+        return hw, -1

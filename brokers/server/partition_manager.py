@@ -83,6 +83,7 @@ class PartitionManager:
         self.data_version = 0
         self._thread: threading.Thread | None = None
         self._reconcile_listeners: list[Callable[[MetadataImage], None]] = []
+        self.compaction_listener: Callable[[], None] = lambda: None  # the broker's cleaner (BrokerCleaner)
 
     def add_reconcile_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         """Call ``listener(image)`` after every ``reconcile`` (replication assigns fetchers)."""
@@ -212,7 +213,7 @@ class PartitionManager:
                 _remove_tree(directory)
             partition = Partition(topic=topic, partition=index, topic_id=topic_image.topic_id, directory=directory,
                                   config=topic_image.config, clock=self._clock, on_append=self._notify_data,
-                                  broker_id=self.broker_id)
+                                  broker_id=self.broker_id, on_compaction_work=lambda: self.compaction_listener())
             self._partitions[key] = partition
         partition.become(LeaderAndIsr(leader_id=info.leader, leader_epoch=info.leader_epoch,
                                       partition_epoch=info.partition_epoch, replicas=tuple(info.replicas),

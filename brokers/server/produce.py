@@ -9,6 +9,10 @@ one pass over its frames (``validate_frames``, through ``brokers.log.append.chec
 4. each frame's schema id is one of the topic's schema versions  -> ``SchemaMismatchError``
 5. each frame's body is an Arrow record batch of that schema with
    the header's record count                                     -> ``CorruptRecordError``
+6. a bytes topic whose ``cleanup.policy`` names ``compact`` takes
+   only records with a key (as Kafka)                            -> ``MissingKeyError``
+7. version-2 frames (rows with their own offsets) are compaction's
+   alone                                                         -> ``InvalidRequestError``
 
 The result is a ``CheckedFrames``, handed down to ``Partition.append_as_leader`` and the
 log, which check nothing again.  The partition then decides (under its lock, in one go):
@@ -44,6 +48,7 @@ from spark_log.errors import (
     CorruptRecordError,
     InvalidRequestError,
     InvalidTopicError,
+    MissingKeyError,
     NotEnoughReplicasAfterAppendError,
     SchemaMismatchError,
     SparkLogError,
@@ -68,6 +73,8 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
     if not len(data):
         raise CorruptRecordError("empty records: an entry must hold at least one frame")
 
+    needs_keys = topic.kind == "bytes" and topic.config.compact
+
     def producer_rules(view: memoryview, position: int, header: FrameHeader) -> None:
         if header.attributes & ATTR_CONTROL:
             raise InvalidRequestError("producers may not write control frames")
@@ -86,6 +93,10 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
         if batch.num_rows != header.record_count:
             raise CorruptRecordError(
                 f"frame at byte {position} claims {header.record_count} records but holds {batch.num_rows}")
+        if needs_keys and batch.column("key").null_count:
+            raise MissingKeyError(
+                f"topic {topic.name!r} is compacted (cleanup.policy={topic.config.cleanup_policy}): every record "
+                f"needs a key; frame at byte {position} has {batch.column('key').null_count} without one")
 
     return check_frames(data, max_message_bytes=topic.config.max_message_bytes, rule=producer_rules, topic=topic.name)
 

@@ -12,7 +12,9 @@ stored frames of one partition into an Arrow IPC stream of the selected rows:
 - the output has the projected columns (typed as in the topic's current schema), then
   ``offset`` (int64) and ``timestamp`` (timestamp[ms]) unless projected already.
 
-Records below ``fetch_offset`` in the first frame are skipped.  Control frames are skipped.
+Records below ``fetch_offset`` in the first frame are skipped.  Control frames and frames
+without records (compaction emptied them) are skipped; record offsets come from the
+frame (``spark_log.frame.record_offsets``: gaps inside compacted frames).
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ import pyarrow.ipc as ipc
 from brokers.metadata.image import TopicImage
 from spark_log.filters import deserialize_filter
 from spark_log.errors import CorruptRecordError, InvalidRequestError, SchemaMismatchError
-from spark_log.frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames
+from spark_log.frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames, record_offsets
 
 __all__ = ["Pushdown"]
 
@@ -66,7 +68,7 @@ class Pushdown:
         rows = 0
         with ipc.new_stream(sink, self.output_schema) as writer:
             for position, header in iter_frames(memoryview(buffer), verify=False):
-                if header.attributes & ATTR_CONTROL or header.next_offset <= fetch_offset:
+                if header.attributes & ATTR_CONTROL or header.next_offset <= fetch_offset or not header.record_count:
                     continue
                 out = self._frame(buffer.slice(position, header.frame_length), header, fetch_offset, partition)
                 if out is not None and out.num_rows:
@@ -80,12 +82,13 @@ class Pushdown:
             raise CorruptRecordError(f"stored frame at offset {header.base_offset} has unknown schema id {header.schema_id}")
         batch = decode_batch(frame, schema)
         n = batch.num_rows
-        offsets = pa.array(np.arange(header.base_offset, header.next_offset, dtype=np.int64))
+        numbers = record_offsets(memoryview(frame), header)  # version-2 (compacted) frames: gaps inside
+        offsets = pa.array(numbers)
         if "timestamp" in batch.schema.names:
             timestamps = batch.column("timestamp").cast(_TS)
         else:
             timestamps = pa.array(np.full(n, header.first_timestamp, dtype=np.int64)).cast(_TS)
-        skip = max(0, fetch_offset - header.base_offset)
+        skip = int(np.searchsorted(numbers, fetch_offset)) if header.base_offset < fetch_offset else 0
         if self.expression is not None and self.bound is not None:
             columns = []
             for field in self.bound:
@@ -99,10 +102,10 @@ class Pushdown:
             if indices is None:
                 # the bound schema always carries offset (the client adds it); be defensive anyway
                 raise InvalidRequestError("row_filter schema lacks the offset column")
-            positions = pc.subtract(indices, pa.scalar(header.base_offset, pa.int64()))
+            rows = np.searchsorted(numbers, indices.to_numpy(zero_copy_only=False)).astype(np.int64)
             if skip:
-                positions = positions.filter(pc.greater_equal(positions, pa.scalar(skip, pa.int64())))
-            return self._project(batch, offsets, timestamps).take(positions)
+                rows = rows[rows >= skip]
+            return self._project(batch, offsets, timestamps).take(rows)
         out = self._project(batch, offsets, timestamps)
         return out.slice(skip) if skip else out
 

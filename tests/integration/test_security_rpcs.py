@@ -29,6 +29,7 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 import spark_log.proto.broker_pb2  # noqa: F401 - registers the descriptors
+import spark_log.proto.compaction_pb2  # noqa: F401
 import spark_log.proto.controller_pb2  # noqa: F401
 import spark_log.proto.groups_pb2  # noqa: F401
 import spark_log.proto.raft_pb2  # noqa: F401
@@ -163,7 +164,8 @@ def test_every_served_rpc_is_authenticated_and_authorized(secured_node: tuple[No
     services = node.server.services
     for expected in ("spark_log.broker.v1.Broker", "spark_log.broker.v1.Admin", "spark_log.raft.RaftService",
                      "spark_log.controller.ControllerService", "spark_log.security.v1.Security",
-                     "spark_log.security.v1.SecurityController", "spark_log.groups.v1.GroupCoordinator", UNDECLARED):
+                     "spark_log.security.v1.SecurityController", "spark_log.groups.v1.GroupCoordinator",
+                     "spark_log.compaction.v1.Compaction", UNDECLARED):
         assert expected in services
     assert not node.server.unlisted, f"services whose methods cannot be listed: {node.server.unlisted}"
     served = [path for path in node.server.methods if not path.startswith(f"/{UNDECLARED}/")]

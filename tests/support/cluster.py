@@ -22,9 +22,11 @@ from brokers.launcher.local import LocalCluster
 __all__ = ["local_cluster", "start_cluster"]
 
 
-def start_cluster(root: Path, *, brokers: int = 3, timeout_s: float = 45.0) -> LocalCluster:
-    """A healthy cluster under ``root``; raises ``TimeoutError`` (after stopping it) if not."""
-    cluster = LocalCluster(Path(root), brokers=brokers)
+def start_cluster(root: Path, *, brokers: int = 3, timeout_s: float = 45.0,
+                  extra_config: dict[str, object] | None = None) -> LocalCluster:
+    """A healthy cluster under ``root``; raises ``TimeoutError`` (after stopping it) if not.
+    ``extra_config``: more ``BrokerConfig`` keys for every node."""
+    cluster = LocalCluster(Path(root), brokers=brokers, extra_config=extra_config)
     try:
         cluster.up(timeout_s=timeout_s)
     except BaseException:
@@ -34,8 +36,9 @@ def start_cluster(root: Path, *, brokers: int = 3, timeout_s: float = 45.0) -> L
 
 
 @contextmanager
-def local_cluster(root: Path, *, brokers: int = 3, timeout_s: float = 45.0) -> Iterator[LocalCluster]:
-    cluster = start_cluster(root, brokers=brokers, timeout_s=timeout_s)
+def local_cluster(root: Path, *, brokers: int = 3, timeout_s: float = 45.0,
+                  extra_config: dict[str, object] | None = None) -> Iterator[LocalCluster]:
+    cluster = start_cluster(root, brokers=brokers, timeout_s=timeout_s, extra_config=extra_config)
     try:
         yield cluster
     finally:

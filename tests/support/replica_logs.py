@@ -2,13 +2,14 @@
 
 The broker holds the log directory's lock, so this reads the ``<base>.log`` files without
 ``PartitionLog``: whole frames in order, a torn tail (a frame still being written) is
-ignored.  Returns ``[(offset, value), ...]`` for a bytes topic.
+ignored.  Returns ``[(offset, value), ...]`` for a bytes topic, offsets as the frames carry
+them (compacted frames have gaps inside; frames compaction emptied hold nothing).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from spark_log.frame import HEADER_SIZE, decode_batch, parse_header
+from spark_log.frame import HEADER_SIZE, decode_batch, parse_header, record_offsets
 from spark_log.schemas import BYTES_SCHEMA
 
 __all__ = ["read_replica", "replica_dir"]
@@ -18,8 +19,8 @@ def replica_dir(node_dir: Path, topic: str, partition: int) -> Path:
     return Path(node_dir) / f"{topic}-{partition}"
 
 
-def read_replica(directory: Path) -> list[tuple[int, bytes]]:
-    records: list[tuple[int, bytes]] = []
+def read_replica(directory: Path) -> list[tuple[int, bytes | None]]:
+    records: list[tuple[int, bytes | None]] = []
     if not directory.exists():
         return records
     for path in sorted(directory.glob("*.log")):
@@ -33,8 +34,9 @@ def read_replica(directory: Path) -> list[tuple[int, bytes]]:
             end = position + header.frame_length
             if end > len(data) or header.frame_length <= 0:
                 break
-            batch = decode_batch(data[position:end], BYTES_SCHEMA)
-            for i, value in enumerate(batch.column("value").to_pylist()):
-                records.append((header.base_offset + i, value))
+            if header.record_count and not header.is_control:
+                batch = decode_batch(data[position:end], BYTES_SCHEMA)
+                offsets = record_offsets(data, header, position).tolist()
+                records.extend(zip(offsets, batch.column("value").to_pylist()))
             position = end
     return records

@@ -36,7 +36,7 @@ def test_kernel_modules_are_public_with_explicit_exports(name: str) -> None:
     assert not [n for n in exported if n.startswith("_")]
 
 
-@pytest.mark.parametrize("service", ["broker", "controller", "raft", "groups"])
+@pytest.mark.parametrize("service", ["broker", "compaction", "controller", "raft", "groups"])
 def test_kernel_holds_the_generated_protocol(service: str) -> None:
     messages = importlib.import_module(f"spark_log.proto.{service}_pb2")
     stubs = importlib.import_module(f"spark_log.proto.{service}_pb2_grpc")

@@ -133,3 +133,13 @@ def test_option_tables_document_every_option() -> None:
                                    "startingTimestamp", "maxOffsetsPerTrigger", "maxBytesPerTrigger", "minPartitions",
                                    "failOnDataLoss", "includeHeaders", "isolationLevel", "columns", "bootstrap"}
     assert set(WRITER_OPTIONS) >= {"topic", "keyColumns", "acks", "compression", "batchSize", "bootstrap"}
+
+
+def test_the_tombstone_column_option() -> None:
+    parsed = WriterOptions.parse({"topic": "t", "tombstoneColumn": " deleted "})
+    assert parsed.tombstone_column == "deleted"
+    assert WriterOptions.parse({"topic": "t"}).tombstone_column is None
+    with pytest.raises(InvalidConfigError, match="tombstoneColumn"):
+        WriterOptions.parse({"topic": "t", "tombstoneColumn": " "})
+    with pytest.raises(InvalidConfigError, match="needs option 'topic'"):
+        WriterOptions.parse({"tombstoneColumn": "deleted"})

@@ -19,10 +19,21 @@ def test_peek_layout_matches_frame_header() -> None:
     set_offset_and_epoch(raw, 77, 9)
     peeked = scan.peek(raw, 0, 0)
     full = parse_header(raw)
-    assert (peeked.base_offset, peeked.length, peeked.epoch, peeked.record_count, peeked.max_timestamp) == (
-        full.base_offset, full.frame_length, full.partition_leader_epoch, full.record_count, full.max_timestamp
+    assert (peeked.base_offset, peeked.length, peeked.epoch, peeked.record_count, peeked.max_timestamp,
+            peeked.next_offset) == (
+        full.base_offset, full.frame_length, full.partition_leader_epoch, full.record_count, full.max_timestamp,
+        full.next_offset,
     )
-    assert frame_module._HEADER.format.startswith(scan._PEEK.format)  # same prefix layout
+
+
+@pytest.mark.parametrize("deltas", [[], [3], [0, 2, 9]])
+def test_peek_reads_the_offset_range_of_version_2_frames(deltas: list[int]) -> None:
+    raw = frame_module.encode_v2(base_offset=40, last_offset_delta=9, deltas=deltas,
+                                 message=frame_module.frame_body(make_frame(len(deltas)), parse_header(make_frame(len(deltas))))
+                                 if deltas else None,
+                                 partition_leader_epoch=3, first_timestamp=5, max_timestamp=6)
+    peeked = scan.peek(raw, 0, 0)
+    assert (peeked.base_offset, peeked.record_count, peeked.next_offset, peeked.length) == (40, len(deltas), 50, len(raw))
 
 
 def write_frames(path: Path, count: int) -> tuple[int, list[bytes]]:

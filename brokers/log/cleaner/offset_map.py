@@ -1,0 +1,248 @@
+"""``OffsetMap``: key -> latest offset over a dirty range, bounded in memory (Kafka's
+SkimpyOffsetMap: keys by hash, plus the keys themselves for exact lookups).
+
+The map covers the records of ``[start, end)``: for each compaction key the highest offset
+it has there.  It is built from chunks of (keys, offsets) added **in offset order**
+(``add``, then ``fold``).  A fold deduplicates by a 128-bit key hash (two
+``key_hash.hash64`` seeds; numpy sorting, no per-row Python): the last record of each hash
+wins, which is the latest because records arrive in offset order.  Two different keys
+sharing the first 64 bits is detected (the second 64 bits differ) and the fold then groups
+by the keys themselves (Arrow's hash aggregation); sharing all 128 bits is as unlikely as
+an MD5 collision, the risk Kafka's cleaner takes.  A fold that would pass
+``budget_bytes`` (the dedupe buffer) changes nothing and returns False, so the builder
+stops at the last frame boundary that fitted.  Memory: the keys, offsets and two hashes
+(``nbytes``).
+
+``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent): the
+keys' first hashes are searched in the map's sorted ones, and every hit is confirmed by
+comparing the keys themselves (an equal first hash of another key takes a slower exact
+path, never a wrong answer).  ``is_latest(offsets)`` answers for records of the map's own
+range by offset alone.
+An offered map (``from_arrow``: a Spark job's ``(key, offset)`` table) is checked while it
+is used (``check``): every keyed record of ``[start, end)`` must find its key with an
+offset at or above its own, and every entry must be hit by exactly one record (its
+latest); ``verify`` raises ``InvalidOffsetMapError`` otherwise.
+
+Thread-safety: none; one cleaner thread owns a map.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from spark_log.errors import InvalidOffsetMapError
+
+from .key_hash import hash64
+
+__all__ = ["OffsetMap"]
+
+_EMPTY_KEYS = pa.nulls(0, pa.binary())  # not pa.array: that imports pandas (300 modules) at broker start
+_LOOKUP_BYTES = 16  # two 64-bit hashes per key
+
+
+class OffsetMap:
+    """Latest offset per key over ``[start, end)`` (module docstring)."""
+
+    def __init__(self, *, start: int, budget_bytes: int) -> None:
+        self.start = start
+        self.end = start
+        self.budget_bytes = budget_bytes
+        self._keys: pa.Array[Any] = _EMPTY_KEYS
+        self._offsets: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+        self._pending_keys: list[pa.Array[Any]] = []
+        self._pending_offsets: list[npt.NDArray[np.int64]] = []
+        self._pending_end = start
+        self._pending_count = 0
+        self._pending_bytes = 0
+        self._hits = 0
+        self._verified_records = 0
+        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted first hashes (built by a fold or a lookup)
+        self._second: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)  # second hashes, in key order
+        self._sorted_offsets: npt.NDArray[np.int64] | None = None
+        self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._keys.nbytes) + int(self._offsets.nbytes) + _LOOKUP_BYTES * len(self._keys)
+
+    @property
+    def pending_records(self) -> int:
+        return self._pending_count
+
+    @property
+    def pending_bytes(self) -> int:
+        """Memory of the queued records (keys and offsets), for deciding when to fold."""
+        return self._pending_bytes
+    # -- building ---------------------------------------------------------------------------
+
+    def add(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64], *, end: int) -> None:
+        """Queue one frame's keyed records (no nulls) at ``offsets``; ``end`` is that frame's
+        next offset (the map covers up to it once folded)."""
+        if len(keys):
+            self._pending_keys.append(keys)
+            self._pending_offsets.append(offsets)
+            self._pending_count += len(keys)
+            self._pending_bytes += int(keys.nbytes) + 8 * len(keys)
+        self._pending_end = max(self._pending_end, end)
+
+    def fold(self) -> bool:
+        """Merge the queued records into the map (module docstring).  False (and nothing
+        changes, the queue is dropped) if the result would pass ``budget_bytes``."""
+        if not self._pending_keys:
+            self.end = self._pending_end
+            return True
+        pending = pa.concat_arrays(self._pending_keys) if len(self._pending_keys) > 1 else self._pending_keys[0]
+        keys = pa.concat_arrays([self._keys, pending.cast(pa.binary())])
+        offsets = np.concatenate([self._offsets, *self._pending_offsets])
+        first = np.concatenate([self._first_hashes(), hash64(pending)])
+        second = np.concatenate([self._second, hash64(pending, seed=1)])
+        self._pending_keys, self._pending_offsets = [], []
+        self._pending_count = self._pending_bytes = 0
+        order = np.argsort(first, kind="stable")  # equal hashes keep their (offset) order
+        ordered = first[order]
+        starts = np.empty(len(order), dtype=bool)
+        starts[0] = True
+        np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+        last = np.flatnonzero(np.append(starts[1:], True))
+        winners = order[last]
+        run = np.cumsum(starts) - 1
+        if bool(np.any(second[order] != second[winners][run])):  # two keys share 64 bits: group the keys
+            return self._fold_exact(keys, offsets)
+        merged_keys: pa.Array[Any] = keys.take(winners)
+        if int(merged_keys.nbytes) + 8 * len(winners) + _LOOKUP_BYTES * len(winners) > self.budget_bytes:
+            self._pending_end = self.end
+            return False
+        self._keys, self._offsets = merged_keys, offsets[winners]
+        self._hashes, self._second = ordered[last], second[winners]
+        self._order = np.arange(len(winners), dtype=np.int64)
+        self._sorted_offsets = None
+        self.end = self._pending_end
+        return True
+
+    def _fold_exact(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> bool:
+        """The fold by the keys themselves (a 64-bit hash collision among them)."""
+        table = pa.table({"k": keys, "o": pa.array(offsets)}).group_by("k", use_threads=False).aggregate([("o", "max")])
+        merged_keys: pa.Array[Any] = table.column("k").combine_chunks()
+        merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
+        if int(merged_keys.nbytes) + int(merged_offsets.nbytes) + _LOOKUP_BYTES * len(merged_keys) > self.budget_bytes:
+            self._pending_end = self.end
+            return False
+        self._set(merged_keys, merged_offsets)
+        self.end = self._pending_end
+        return True
+
+    def _set(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> None:
+        """The map becomes ``keys`` -> ``offsets`` (any order); lookups are rebuilt lazily."""
+        self._keys, self._offsets = keys, offsets
+        self._hashes, self._sorted_offsets = None, None
+        self._second = hash64(keys, seed=1)
+
+    def _first_hashes(self) -> npt.NDArray[np.uint64]:
+        """The first hash of every key, in the map's key order."""
+        if self._hashes is not None and len(self._order) == len(self._keys):
+            out = np.empty(len(self._keys), dtype=np.uint64)
+            out[self._order] = self._hashes
+            return out
+        return hash64(self._keys)
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table, *, start: int, end: int) -> "OffsetMap":
+        """A map offered by someone else (a Spark job): columns ``key`` (binary) and
+        ``offset`` (int64), one row per key.  Raises ``InvalidOffsetMapError`` for a table
+        of another shape, null or repeated keys, or offsets outside ``[start, end)``."""
+        if table.schema.names != ["key", "offset"]:
+            raise InvalidOffsetMapError(f"an offset map has columns key, offset; got {table.schema.names}")
+        try:
+            keys: pa.Array[Any] = table.column("key").combine_chunks().cast(pa.binary())
+            offsets = np.asarray(table.column("offset").combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False),
+                                 dtype=np.int64)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+            raise InvalidOffsetMapError(f"an offset map has binary keys and int64 offsets: {exc}") from None
+        if keys.null_count or table.column("offset").null_count:
+            raise InvalidOffsetMapError("an offset map may not hold nulls")
+        if len(offsets) and (int(offsets.min()) < start or int(offsets.max()) >= end):
+            raise InvalidOffsetMapError(f"offset map offsets must lie within [{start}, {end})")
+        if len(pc.unique(keys)) != len(keys):
+            raise InvalidOffsetMapError("an offset map holds a key twice")
+        built = cls(start=start, budget_bytes=2**62)
+        built._set(keys, offsets)
+        built.end = end
+        return built
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table({"key": self._keys, "offset": pa.array(self._offsets)})
+
+    # -- using ------------------------------------------------------------------------------
+
+    def latest(self, keys: pa.Array[Any]) -> npt.NDArray[np.int64]:
+        """The map's offset for every key (-1: not in the map, or a null key)."""
+        n, m = len(keys), len(self._keys)
+        out = np.full(n, -1, dtype=np.int64)
+        if not m or not n:
+            return out
+        if self._hashes is None:
+            hashes = hash64(self._keys)
+            self._order = np.argsort(hashes, kind="stable").astype(np.int64)
+            self._hashes = hashes[self._order]
+        sorted_hashes = self._hashes
+        wanted = hash64(keys)
+        at = np.minimum(np.searchsorted(sorted_hashes, wanted), m - 1)
+        hit = sorted_hashes[at] == wanted
+        if keys.null_count:
+            hit &= np.asarray(keys.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        rows = np.flatnonzero(hit)
+        if not len(rows):
+            return out
+        candidates = self._order[at[rows]]
+        same = pc.equal(keys.take(rows).cast(pa.binary()), self._keys.take(candidates))
+        equal = np.asarray(same.to_numpy(zero_copy_only=False), dtype=bool)
+        out[rows[equal]] = self._offsets[candidates[equal]]
+        for row in rows[~equal]:  # another key with the same hash came first: look at the others (rare)
+            position, key = int(at[row]) + 1, keys[int(row)].as_py()
+            while position < m and sorted_hashes[position] == wanted[row]:
+                index = int(self._order[position])
+                if self._keys[index].as_py() == key:
+                    out[row] = self._offsets[index]
+                    break
+                position += 1
+        return out
+
+    def is_latest(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """Whether each offset (of a keyed record inside ``[start, end)``) is its key's latest:
+        a membership test on the map's offsets, no key lookup (the map holds exactly the
+        latest offset of every key of its range)."""
+        if self._sorted_offsets is None:
+            self._sorted_offsets = np.sort(self._offsets)
+        found = self._sorted_offsets
+        if not len(found):
+            return np.zeros(len(offsets), dtype=bool)
+        at = np.minimum(np.searchsorted(found, offsets), len(found) - 1)
+        return np.asarray(found[at] == offsets, dtype=bool)
+
+    def check(self, latest: npt.NDArray[np.int64], offsets: npt.NDArray[np.int64], keyed: npt.NDArray[np.bool_]) -> None:
+        """Account the records of one frame against an offered map (module docstring):
+        ``latest`` from ``latest(keys)``, ``keyed`` the records that have a key.  Records
+        outside ``[start, end)`` are not counted.  Raises ``InvalidOffsetMapError``."""
+        inside = keyed & (offsets >= self.start) & (offsets < self.end)
+        if not inside.any():
+            return
+        if bool(np.any(latest[inside] < offsets[inside])):
+            bad = int(offsets[inside][latest[inside] < offsets[inside]][0])
+            raise InvalidOffsetMapError(f"the offset map has no entry, or an older one, for the key of offset {bad}")
+        self._hits += int(np.count_nonzero(latest[inside] == offsets[inside]))
+        self._verified_records += int(np.count_nonzero(inside))
+
+    def verify(self) -> None:
+        """After every record of ``[start, end)`` went through ``check``: each entry was its
+        key's latest record.  Raises ``InvalidOffsetMapError``."""
+        if self._hits != len(self._keys):
+            raise InvalidOffsetMapError(
+                f"the offset map has {len(self._keys)} keys but {self._hits} of the {self._verified_records} keyed "
+                f"records in [{self.start}, {self.end}) are their key's latest")

@@ -1,0 +1,111 @@
+"""What the cleaner needs to know about the records of one stored frame.
+
+``KeySpec`` is the topic's compaction view (kind, key columns, tombstone column, and the
+schema of each schema id, from the metadata image); ``frame_records`` decodes one frame
+with it into ``FrameRecords``: the decoded batch, each record's offset
+(``spark_log.frame.record_offsets``: version-2 frames have gaps), compaction key
+(``spark_log.compaction.record_keys``; null for a bytes record without a key), whether it
+is a tombstone, and (on demand) its timestamp (the ``timestamp`` column of a bytes topic;
+the frame's timestamp for typed topics and for ``LogAppendTime`` frames, whose header holds
+the append time).  ``frame_keys`` decodes the key columns alone (the offset map's pass).
+
+Thread-safety: pure functions over the caller's buffers.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from spark_log.compaction import has_keys, record_keys, tombstones
+from spark_log.errors import CorruptRecordError
+from spark_log.frame import ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, frame_body, record_offsets
+
+__all__ = ["KeySpec", "FrameRecords", "frame_records", "frame_keys"]
+
+
+@dataclass(frozen=True, slots=True)
+class KeySpec:
+    """A topic's compaction view.  ``schema_for(schema_id)`` gives the schema a frame was
+    written with (None: unknown, which makes the clean fail rather than guess)."""
+
+    kind: str
+    key_columns: tuple[str, ...]
+    tombstone_column: str
+    schema_for: Callable[[int], pa.Schema | None]
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRecords:
+    header: FrameHeader
+    batch: pa.RecordBatch
+    offsets: npt.NDArray[np.int64]
+    keys: pa.Array[Any]
+    keyed: npt.NDArray[np.bool_]
+    tombstones: npt.NDArray[np.bool_]
+
+    def timestamps(self) -> npt.NDArray[np.int64]:
+        """Each record's timestamp (ms): the ``timestamp`` column, or the frame's (typed
+        topics; ``LogAppendTime``: the append time in the header)."""
+        header, batch = self.header, self.batch
+        if header.attributes & ATTR_LOG_APPEND_TIME or "timestamp" not in batch.schema.names:
+            stamp = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.first_timestamp
+            return np.full(batch.num_rows, stamp, dtype=np.int64)
+        column = batch.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64())
+        return np.asarray(column.fill_null(header.first_timestamp).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _schema_of(header: FrameHeader, spec: KeySpec) -> pa.Schema:
+    schema = spec.schema_for(header.schema_id)
+    if schema is None:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} has schema id {header.schema_id}, "
+                                 "which the topic does not know")
+    return schema
+
+
+def frame_records(frame: memoryview, header: FrameHeader, spec: KeySpec) -> FrameRecords:
+    """Decode the records of one data frame (``frame`` holds exactly it).  Raises
+    ``CorruptRecordError`` for an unknown schema id or a damaged body."""
+    schema = _schema_of(header, spec)
+    batch = decode_batch(frame, schema)
+    offsets = record_offsets(frame, header)
+    keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
+    marks = tombstones(batch, kind=spec.kind, tombstone_column=spec.tombstone_column)
+    return FrameRecords(header, batch, offsets, keys, has_keys(keys), marks)
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_message(schema: pa.Schema) -> bytes:
+    """The IPC stream's schema message of ``schema`` (what a frame leaves out)."""
+    sink = pa.BufferOutputStream()
+    ipc.new_stream(sink, schema).close()
+    return sink.getvalue().to_pybytes()[:-8]  # without the end-of-stream marker
+
+
+def frame_keys(frame: memoryview, header: FrameHeader, spec: KeySpec) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
+    """The compaction key and offset of every keyed record of one data frame, decoding only
+    the key columns (the offset map's pass: values are never decompressed)."""
+    schema = _schema_of(header, spec)
+    names = ["key"] if spec.kind == "bytes" else list(spec.key_columns)
+    fields = [schema.get_field_index(name) for name in names]
+    if min(fields, default=-1) < 0:
+        raise CorruptRecordError(f"frame at offset {header.base_offset}: its schema lacks key columns {names}")
+    stream = pa.py_buffer(_schema_message(schema) + bytes(frame_body(frame, header)))
+    try:
+        batch = ipc.open_stream(stream, options=ipc.IpcReadOptions(included_fields=sorted(fields))).read_next_batch()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
+    if batch.num_rows != header.record_count:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} claims {header.record_count} records, holds "
+                                 f"{batch.num_rows}")
+    keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
+    offsets = record_offsets(frame, header)
+    keyed = has_keys(keys)
+    if keyed.all():
+        return keys, offsets
+    return keys.filter(pa.array(keyed)), offsets[keyed]

@@ -1,0 +1,242 @@
+"""Compaction as a Spark job: ``python -m jobs.compact --topic T [--dry-run]``.
+
+For big topics: Spark reads each partition's cleanable range through the ``spark-log``
+source, in parallel, and decides what survives; the brokers rewrite their segments.
+
+1. ``Admin.describe_compaction``: each partition's leader gives its log start ``S``, its
+   cleaned offset ``C`` (everything below is compacted already) and its cleanable end ``E``
+   (last stable offset, active segment, ``min.compaction.lag.ms``).
+2. One batch read of every partition's ``[S, E)``.  Spark computes, per partition and key,
+   the latest offset in the dirty range ``[C, E)``: the **offset map**, Kafka's cleaner's
+   first pass, done by Spark's tasks instead of a broker thread.
+3. The map goes to every replica's broker, then to the leader, which publishes a plan
+   ending at ``E`` (``Admin.offer_offset_map``).  Each replica rewrites its segments with it
+   when the plan is committed, checking the map against its log record by record (a map
+   that does not match is refused and the replica builds its own: nothing is lost on the
+   job's say).  Given the same cleaned offset and tombstone horizon the result is exactly
+   what the broker cleaner leaves, because both apply ``brokers/log/cleaner/plan.py``'s
+   rules with the same map.
+4. Spark also counts what survives under the plan's tombstone horizon (the latest record
+   of each key below ``E``, tombstones older than the horizon removed, records without a
+   key kept), waits for every replica to apply the plan, and checks the leader kept
+   exactly that many records.
+
+It reports, per partition, records and stored bytes before and after.  ``--dry-run`` stops
+after step 2 and reports what a clean would keep (with the horizon a plan made now would
+have), changing nothing.  Exit code 0, or 1 with one line (``compact: ...``) on an error.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from spark_log import Admin, ReplicaCompaction
+from spark_log.compaction import record_keys
+from spark_log.errors import SparkLogError, TopicNotCompactedError
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["PartitionReport", "CompactionReport", "compact_topic", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReport:
+    """One partition: the range ``[log_start, end)`` cleaned, records and stored bytes in it
+    before and after (``records_after``: Spark's count of survivors; ``broker_records_kept``:
+    what the leader kept, -1 in a dry run)."""
+
+    partition: int
+    log_start: int
+    cleaned_before: int
+    end: int
+    records_before: int
+    records_after: int
+    bytes_before: int
+    bytes_after: int
+    plan_offset: int
+    tombstone_horizon_ms: int
+    broker_records_kept: int
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    topic: str
+    dry_run: bool
+    partitions: list[PartitionReport]
+    seconds: float
+
+    @property
+    def records_before(self) -> int:
+        return sum(p.records_before for p in self.partitions)
+
+    @property
+    def records_after(self) -> int:
+        return sum(p.records_after for p in self.partitions)
+
+    @property
+    def bytes_before(self) -> int:
+        return sum(p.bytes_before for p in self.partitions)
+
+    @property
+    def bytes_after(self) -> int:
+        return sum(p.bytes_after for p in self.partitions)
+
+
+def _read_ranges(spark: SparkSession, bootstrap: str | None, topic: str,
+                 ranges: dict[int, tuple[int, int]]) -> DataFrame:
+    reader = spark.read.format("spark-log").option("subscribe", topic)
+    if bootstrap:
+        reader = reader.option("bootstrap", bootstrap)
+    starting = {topic: {str(p): start for p, (start, _) in ranges.items()}}
+    ending = {topic: {str(p): end for p, (_, end) in ranges.items()}}
+    return reader.option("startingOffsets", json.dumps(starting)).option("endingOffsets", json.dumps(ending)).load()
+
+
+def _horizon_now(state: ReplicaCompaction, delete_retention_ms: int) -> int:
+    """The tombstone horizon a plan made now would have (never below the last plan's)."""
+    horizon = int(time.time() * 1000) - delete_retention_ms
+    return max(horizon, state.plan.tombstone_horizon_ms) if state.plan is not None else horizon
+
+
+def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = None, dry_run: bool = False,
+                  timeout_s: float = 300.0) -> CompactionReport:
+    """Compact ``topic`` (module docstring).  Raises ``TopicNotCompactedError``,
+    ``CompactionConflictError`` (another clean moved a cleaned offset meanwhile: run again),
+    ``RequestTimeoutError`` (the replicas did not apply the plans within ``timeout_s``)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    started = time.monotonic()
+    with Admin(bootstrap) as admin:
+        described = admin.describe_topic(topic, live=False)
+        policy = described.config.get("cleanup.policy", "delete")
+        if "compact" not in policy:
+            raise TopicNotCompactedError(f"topic {topic!r} has cleanup.policy={policy}; set cleanup.policy=compact")
+        retention_ms = int(described.config.get("delete.retention.ms", "86400000"))
+        if described.kind == "bytes":
+            keys, tombstone_column = ["key"], ""
+        else:
+            keys, tombstone_column = list(described.key_columns), described.config.get("tombstone.column", "")
+        states = {p: found[0] for p, found in admin.describe_compaction(topic).items() if found}
+        missing = sorted(set(described.partitions) - set(states))
+        if missing:
+            raise SparkLogError(f"the leaders of {topic} partitions {missing} could not be asked")
+        ranges = {p: (s.log_start_offset, max(s.log_start_offset, s.cleanable_end)) for p, s in states.items()}
+        cleaned = {p: max(s.cleaned_offset, s.log_start_offset) for p, s in states.items()}
+        horizons = {p: _horizon_now(s, retention_ms) for p, s in states.items()}
+
+        frame = _read_ranges(spark, bootstrap, topic, ranges).cache()
+        has_key: Column = F.col("key").isNotNull() if described.kind == "bytes" else F.lit(True)
+        tombstone: Column = (F.col("value").isNull() if described.kind == "bytes"
+                             else F.coalesce(F.col(tombstone_column), F.lit(False)) if tombstone_column else F.lit(False))
+        starts = spark.createDataFrame([(p, cleaned[p]) for p in ranges], "partition int, cleaned long")
+        offset_maps = (frame.join(F.broadcast(starts), "partition").where(has_key & (F.col("offset") >= F.col("cleaned")))
+                       .groupBy("partition", *keys).agg(F.max("offset").alias("latest"))).toArrow()
+        records_before = {r["partition"]: r["n"] for r in frame.groupBy("partition").agg(F.count("*").alias("n")).collect()}
+
+        plans: dict[int, tuple[int, int]] = {}  # partition -> (plan offset, tombstone horizon)
+        if not dry_run:
+            for p, (start, end) in sorted(ranges.items()):
+                if end <= cleaned[p]:
+                    continue
+                table = _offset_map(offset_maps, p, keys, described.kind, described.schema)
+                plan = admin.offer_offset_map(topic, p, table, start=cleaned[p], end=end)
+                plans[p] = (plan.offset, plan.tombstone_horizon_ms)
+                horizons[p] = plan.tombstone_horizon_ms
+
+        latest_all = F.max("offset").over(Window.partitionBy("partition", *keys))
+        horizon_of = spark.createDataFrame([(p, h) for p, h in horizons.items()], "partition int, horizon long")
+        survivors = (frame.join(F.broadcast(horizon_of), "partition").withColumn("latest_all", latest_all)
+                     .where(~has_key | ((F.col("offset") == F.col("latest_all"))
+                                        & ~(tombstone & (F.unix_millis(F.col("timestamp")) < F.col("horizon")))))
+                     .groupBy("partition").agg(F.count("*").alias("n")).collect())
+        records_after = {r["partition"]: r["n"] for r in survivors}
+        frame.unpersist()
+
+        final = {p: [s] for p, s in states.items()}
+        if plans:
+            final = admin.wait_for_compaction(topic, sorted(plans), timeout_s=timeout_s)
+        reports = []
+        for p, (start, end) in sorted(ranges.items()):
+            before = states[p]
+            bytes_before = before.clean_bytes + before.dirty_bytes
+            after_state = final[p][0] if final.get(p) else before
+            kept = after_state.records_kept if p in plans else -1
+            if p in plans and kept != records_after.get(p, 0):
+                raise SparkLogError(f"{topic}-{p}: the leader kept {kept} records below {end}, Spark decided "
+                                    f"{records_after.get(p, 0)} survive")
+            bytes_after = after_state.clean_bytes if p in plans else bytes_before
+            reports.append(PartitionReport(p, start, cleaned[p], end, records_before.get(p, 0),
+                                           records_after.get(p, 0), bytes_before, bytes_after,
+                                           plans.get(p, (-1, 0))[0], horizons[p], kept))
+    return CompactionReport(topic, dry_run, reports, time.monotonic() - started)
+
+
+def _offset_map(maps: pa.Table, partition: int, keys: list[str], kind: str, schema: pa.Schema | None) -> pa.Table:
+    """One partition's offset map as the brokers take it: ``key`` (the compaction key bytes,
+    ``spark_log.compaction.record_keys``) and ``offset``."""
+    import pyarrow.compute as pc
+
+    rows = maps.filter(pc.equal(maps.column("partition"), pa.scalar(partition, maps.schema.field("partition").type)))
+    encoded = record_keys(rows, kind=kind, key_columns=keys, schema=None if kind == "bytes" else schema)
+    return pa.table({"key": encoded, "offset": rows.column("latest").cast(pa.int64())})
+
+
+def _print(report: CompactionReport) -> None:
+    verb = "would keep" if report.dry_run else "kept"
+    for p in report.partitions:
+        plan = f", plan at offset {p.plan_offset}" if p.plan_offset >= 0 else ""
+        print(f"{report.topic}-{p.partition}: [{p.log_start}, {p.end}) records {p.records_before} -> {p.records_after}, "
+              f"bytes {p.bytes_before} -> {p.bytes_after}{plan}")
+    shrink = f"{report.bytes_before} -> {report.bytes_after} bytes" if not report.dry_run else \
+        f"{report.bytes_before} bytes stored"
+    print(f"COMPACTION {'DRY RUN' if report.dry_run else 'OK'}: {report.topic} {verb} {report.records_after} of "
+          f"{report.records_before} records, {shrink}, in {report.seconds:.1f} s", flush=True)
+
+
+def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) -> int:
+    """The command line; ``spark``: run on this session (left running) instead of a new local one."""
+    parser = argparse.ArgumentParser(prog="python -m jobs.compact", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--bootstrap", default=None, help="default: $SPARK_LOG_BOOTSTRAP or the local cluster")
+    parser.add_argument("--dry-run", action="store_true", help="report what a clean would keep; change nothing")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--timeout-s", type=float, default=300.0)
+    parser.add_argument("--json", action="store_true", help="print the report as JSON too")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    repo = str(Path(__file__).resolve().parents[1])  # Spark's Python workers import connectors from here
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
+    from connectors.session import local_session
+
+    session = spark if spark is not None else local_session(args.bootstrap, app_name=f"compact-{args.topic}",
+                                                             master=args.master)
+    try:
+        report = compact_topic(session, args.topic, bootstrap=args.bootstrap, dry_run=args.dry_run,
+                               timeout_s=args.timeout_s)
+    except SparkLogError as exc:
+        print(f"compact: {exc}", file=sys.stderr, flush=True)
+        return 1
+    finally:
+        if spark is None:
+            session.stop()
+    _print(report)
+    if args.json:
+        print(json.dumps({**asdict(report), "records_before": report.records_before,
+                          "records_after": report.records_after}, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
