@@ -19,7 +19,9 @@ The story, on the embedded local cluster (3 brokers that are also the 3 controll
    ...`` and exits 1.
 
 It cleans up what it started: the queries, the SparkSession, the topic, its checkpoints,
-and the local cluster if it started it.  Bounded: ``--seconds`` of writing
+and the local cluster if it started it.  With ``--keep-topic`` it leaves the topic and the
+cluster running (it prints ``kept topic <name> on <bootstrap>``), so a caller can check the
+stored records itself (``tests/jobs/test_demo.py`` does) and stop the cluster afterwards.  Bounded: ``--seconds`` of writing
 once events flow (default 30), plus start-up and drain: about 1-2 minutes on a laptop.
 """
 from __future__ import annotations
@@ -277,13 +279,16 @@ def run(args: argparse.Namespace) -> int:
                 pass
         if spark is not None:
             spark.stop()
-        try:
-            admin.delete_topic(topic)
-        except Exception:  # noqa: BLE001 - cleaning up; the cluster may be gone
-            pass
+        if args.keep_topic:
+            print(f"kept topic {topic} on {bootstrap}", flush=True)
+        else:
+            try:
+                admin.delete_topic(topic)
+            except Exception:  # noqa: BLE001 - cleaning up; the cluster may be gone
+                pass
         admin.close()
         shutil.rmtree(work, ignore_errors=True)
-        if started_cluster:
+        if started_cluster and not args.keep_topic:
             print("stopping the local cluster we started", flush=True)
             cluster.down(timeout_s=30)
 
@@ -296,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows-per-second", type=int, default=200)
     parser.add_argument("--down-seconds", type=float, default=8.0, help="how long the killed broker stays down")
     parser.add_argument("--progress-seconds", type=float, default=4.0)
+    parser.add_argument("--keep-topic", action="store_true",
+                        help="leave the topic and the cluster running at the end (for checking the records)")
     args = parser.parse_args(argv)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
