@@ -304,12 +304,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["spark-cluster"]:  # every flag belongs to the hosting application's own CLI
         return _run_module("jobs.spark_cluster", argv[1:], replace=False)
     args = _parser().parse_args(argv)
+    if not args.command_config:
+        return _dispatch(args)
+    # The clients find --command-config through the environment; it is set for this command
+    # only, so that main() called in-process (tests, notebooks) leaves no client behind that
+    # would speak TLS to a plain cluster later.
+    previous = os.environ.get("SPARK_LOG_CLIENT_CONFIG")
     try:
-        if args.command_config:
-            from .security import ClientSecurity
+        from .security import ClientSecurity
 
-            ClientSecurity.from_file(args.command_config)  # refused here, by name, if wrong
-            os.environ["SPARK_LOG_CLIENT_CONFIG"] = os.path.abspath(args.command_config)
+        ClientSecurity.from_file(args.command_config)  # refused here, by name, if wrong
+        os.environ["SPARK_LOG_CLIENT_CONFIG"] = os.path.abspath(args.command_config)
+        return _dispatch(args)
+    except SparkLogError as exc:
+        print(f"spark-log: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if previous is None:
+            os.environ.pop("SPARK_LOG_CLIENT_CONFIG", None)
+        else:
+            os.environ["SPARK_LOG_CLIENT_CONFIG"] = previous
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    try:
         if args.command == "broker":
             return _run_module("brokers.node", ["--config", args.config], replace=True)
         if args.command == "dev":
