@@ -174,10 +174,16 @@ print(f"TOUR OK: {counted} clicks counted == {written} events written")
 
 # COMMAND ----------
 
+# SPARK_LOG_TOUR_KEEP_TOPIC=1 keeps the topic and the local cluster, for whoever wants to read
+# the stored events themselves (the project's test does: it takes no notebook's word for it).
+keep = os.environ.get("SPARK_LOG_TOUR_KEEP_TOPIC") == "1"
 reader.stop()
-admin.delete_topic(topic)
+if keep:
+    print(f"kept topic {topic} on {bootstrap}")
+else:
+    admin.delete_topic(topic)
 admin.close()
 if "__file__" in globals():
     spark.stop()
-if started_here and local is not None:
+if started_here and local is not None and not keep:
     local.down(timeout_s=30)

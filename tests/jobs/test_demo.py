@@ -13,32 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from brokers.launcher.local import LocalCluster
-from spark_log import Admin, Consumer
-from tests.support.wait import wait_until
+from tests.support.event_ids import stored_event_ids
 
 pytestmark = [pytest.mark.spark, pytest.mark.fault, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _stored_event_ids(bootstrap: str, topic: str) -> list[object]:
-    with Admin(bootstrap) as admin:
-        latest = admin.list_offsets(topic, "latest")
-    ids: list[object] = []
-    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([(topic, p) for p in latest])
-
-        def drained() -> bool:
-            for batch in consumer.poll_arrow(0.5):
-                ids.extend(pa.Table.from_batches([batch]).column("event_id").to_pylist())
-            return all(consumer.position(topic, p) >= end for p, end in latest.items())
-
-        wait_until(drained, timeout=120, message=f"every record of {topic} read back")
-    return ids
 
 
 def test_demo_kills_a_broker_and_counts_every_event_once(tmp_path: Path) -> None:
@@ -59,7 +41,7 @@ def test_demo_kills_a_broker_and_counts_every_event_once(tmp_path: Path) -> None
         kept = re.search(r"^kept topic (\S+) on (\S+)$", out, re.M)
         assert written is not None and aggregated is not None and kept is not None, out[-4000:]
         committed, counted = int(written[1]), int(aggregated[1])
-        ids = _stored_event_ids(kept[2], kept[1])
+        ids = stored_event_ids(kept[2], kept[1])
         assert committed > 0
         assert len(ids) == len(set(ids)), "an event id is stored twice"
         assert set(range(committed)) <= set(ids), "an event of a committed micro-batch is missing"
