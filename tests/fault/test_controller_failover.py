@@ -6,15 +6,14 @@ client threads create topics without pause.  Each round kills the active control
 with SIGKILL, measures the time until a surviving voter reports itself active, and
 restarts the killed node on the same data directory before the next round.
 
-Asserted: the median failover is within ``TYPICAL_BOUND`` election timeouts ("a few")
-and every failover within ``WORST_BOUND`` (a liveness bound that tolerates a loaded
-2-core machine and the first leadership of a fresh process, see bench/failover_bench.py);
-afterwards every create that returned success is in every node's image, the images
-agree, and no topic appears that no client asked for.
+Asserted: after every kill a surviving voter becomes active within ``WORST_BOUND``
+election timeouts (a liveness deadline that tolerates a loaded 2-core machine, not a
+speed figure: how fast failover is belongs to ``bench/failover_bench.py``, which prints
+it against the election timeout); afterwards every create that returned success is in
+every node's image, the images agree, and no topic appears that no client asked for.
 """
 from __future__ import annotations
 
-import statistics
 import threading
 import time
 from collections import Counter
@@ -31,8 +30,7 @@ from tests.support.wait import wait_until
 pytestmark = [pytest.mark.fault, pytest.mark.slow]
 
 ROUNDS = 3
-TYPICAL_BOUND = 5  # election timeouts, median: detection (1-2) + pre-vote/vote + NoOp commit, shared 2-core box
-WORST_BOUND = 30  # election timeouts, any single failover
+WORST_BOUND = 30  # election timeouts: the liveness deadline of any single failover
 
 
 class Creators:
@@ -103,7 +101,8 @@ def test_kill_the_active_controller_in_a_loop(tmp_path: Path) -> None:
                 leader = cluster.wait_for_active_controller()
                 start = time.monotonic()
                 cluster.kill(leader)
-                cluster.wait_for_active_controller(exclude=leader, timeout=30)
+                cluster.wait_for_active_controller(exclude=leader,
+                                                   timeout=WORST_BOUND * cluster.election_timeout_ms / 1000)
                 failovers_ms.append((time.monotonic() - start) * 1000)
                 cluster.start(leader)
                 done = set(creators.ok)
@@ -134,5 +133,3 @@ def test_kill_the_active_controller_in_a_loop(tmp_path: Path) -> None:
         election_ms = cluster.election_timeout_ms
         print(f"failover ms: {[round(f) for f in failovers_ms]} (election timeout {election_ms} ms); "
               f"{len(created)} creates ok, failures {dict(creators.failures)}")
-        assert statistics.median(failovers_ms) < TYPICAL_BOUND * election_ms, failovers_ms
-        assert max(failovers_ms) < WORST_BOUND * election_ms, failovers_ms
