@@ -15,9 +15,14 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test sees a bootstrap or data dir from the developer's shell."""
+    """No test sees a bootstrap, data dir or client config from the developer's shell, and
+    none leaves one behind for the next: ``delenv`` of an unset variable records nothing to
+    undo, so each is set first (recording its original state, restored after the test) and
+    then removed.  A leaked ``SPARK_LOG_CLIENT_CONFIG`` once reached every Spark worker
+    started later, whose clients then spoke TLS to plain clusters."""
     for name in ("SPARK_LOG_BOOTSTRAP", "SPARK_LOG_DATA_DIR", "SPARK_LOG_CLIENT_CONFIG"):
-        monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
 
 
