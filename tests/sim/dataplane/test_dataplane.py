@@ -4,8 +4,8 @@ rules under kills, power losses, pauses and partitions (``world.py``).
 Each test runs one story per seed; invariants (``invariants.py``) run after every event and
 the history goes through the shared checker at the end.  A failure names the seed and the
 command that replays it (``--sim-seed S``); ``make sim-sweep SEEDS=N`` runs more seeds.
-About 20 ms per seed on a quiet machine: the suite runs 600 seeds (about 12 s); the sweep runs
-thousands (``make sim-sweep SEEDS=2000`` gives each test 2000).
+About 20 ms per seed on a quiet machine: the suite runs 2,000 seeds (about 40 s); the sweep runs
+more (``make sim-sweep SEEDS=10000`` gives each test 10,000).
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from .world import Scenario, Settings, run
 PROCESS_FAULTS = ("kill", "pause", "isolate", "cut_controller", "cut_link", "cut_client", "clog", "heal")
 
 
-@pytest.mark.sim_seeds(200)
+@pytest.mark.sim_seeds(650)
 def test_replication_is_the_durability_line_under_process_faults(seed: int, replay: str) -> None:
     """DESIGN 4 and 6: with RF=3 and min.insync.replicas=2, kill -9 (the page cache survives),
     SIGSTOP, partitions (a broker, a broker from the controller, broker links one or both
@@ -26,7 +26,7 @@ def test_replication_is_the_durability_line_under_process_faults(seed: int, repl
     assert world.invariants.checks > 0
 
 
-@pytest.mark.sim_seeds(150)
+@pytest.mark.sim_seeds(500)
 def test_flush_every_message_survives_power_loss(seed: int, replay: str) -> None:
     """``flush.messages=1``: every replica fsyncs each append before it counts toward the
     high watermark, so a power loss (unflushed writes gone, the last one torn) on any
@@ -35,7 +35,7 @@ def test_flush_every_message_survives_power_loss(seed: int, replay: str) -> None
     run(seed, scenario, replay)
 
 
-@pytest.mark.sim_seeds(100)
+@pytest.mark.sim_seeds(350)
 def test_isr_churn_with_lost_answers_and_lagging_metadata(seed: int, replay: str) -> None:
     """ISR shrink and expand all the time (short lag bound, pauses), half the AlterPartition
     answers lost after the controller applied them, brokers' images up to 80 ms behind,
@@ -46,14 +46,14 @@ def test_isr_churn_with_lost_answers_and_lagging_metadata(seed: int, replay: str
     run(seed, Scenario(settings=settings, faults=("pause", "clog", "cut_controller", "heal")), replay)
 
 
-@pytest.mark.sim_seeds(75)
+@pytest.mark.sim_seeds(250)
 def test_five_brokers_two_partitions(seed: int, replay: str) -> None:
     """RF=3 placed over 5 brokers, 2 partitions, 3 producers with 3 requests in flight each."""
     settings = Settings(brokers=5, partitions=2, producers=3, max_in_flight=3)
     run(seed, Scenario(settings=settings, faults=PROCESS_FAULTS), replay)
 
 
-@pytest.mark.sim_seeds(75)
+@pytest.mark.sim_seeds(250)
 def test_power_loss_without_fsync_still_converges(seed: int, replay: str) -> None:
     """The default settings (no fsync) do not promise to survive power loss: a broker that
     lost its unflushed tail and is the last ISR member leads with a shorter log (Kafka
