@@ -34,7 +34,7 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -112,7 +112,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
     """Compact ``topic`` (module docstring).  Raises ``TopicNotCompactedError``,
     ``CompactionConflictError`` (another clean moved a cleaned offset meanwhile: run again),
     ``RequestTimeoutError`` (the replicas did not apply the plans within ``timeout_s``)."""
-    from pyspark.sql import Window
+    import pyarrow.compute as pc
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -134,33 +134,36 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
         cleaned = {p: max(s.cleaned_offset, s.log_start_offset) for p, s in states.items()}
         horizons = {p: _horizon_now(s, retention_ms) for p, s in states.items()}
 
-        frame = _read_ranges(spark, bootstrap, topic, ranges).cache()
-        has_key: Column = F.col("key").isNotNull() if described.kind == "bytes" else F.lit(True)
+        # One pass over the range, no cache and no window: per partition and key, the latest
+        # offset, how many records the key has, and whether its latest record is a tombstone
+        # (with its timestamp).  That table is both the offset map (keys whose latest offset is
+        # in the dirty range) and, once the plan's tombstone horizon is known, the count of
+        # survivors: every keyless record, and each key's latest unless it is a tombstone older
+        # than the horizon.  Keys with nulls group together, as the broker cleaner's keys do.
+        frame = _read_ranges(spark, bootstrap, topic, ranges)
         tombstone: Column = (F.col("value").isNull() if described.kind == "bytes"
                              else F.coalesce(F.col(tombstone_column), F.lit(False)) if tombstone_column else F.lit(False))
-        starts = spark.createDataFrame([(p, cleaned[p]) for p in ranges], "partition int, cleaned long")
-        offset_maps = (frame.join(F.broadcast(starts), "partition").where(has_key & (F.col("offset") >= F.col("cleaned")))
-                       .groupBy("partition", *keys).agg(F.max("offset").alias("latest"))).toArrow()
-        records_before = {r["partition"]: r["n"] for r in frame.groupBy("partition").agg(F.count("*").alias("n")).collect()}
+        per_key = (frame.groupBy("partition", *keys)
+                   .agg(F.max("offset").alias("latest"), F.count(F.lit(1)).alias("n"),
+                        F.max_by(tombstone, F.col("offset")).alias("latest_tombstone"),
+                        F.max_by(F.unix_millis(F.col("timestamp")), F.col("offset")).alias("latest_ms"))
+                   .toArrow())
+        per_key = per_key.combine_chunks()
+        keyed: Any = (pc.is_valid(per_key.column("key")) if described.kind == "bytes"
+                      else pa.chunked_array([pa.array([True] * per_key.num_rows, pa.bool_())]))
+        records_before = {p: _sum(per_key.filter(_in_partition(per_key, p)).column("n")) for p in ranges}
 
         plans: dict[int, tuple[int, int]] = {}  # partition -> (plan offset, tombstone horizon)
         if not dry_run:
             for p, (start, end) in sorted(ranges.items()):
                 if end <= cleaned[p]:
                     continue
-                table = _offset_map(offset_maps, p, keys, described.kind, described.schema)
+                dirty = pc.and_(keyed, pc.greater_equal(per_key.column("latest"), pa.scalar(cleaned[p], pa.int64())))
+                table = _offset_map(per_key.filter(dirty), p, keys, described.kind, described.schema)
                 plan = admin.offer_offset_map(topic, p, table, start=cleaned[p], end=end)
                 plans[p] = (plan.offset, plan.tombstone_horizon_ms)
                 horizons[p] = plan.tombstone_horizon_ms
-
-        latest_all = F.max("offset").over(Window.partitionBy("partition", *keys))
-        horizon_of = spark.createDataFrame([(p, h) for p, h in horizons.items()], "partition int, horizon long")
-        survivors = (frame.join(F.broadcast(horizon_of), "partition").withColumn("latest_all", latest_all)
-                     .where(~has_key | ((F.col("offset") == F.col("latest_all"))
-                                        & ~(tombstone & (F.unix_millis(F.col("timestamp")) < F.col("horizon")))))
-                     .groupBy("partition").agg(F.count("*").alias("n")).collect())
-        records_after = {r["partition"]: r["n"] for r in survivors}
-        frame.unpersist()
+        records_after = {p: _survivors(per_key, keyed, p, horizons[p]) for p in ranges}
 
         final = {p: [s] for p, s in states.items()}
         if plans:
@@ -179,6 +182,33 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
                                            records_after.get(p, 0), bytes_before, bytes_after,
                                            plans.get(p, (-1, 0))[0], horizons[p], kept))
     return CompactionReport(topic, dry_run, reports, time.monotonic() - started)
+
+
+def _in_partition(per_key: pa.Table, partition: int) -> Any:
+    import pyarrow.compute as pc
+
+    return pc.equal(per_key.column("partition"), pa.scalar(partition, per_key.schema.field("partition").type))
+
+
+def _sum(column: Any) -> int:
+    import pyarrow.compute as pc
+
+    return int(pc.sum(column).as_py() or 0)
+
+
+def _survivors(per_key: pa.Table, keyed: Any, partition: int, horizon_ms: int) -> int:
+    """Records of ``partition`` a clean with tombstone horizon ``horizon_ms`` keeps: every
+    keyless one, and each key's latest record unless it is a tombstone older than the horizon
+    (``keyed``: a boolean column of ``per_key``, true where the row is a key's, not keyless)."""
+    import pyarrow.compute as pc
+
+    mine = _in_partition(per_key, partition)
+    keyless = _sum(per_key.filter(pc.and_(mine, pc.invert(keyed))).column("n"))
+    latest_tombstone: Any = per_key.column("latest_tombstone")
+    tombstones: Any = pc.fill_null(latest_tombstone, False)
+    expired = pc.fill_null(pc.and_(tombstones,
+                                   pc.less(per_key.column("latest_ms"), pa.scalar(horizon_ms, pa.int64()))), False)
+    return keyless + _sum(pc.and_(pc.and_(mine, keyed), pc.invert(expired)).cast(pa.int64()))
 
 
 def _offset_map(maps: pa.Table, partition: int, keys: list[str], kind: str, schema: pa.Schema | None) -> pa.Table:
