@@ -76,7 +76,7 @@ from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
-from .frame import ATTR_CONTROL, decode_batch, iter_frames, record_offsets
+from .frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames, record_offsets
 from .proto import broker_pb2 as pb
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
@@ -548,9 +548,12 @@ class Consumer:
         elif result.records:
             info = self._cluster.topic(topic)
             buffer = pa.py_buffer(result.records)
+            aborted = aborted_ranges(result)
             for pos, header in iter_frames(memoryview(buffer), verify=True):
                 if header.attributes & ATTR_CONTROL or header.next_offset <= position or not header.record_count:
                     continue  # control frames, frames already read, frames compaction emptied
+                if aborted and is_aborted(header, aborted):
+                    continue  # read_committed: a frame of an aborted transaction
                 schema = info.schemas.get(header.schema_id)
                 if schema is None:
                     info = self._cluster.topic(topic, refresh=True)
@@ -577,6 +580,22 @@ class Consumer:
             batches = _below(batches, end)
             self._positions[tp] = min(self._positions[tp] or 0, end)
         return batches
+
+
+def aborted_ranges(result: pb.FetchPartitionResult) -> dict[int, list[tuple[int, int]]]:
+    """The aborted transactions a read_committed fetch answer lists: producer id ->
+    ``[(first offset, abort marker offset), ...]``."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for txn in result.aborted_transactions:
+        out.setdefault(txn.producer_id, []).append((txn.first_offset, txn.last_offset))
+    return out
+
+
+def is_aborted(header: FrameHeader, aborted: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether a transactional data frame belongs to one of the ``aborted`` transactions."""
+    if not header.is_transactional:
+        return False
+    return any(first <= header.base_offset <= last for first, last in aborted.get(header.producer_id, ()))
 
 
 def _below(batches: list[pa.RecordBatch], end: int) -> list[pa.RecordBatch]:

@@ -69,6 +69,7 @@ from ._records import bytes_batch, conform
 from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .clock import Clock, SystemClock
+from ._producer_txn import ProducerTransactions
 from .errors import (
     InvalidConfigError,
     OutOfOrderSequenceError,
@@ -113,6 +114,8 @@ class Producer:
         rng: random.Random | None = None,
         security: ClientSecurity | None = None,
         client_id: str = "",
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
@@ -134,10 +137,20 @@ class Producer:
         self._clock = clock or SystemClock()
         self._rng = rng or random.Random()
         self.producer_id = producer_id if producer_id is not None else self._rng.getrandbits(63)
-        self._explicit_id = producer_id is not None
+        self._explicit_id = producer_id is not None  # a transactional producer's id is explicit too
         self.producer_epoch = producer_epoch
         self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s, security=security,
                                 client_id=client_id)
+        self._txn: ProducerTransactions | None = None
+        if transactional_id is not None:
+            if producer_id is not None:
+                raise InvalidConfigError("a transactional producer gets its producer id from its coordinator: "
+                                         "do not pass 'producer_id'", key="producer_id")
+            if self._acks != -1:
+                raise InvalidConfigError("a transactional producer needs acks='all'", key="acks")
+            self._txn = ProducerTransactions(self._cluster, transactional_id, transaction_timeout_ms,
+                                             request_timeout_s=self._request_timeout_s)
+            producer_id = -1
         self._gate = ThrottleGate()
         self._sticky = StickyPartitioner(self._rng)
         # send_batch's choice for rows without key or partition: with an explicit producer id it
@@ -215,6 +228,8 @@ class Producer:
                 sticky = True
         elif not 0 <= partition < n:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition} (it has {n})")
+        if self._txn is not None:
+            self._txn.add(topic, partition)
         ts = self._clock.wall_ms() if timestamp is None else int(timestamp)
         with self._lock:
             if self._closed:
@@ -264,9 +279,59 @@ class Producer:
             groups = split_rows(topic, info, table, routing, lambda: self._batch_sticky.next(topic, n))
         futures: list[Future[tuple[int, int]]] = []
         for part, rows in groups:
+            if self._txn is not None:
+                self._txn.add(topic, part)
             frames = cut_frames(rows, info.schema_id, max(self._batch_size, _FRAME_TARGET_BYTES))
             futures.extend(self._ship_frames(topic, part, frames, sticky=False))
         return futures
+
+    # -- transactions (``transactional_id``; ``_producer_txn.py``) ---------------------------
+
+    def _transactions(self) -> ProducerTransactions:
+        if self._txn is None:
+            raise errors.InvalidTxnStateError("this producer has no transactional_id")
+        return self._txn
+
+    def init_transactions(self) -> None:
+        """Register the transactional id with its coordinator: fences every older producer
+        of the same id (their open transaction is aborted) and gets the id and epoch to
+        write with."""
+        txn = self._transactions()
+        pid, epoch = txn.init()
+        with self._lock:
+            self.producer_id, self.producer_epoch = pid, epoch
+            self._generation[pid] = next(self._id_order)
+            self._next_seq.clear()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin()
+
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
+        """Commit ``offsets`` ((topic, partition) -> next offset to read) to consumer group
+        ``group_id`` if and only if this transaction commits (consume-transform-produce)."""
+        self._transactions().add_offsets(offsets, group_id)
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit: every record of the transaction becomes visible to
+        ``read_committed`` consumers, on every partition, or (on an error) none does until
+        it is aborted.  ``ProducerFencedError`` / ``TransactionTimedOutError`` when the
+        transaction was taken over or timed out."""
+        self._end_transaction(True)
+
+    def abort_transaction(self) -> None:
+        """Abort: no record of the transaction is ever visible to ``read_committed`` consumers."""
+        self._end_transaction(False)
+
+    def _end_transaction(self, commit: bool) -> None:
+        txn = self._transactions()
+
+        def drain() -> None:
+            self.flush()
+
+        epoch = txn.end(commit, drain)
+        with self._lock:
+            self.producer_epoch = epoch
+            self._next_seq.clear()
 
     def flush(self, timeout: float | None = None) -> None:
         """Ship every open batch and wait until every record sent so far is acknowledged
@@ -362,6 +427,7 @@ class Producer:
         return encode_batch(
             batch, schema_id=schema_id, compression=self._codec, timestamp_ms=self._clock.wall_ms(),
             producer_id=producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
+            transactional=self._txn is not None,
         )
 
     def _ship_open(self, topic: str, partition: int, batch: OpenBatch) -> None:
@@ -447,6 +513,7 @@ class Producer:
         request = pb.ProduceRequest(
             acks=self._acks,
             timeout_ms=int(self._request_timeout_s * 1000),
+            transactional_id=self._txn.transactional_id if self._txn is not None else "",
             partitions=[pb.PartitionRecords(topic=s.topic, partition=s.partition, records=s.frame,
                                             current_leader_epoch=-1) for s in shipments],
         )
@@ -548,6 +615,8 @@ class Producer:
             return
         outcome = dict(error.details, maybe_written=shipment.maybe_written)
         shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
+        if self._txn is not None:
+            self._txn.note_failure(error)
         self._lost_sequences(shipment.pid)
         self._unsettle(shipment)
         self._settled(1)

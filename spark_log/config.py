@@ -257,6 +257,11 @@ class BrokerConfig:
     group_consumer_min_session_timeout_ms: int = 1000
     group_consumer_max_session_timeout_ms: int = 600_000
     group_consumer_assignors: tuple[str, ...] = ("uniform", "range")  # the first is the default
+    # transactions (the transaction coordinator, brokers/transactions; Kafka's names with _ for .)
+    transaction_state_log_num_partitions: int = 8  # partitions of __transaction_state, fixed at creation
+    transaction_state_log_replication_factor: int = 3  # capped by the live brokers when it is created
+    transaction_state_log_segment_bytes: int = 100 * 1024 * 1024
+    transaction_max_timeout_ms: int = 3_600_000  # the longest transaction.timeout.ms a producer may ask for
     # The log cleaner (compaction of cleanup.policy=compact topics; Kafka's log.cleaner.*):
     log_cleaner_enable: bool = True  # log.cleaner.enable
     log_cleaner_threads: int = 1  # log.cleaner.threads
@@ -291,6 +296,13 @@ class BrokerConfig:
         _require(1 <= self.offsets_topic_num_partitions <= 1000, "offsets_topic_num_partitions", "must be within 1..1000")
         _require(self.offsets_topic_replication_factor >= 1, "offsets_topic_replication_factor", "must be >= 1")
         _require(self.offsets_topic_segment_bytes >= 1024, "offsets_topic_segment_bytes", "must be at least 1024")
+        _require(1 <= self.transaction_state_log_num_partitions <= 1000, "transaction_state_log_num_partitions",
+                 "must be within 1..1000")
+        _require(self.transaction_state_log_replication_factor >= 1, "transaction_state_log_replication_factor",
+                 "must be >= 1")
+        _require(self.transaction_state_log_segment_bytes >= 1024, "transaction_state_log_segment_bytes",
+                 "must be at least 1024")
+        _require(self.transaction_max_timeout_ms >= 1000, "transaction_max_timeout_ms", "must be at least 1000")
         _require(self.offsets_commit_timeout_ms >= 1, "offsets_commit_timeout_ms", "must be >= 1")
         _require(self.offset_metadata_max_bytes >= 0, "offset_metadata_max_bytes", "must be >= 0")
         _require(self.group_consumer_heartbeat_interval_ms >= 1, "group_consumer_heartbeat_interval_ms", "must be >= 1")

@@ -38,8 +38,13 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
     ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedEpochError               (not retriable for the fenced party)
-    │   └── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
-    │       └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
+    │   ├── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
+    │   │   └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
+    │   └── ProducerFencedError        (a newer producer with the same transactional id took over)
+    │       └── TransactionTimedOutError (the coordinator aborted the open transaction after its timeout)
+    ├── InvalidTxnStateError           (not retriable: e.g. commit without a transaction; a write outside one)
+    ├── ConcurrentTransactionsError    (retriable: the previous transaction's markers are still being written)
+    ├── InvalidTransactionTimeoutError, TransactionalIdNotFoundError (invalid requests)
     ├── ThrottledError                 (retriable)
     ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
@@ -115,6 +120,13 @@ class ErrorCode(enum.IntEnum):
     INVALID_REGULAR_EXPRESSION = 50
     OFFSET_METADATA_TOO_LARGE = 51
     INVALID_SESSION_TIMEOUT = 52
+    # transactions: 60-69
+    PRODUCER_FENCED = 60
+    INVALID_TXN_STATE = 61
+    TRANSACTION_TIMED_OUT = 62
+    CONCURRENT_TRANSACTIONS = 63
+    INVALID_TRANSACTION_TIMEOUT = 64
+    TRANSACTIONAL_ID_NOT_FOUND = 65
     # reliability: 90-99
     NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90
     OFFSET_NOT_AVAILABLE = 91
@@ -489,6 +501,45 @@ class OffsetMetadataTooLargeError(InvalidRequestError):
 
 class InvalidSessionTimeoutError(InvalidRequestError):
     code = ErrorCode.INVALID_SESSION_TIMEOUT
+
+
+class ProducerFencedError(FencedEpochError):
+    """Another producer initialised the same transactional id with a newer epoch: this one
+    is a zombie and must stop (close it; a new one may take over)."""
+
+    code = ErrorCode.PRODUCER_FENCED
+
+
+class TransactionTimedOutError(ProducerFencedError):
+    """The coordinator aborted the transaction because it stayed open past its
+    ``transaction.timeout.ms``; the producer's epoch moved on: initialise again."""
+
+    code = ErrorCode.TRANSACTION_TIMED_OUT
+
+
+class InvalidTxnStateError(SparkLogError):
+    """The request does not fit the transaction's state (commit without a transaction, a
+    transactional write to a partition not added to it, ...)."""
+
+    code = ErrorCode.INVALID_TXN_STATE
+    refused_before_write = True
+
+
+class ConcurrentTransactionsError(SparkLogError):
+    """The transactional id's previous transaction is still being completed (its markers
+    are being written): retry shortly."""
+
+    code = ErrorCode.CONCURRENT_TRANSACTIONS
+    retriable = True
+    refused_before_write = True
+
+
+class InvalidTransactionTimeoutError(InvalidRequestError):
+    code = ErrorCode.INVALID_TRANSACTION_TIMEOUT
+
+
+class TransactionalIdNotFoundError(InvalidRequestError):
+    code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
 
 
 def for_code(code: int) -> type[SparkLogError]:

@@ -110,6 +110,8 @@ __all__ = [
     "CONTROL_SCHEMA",
     "encode_control",
     "decode_control",
+    "encode_marker",
+    "marker_of",
 ]
 
 MAGIC = b"SL"
@@ -527,8 +529,8 @@ def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa
 class ControlType(enum.IntEnum):
     """What a control frame carries (its ``type`` column)."""
 
-    ABORT = 0  # reserved: a transaction's abort marker (transactions)
-    COMMIT = 1  # reserved: a transaction's commit marker (transactions)
+    ABORT = 0  # a transaction's abort marker (encode_marker)
+    COMMIT = 1  # a transaction's commit marker (encode_marker)
     COMPACTION_PLAN = 16  # the leader's compaction plan (brokers/log/cleaner/plan.py)
 
 
@@ -557,3 +559,32 @@ def decode_control(buf: bytes | bytearray | memoryview, header: FrameHeader, pos
     if not isinstance(kind, int) or not isinstance(payload, bytes):
         raise CorruptRecordError(f"control frame at offset {header.base_offset} is damaged")
     return kind, payload
+
+
+_MARKER_PAYLOAD = struct.Struct("<i")  # the coordinator epoch that wrote the marker
+
+
+def encode_marker(commit: bool, *, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                  timestamp_ms: int) -> bytes:
+    """A transaction marker: a control frame (also flagged transactional) of type COMMIT or
+    ABORT, carrying the producer's id and epoch in its header (as Kafka's control batches),
+    and the writing coordinator's epoch as its payload.  Only brokers write it."""
+    kind = ControlType.COMMIT if commit else ControlType.ABORT
+    batch = pa.record_batch([pa.array([int(kind)], pa.int16()),
+                             pa.array([_MARKER_PAYLOAD.pack(coordinator_epoch)], pa.binary())],
+                            schema=CONTROL_SCHEMA)
+    return encode_batch(batch, schema_id=CONTROL_SCHEMA_ID, compression=Codec.NONE, timestamp_ms=timestamp_ms,
+                        producer_id=producer_id, producer_epoch=producer_epoch, transactional=True, control=True)
+
+
+def marker_of(buf: bytes | bytearray | memoryview, header: FrameHeader, position: int = 0) -> bool | None:
+    """For a transaction marker at ``position``: True (commit) or False (abort); None for any
+    other frame (data, or another control record such as a compaction plan)."""
+    if not (header.is_control and header.is_transactional) or header.record_count != 1:
+        return None
+    kind, _ = decode_control(buf, header, position)
+    if kind == ControlType.COMMIT:
+        return True
+    if kind == ControlType.ABORT:
+        return False
+    return None

@@ -27,7 +27,7 @@ from brokers.partition import PartitionOffsets, PartitionRead
 from .core import GroupShard
 from .records import decode, from_frame
 
-__all__ = ["load", "LoadablePartition"]
+__all__ = ["load", "replay", "LoadablePartition"]
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,22 @@ def load(partition: LoadablePartition, *, leader_epoch: int, shard: GroupShard, 
     """Replay ``partition`` into ``shard`` (module docstring); returns the log end offset
     replayed to.  Raises ``NotLeaderError`` (leadership moved), ``RequestTimeoutError`` (the
     high watermark did not reach the log end within ``wait_ms``)."""
+    now = now_ms()
+    return replay(partition, leader_epoch=leader_epoch, apply=lambda key, value: shard.apply(decode(key, value), now),
+                  wait_ms=wait_ms, name=name)
+
+
+def replay(partition: LoadablePartition, *, leader_epoch: int, apply: Callable[[bytes, bytes | None], None],
+           wait_ms: int = 60_000, name: str = "") -> int:
+    """The replay of ``load`` for any coordinator whose state is keyed bytes rows of the
+    bytes schema (the group and transaction coordinators): ``apply(key, value)`` per row in
+    offset order; a row it refuses with ``CorruptRecordError`` is logged and skipped."""
     offsets = partition.offsets()
     end = offsets.log_end_offset
     if end > 0 and not partition.wait_for_high_watermark(end - 1, wait_ms, leader_epoch=leader_epoch):
         raise RequestTimeoutError(f"{name}: the high watermark did not reach {end} within {wait_ms} ms")
     offset = partition.offsets().log_start_offset
     applied = skipped = 0
-    now = now_ms()
     while offset < end:
         read = partition.read(offset, max_bytes=_READ_BYTES, max_offset=end).result
         data = read.data
@@ -70,12 +79,11 @@ def load(partition: LoadablePartition, *, leader_epoch: int, shard: GroupShard, 
                 continue
             for key, value in rows:
                 try:
-                    record = decode(key, value)
+                    apply(key, value)
                 except CorruptRecordError as exc:
                     log.error("%s: skipping a record of the frame at offset %d: %s", name, header.base_offset, exc)
                     skipped += 1
                     continue
-                shard.apply(record, now)
                 applied += 1
         offset = read.next_offset
     log.info("%s: loaded %d records up to offset %d (%d skipped)", name, applied, end, skipped)

@@ -66,6 +66,7 @@ from .messages import (
 )
 from .producer_state import PRODUCER_ID_EXPIRATION_MS, ProducerRun, ProducerStateTable, Verdict
 from .replica_state import ReplicaState, ReplicaView
+from .txn_index import AbortedTxn, TxnIndex
 
 __all__ = ["PartitionCore"]
 
@@ -83,6 +84,7 @@ class PartitionCore:
         self.removed = False
         self._replica = ReplicaState(broker_id=broker_id)
         self._producers = ProducerStateTable()
+        self._txns = TxnIndex()
 
     # -- leadership ------------------------------------------------------------------------
 
@@ -133,8 +135,18 @@ class PartitionCore:
         return min(self._replica.high_watermark, log_end_offset)
 
     def last_stable_offset(self, log_end_offset: int) -> int:
-        """The high watermark: no transactions yet (the one place to change when they come)."""
-        return self.high_watermark(log_end_offset)
+        """The first offset of the oldest open transaction, capped by the high watermark."""
+        return self._txns.last_stable_offset(self.high_watermark(log_end_offset))
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions with records in ``[start, end)`` (a read_committed fetch)."""
+        return self._txns.aborted_between(start, end)
+
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether ``producer_id`` has a transaction open here in ``producer_epoch`` (its
+        writes need no verification with the coordinator: KIP-890)."""
+        known = self._producers.last_sequence(producer_id)
+        return self._txns.is_open(producer_id) and known is not None and known[0] == producer_epoch
 
     def offsets(self, log: LogEnds) -> PartitionOffsets:
         return PartitionOffsets(log.log_start_offset, self.high_watermark(log.log_end_offset),
@@ -205,6 +217,27 @@ class PartitionCore:
                 self._producers.record(run.producer_id, run.producer_epoch, header.base_sequence, header.record_count,
                                        offset, header.max_timestamp)
                 offset += header.record_count
+            if headers[0].is_transactional:
+                self._txns.on_data(run.producer_id, first_offset)
+        return self._replica.maybe_advance(log_end_offset)
+
+    def check_marker(self, producer_id: int, producer_epoch: int) -> None:
+        """Whether this leader takes a marker of ``producer_id`` in ``producer_epoch``:
+        ``FencedEpochError`` when the producer already wrote in a later epoch (a marker
+        from a coordinator that lost its place)."""
+        self._check_leader()
+        known = self._producers.last_sequence(producer_id)
+        if known is not None and producer_epoch < known[0]:
+            raise FencedEpochError(f"{self.name}: marker of producer {producer_id} in epoch {producer_epoch} is "
+                                   f"stale; the producer wrote in epoch {known[0]}")
+
+    def on_leader_marker(self, producer_id: int, producer_epoch: int, commit: bool, offset: int,
+                         log_end_offset: int) -> bool:
+        """A marker was appended at ``offset``: the transaction is decided and the producer
+        moves to ``producer_epoch`` (a late write of an older epoch is fenced).  True when
+        the HW grew."""
+        self._producers.bump(producer_id, producer_epoch)
+        self._txns.on_marker(producer_id, commit, offset)
         return self._replica.maybe_advance(log_end_offset)
 
     def replicated(self, offset: int, leader_epoch: int, log_end_offset: int) -> bool:
@@ -272,14 +305,26 @@ class PartitionCore:
         state forgotten (the caller replays the log into ``record_frames``)."""
         self._replica.high_watermark = min(self._replica.high_watermark, log_end_offset)
         self._producers = ProducerStateTable()
+        self._txns.clear()
 
-    def record_frames(self, headers: Iterable[FrameHeader]) -> None:
+    def record_frames(self, headers: Iterable[FrameHeader], markers: dict[int, bool] | None = None) -> None:
         """Frames in the log as stamped (a follower's append, or a replay of the log in
-        offset order): the producer state follows them.  A frame's sequences cover its
-        whole offset range (``span``), also when compaction removed some or all of its
-        records (a version-2 frame keeps its producer fields)."""
-        producers = self._producers
+        offset order): the producer state and the open and aborted transactions follow
+        them.  ``markers`` maps the base offset of each transaction marker among them to
+        commit (True) or abort.  A frame's sequences cover its whole offset range
+        (``span``), also when compaction removed some or all of its records (a version-2
+        frame keeps its producer fields)."""
+        producers, txns = self._producers, self._txns
         for header in headers:
+            if header.is_transactional and header.producer_id >= 0:
+                if header.is_control:
+                    commit = (markers or {}).get(header.base_offset)
+                    if commit is not None:
+                        producers.bump(header.producer_id, header.producer_epoch)
+                        txns.on_marker(header.producer_id, commit, header.base_offset)
+                    continue
+                if header.record_count:
+                    txns.on_data(header.producer_id, header.base_offset)
             producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.span,
                              header.base_offset, header.max_timestamp)
 
@@ -320,5 +365,10 @@ class PartitionCore:
         return self._replica.view(log_end_offset=log_end_offset, now_ms=now_ms)
 
     def expire_producers(self, now_wall_ms: int, max_idle_ms: int = PRODUCER_ID_EXPIRATION_MS) -> int:
-        """Forget producers idle longer than ``max_idle_ms``; returns how many."""
-        return self._producers.expire(now_wall_ms, max_idle_ms)
+        """Forget producers idle longer than ``max_idle_ms`` (not those with a transaction
+        open here); returns how many."""
+        return self._producers.expire(now_wall_ms, max_idle_ms, keep=self._txns.open_transactions())
+
+    def trim_transactions(self, log_start_offset: int) -> None:
+        """Forget aborted transactions below the log start (retention deleted them)."""
+        self._txns.trim(log_start_offset)

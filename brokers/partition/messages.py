@@ -60,8 +60,8 @@ class LogEnds(NamedTuple):
 
 
 class PartitionOffsets(NamedTuple):
-    """Offsets read together under the partition's lock.  ``last_stable_offset`` equals
-    ``high_watermark`` until transactions exist."""
+    """Offsets read together under the partition's lock.  ``last_stable_offset`` is the
+    first offset of the oldest open transaction, capped by ``high_watermark``."""
 
     log_start_offset: int
     high_watermark: int
@@ -77,10 +77,13 @@ class Isolation(enum.Enum):
 
 
 class PartitionRead(NamedTuple):
-    """A consumer read: whole frames (``result``) and the offsets at the time of the read."""
+    """A consumer read: whole frames (``result``), the offsets at the time of the read and,
+    for ``READ_COMMITTED``, the aborted transactions with records among those frames
+    (``txn_index.AbortedTxn``: producer id, first offset, abort marker's offset)."""
 
     result: ReadResult
     offsets: PartitionOffsets
+    aborted: tuple[tuple[int, int, int], ...] = ()
 
 
 # -- produce ----------------------------------------------------------------------------------

@@ -32,11 +32,12 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from brokers.log.append import CheckedFrames
+from brokers.log.append import CheckedFrames, check_frames
 from brokers.log.partition_log import PartitionLog
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
-from spark_log.frame import FrameHeader, iter_frames
+from spark_log.errors import InvalidRequestError
+from spark_log.frame import FrameHeader, encode_marker, iter_frames, marker_of
 
 from .cleaning import Cleaning
 from .compacting import CompactingPartition
@@ -60,6 +61,7 @@ from .messages import (
     SequenceGap,
 )
 from .producer_state import ProducerRun
+from .txn_index import AbortedTxn
 
 __all__ = ["Partition"]
 
@@ -185,6 +187,9 @@ class Partition(CompactingPartition):
         to the caller, which appends more first."""
         headers = frames.headers
         run = ProducerRun.of(headers)
+        transactional = headers[0].is_transactional
+        if any(h.is_transactional != transactional for h in headers) or (transactional and run.producer_id < 0):
+            raise InvalidRequestError("the frames of one entry must all be transactional (with a producer id) or none")
         min_isr = self._config.min_insync_replicas if acks_all else None
         deadline_ms = self._clock.monotonic_ms() + gap_timeout_ms
         core = self._core
@@ -205,6 +210,35 @@ class Partition(CompactingPartition):
             info = plog.append_as_leader(frames, leader_epoch=core.leader_epoch)
             end = plog.log_end_offset
             core.on_leader_append(run, headers, info.first_offset, end)
+            self._cond.notify_all()
+            outcome = AppendOutcome(info.first_offset, info.last_offset, False, plog.log_start_offset,
+                                    core.high_watermark(end), core.leader_epoch)
+        if notify:
+            self._on_append()
+        return outcome
+
+    def in_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """Whether ``producer_id`` has a transaction open here in ``producer_epoch`` (a
+        transactional write needs no verification with the coordinator then)."""
+        with self._cond:
+            return self._core.in_transaction(producer_id, producer_epoch)
+
+    def append_marker(self, *, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int,
+                      notify: bool = True) -> AppendOutcome:
+        """Append a transaction marker as leader (the coordinator's WriteTxnMarkers): ends
+        ``producer_id``'s transaction here and moves it to ``producer_epoch``.  Raises
+        ``NotLeaderError`` / ``FencedEpochError`` (a stale marker) / ``StorageError``;
+        the caller waits for the high watermark like an acks=all produce."""
+        data = encode_marker(commit, producer_id=producer_id, producer_epoch=producer_epoch,
+                             coordinator_epoch=coordinator_epoch, timestamp_ms=self._clock.wall_ms())
+        frames = check_frames(data, max_message_bytes=max(len(data), self._config.max_message_bytes),
+                              topic=self.topic)
+        with self._cond:
+            core, plog = self._core, self._log
+            core.check_marker(producer_id, producer_epoch)
+            info = plog.append_as_leader(frames, leader_epoch=core.leader_epoch)
+            end = plog.log_end_offset
+            core.on_leader_marker(producer_id, producer_epoch, commit, info.first_offset, end)
             self._cond.notify_all()
             outcome = AppendOutcome(info.first_offset, info.last_offset, False, plog.log_start_offset,
                                     core.high_watermark(end), core.leader_epoch)
@@ -239,7 +273,11 @@ class Partition(CompactingPartition):
             ends = self._ends()
             bound = self._core.read_bound(isolation, ends.log_end_offset, max_offset)
             result = self._log.read(offset, max_bytes=max_bytes, max_offset=bound)
-            return PartitionRead(result, self._core.offsets(ends))
+            aborted: tuple[AbortedTxn, ...] = ()
+            if isolation is Isolation.READ_COMMITTED and len(result.data):
+                first = next(iter_frames(result.data, verify=False))[1].base_offset
+                aborted = tuple(self._core.aborted_between(first, result.next_offset))
+            return PartitionRead(result, self._core.offsets(ends), aborted)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``."""
@@ -314,9 +352,11 @@ class Partition(CompactingPartition):
                         appended.append(header)
                 if appended:
                     plog.append_as_follower(memoryview(data)[skip:])
-                    core.record_frames(appended)
                     if any(header.is_control for header in appended):
+                        core.record_frames(appended, _markers(data))
                         self._note_plans(data)
+                    else:
+                        core.record_frames(appended)
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
             self._signal_compaction()
 
@@ -345,9 +385,11 @@ class Partition(CompactingPartition):
             if not len(result.data):
                 break
             headers = [header for _, header in iter_frames(result.data, verify=False)]
-            self._core.record_frames(headers)
             if any(header.is_control for header in headers):
+                self._core.record_frames(headers, _markers(result.data))
                 self._note_plans(result.data)
+            else:
+                self._core.record_frames(headers)
             offset = result.next_offset
 
     def maintenance(self) -> None:
@@ -357,6 +399,7 @@ class Partition(CompactingPartition):
                 return
             self._log.maybe_roll()
             self._log.apply_retention()
+            self._core.trim_transactions(self._log.log_start_offset)
             self._core.expire_producers(self._clock.wall_ms())
 
     def close(self) -> None:
@@ -377,3 +420,14 @@ class Partition(CompactingPartition):
             self.directory.rmdir()
         except OSError:
             pass
+
+
+def _markers(data: bytes | memoryview) -> dict[int, bool]:
+    """The transaction markers among ``data``'s frames: base offset -> commit."""
+    out: dict[int, bool] = {}
+    for position, header in iter_frames(data, verify=False):
+        if header.is_control and header.is_transactional:
+            commit = marker_of(data, header, position)
+            if commit is not None:
+                out[header.base_offset] = commit
+    return out

@@ -174,9 +174,20 @@ class ProducerStateTable:
             del entry.starts[:drop]
             del entry.batches[:drop]
 
-    def expire(self, now_ms: int, max_idle_ms: int) -> int:
-        """Forget producers whose last write is older than ``max_idle_ms``; returns how many."""
-        stale = [pid for pid, e in self._producers.items() if 0 <= e.last_timestamp < now_ms - max_idle_ms]
+    def bump(self, producer_id: int, epoch: int) -> None:
+        """A transaction marker in ``epoch``: the producer continues in that epoch from
+        sequence 0 (its older epochs are fenced); an older epoch than known changes nothing."""
+        entry = self._producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            timestamp = -1 if entry is None else entry.last_timestamp
+            self._producers[producer_id] = _Producer(epoch=epoch, last_timestamp=timestamp)
+
+    def expire(self, now_ms: int, max_idle_ms: int, keep: "dict[int, int] | None" = None) -> int:
+        """Forget producers whose last write is older than ``max_idle_ms`` (except those in
+        ``keep``); returns how many."""
+        keep = keep or {}
+        stale = [pid for pid, e in self._producers.items()
+                 if 0 <= e.last_timestamp < now_ms - max_idle_ms and pid not in keep]
         for pid in stale:
             del self._producers[pid]
         return len(stale)

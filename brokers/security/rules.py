@@ -44,6 +44,11 @@ The table (Kafka's choices where Kafka has the same request):
     GroupCoordinator.ListGroups     filtered by DESCRIBE on each group
     GroupCoordinator.DeleteGroup    DELETE the group
     GroupCoordinator.OffsetDelete   DELETE the group and READ each topic
+    TransactionCoordinator.FindCoordinator / DescribeTxn        DESCRIBE the transactional id
+    TransactionCoordinator.InitProducerId / JoinTxn / EndTxn    WRITE the transactional id
+    TransactionCoordinator.AddPartitions  WRITE the id and each topic (verify_only: a node, or WRITE the id)
+    TransactionCoordinator.AddOffsets     WRITE the id and READ the group
+    TxnMarkers.WriteTxnMarkers     CLUSTER_ACTION (coordinators only)
 
 A new service (consumer groups, transactions, compaction admin, a JVM connector's data
 listener) adds its methods here: GROUP resources for group calls, TRANSACTIONAL_ID for
@@ -223,6 +228,25 @@ _GROUPS = "/spark_log.groups.v1.GroupCoordinator/"
 _COMPACTION = "/spark_log.compaction.v1.Compaction/"
 _ADMIN = "/spark_log.broker.v1.Admin/"
 _SECURITY = "/spark_log.security.v1.Security/"
+_TXN = "/spark_log.transactions.v1.TransactionCoordinator/"
+
+
+def _on_txn(operation: Operation) -> Callable[[Any], Sequence[Check]]:
+    return lambda request: (((operation, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id)),),)
+
+
+def _txn_add_partitions(request: Any) -> Sequence[Check]:
+    if request.verify_only:  # a partition leader's KIP-890 check: nodes, or the producer itself
+        return (((_O.CLUSTER_ACTION, CLUSTER),
+                 (_O.WRITE, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id))),)
+    checks: list[Check] = [((_O.WRITE, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id)),)]
+    checks.extend(((_O.WRITE, topic(name)),) for name in dict.fromkeys(p.topic for p in request.partitions))
+    return checks
+
+
+def _txn_add_offsets(request: Any) -> Sequence[Check]:
+    return [((_O.WRITE, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id)),),
+            ((_O.READ, group(request.group_id)),)]
 
 RULES: dict[str, Rule] = {
     _BROKER + "Metadata": Rule(_metadata, response_filter=_metadata_filter),
@@ -263,6 +287,14 @@ RULES: dict[str, Rule] = {
                                   response_filter=_offset_fetch_filter),
     _GROUPS + "ListGroups": Rule(_none, response_filter=_list_groups_filter),
     _GROUPS + "DeleteGroup": Rule(_on_group(_O.DELETE)),
+    _TXN + "FindCoordinator": Rule(_on_txn(_O.DESCRIBE)),
+    _TXN + "DescribeTxn": Rule(_on_txn(_O.DESCRIBE)),
+    _TXN + "InitProducerId": Rule(_on_txn(_O.WRITE)),
+    _TXN + "AddPartitions": Rule(_txn_add_partitions),
+    _TXN + "JoinTxn": Rule(_on_txn(_O.WRITE)),
+    _TXN + "AddOffsets": Rule(_txn_add_offsets),
+    _TXN + "EndTxn": Rule(_on_txn(_O.WRITE)),
+    "/spark_log.transactions.v1.TxnMarkers/WriteTxnMarkers": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     _GROUPS + "OffsetDelete": Rule(_group_and_topics(_O.DELETE, _O.READ, lambda r: [t.topic for t in r.partitions])),
 }
 # Node-to-node services: every method, present and future, is for nodes only.

@@ -15,6 +15,7 @@ from typing import Callable
 
 from brokers.controller.client import ControllerClient
 from brokers.groups import INTERNAL_TOPIC
+from brokers.transactions.model import INTERNAL_TOPIC as TXN_STATE_TOPIC
 from brokers.metadata.image import MetadataImage
 from spark_log.schemas import schema_from_bytes
 from spark_log.config import TopicConfig
@@ -58,8 +59,8 @@ class AdminHandler:
         return self.builder.describe(topic)
 
     def create_topic(self, request: pb.CreateTopicRequest) -> pb.TopicDescription:
-        if request.name == INTERNAL_TOPIC:  # the group coordinator creates it, with its own settings
-            raise InvalidTopicError(f"{INTERNAL_TOPIC} is internal: the group coordinator creates it")
+        if request.name in (INTERNAL_TOPIC, TXN_STATE_TOPIC):  # their coordinators create them, with their settings
+            raise InvalidTopicError(f"{request.name} is internal: its coordinator creates it")
         schema = None
         if request.arrow_schema:
             try:
@@ -88,8 +89,8 @@ class AdminHandler:
         return self._described(request.name, image)
 
     def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
-        if request.name == INTERNAL_TOPIC:
-            raise InvalidTopicError(f"{INTERNAL_TOPIC} is internal: it holds every group's offsets and cannot be deleted")
+        if request.name in (INTERNAL_TOPIC, TXN_STATE_TOPIC):
+            raise InvalidTopicError(f"{request.name} is internal: it holds coordinator state and cannot be deleted")
         self.controller.delete_topic(request.name)
         self._await(lambda img: request.name not in img.topics)
         return pb.DeleteTopicResponse()

@@ -31,6 +31,15 @@ from brokers.metadata.publisher import MetadataListener
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
+from brokers.transactions import (
+    MarkerHandler,
+    MarkerSender,
+    MarkerServicer,
+    TransactionCoordinator,
+    TxnConfig,
+    TxnServicer,
+    TxnVerifier,
+)
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig
 
@@ -96,32 +105,46 @@ class BrokerServer:
                                        lag_time_max_ms=replica_lag_time_max_ms,
                                        fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
         self.builder = MetadataBuilder()
-        follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
-        self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
-                                              controller_id=lambda: metadata.leader_id,
-                                              follower_fetches=follower_fetches)
-        self.admin_servicer = AdminServicer(AdminHandler(
-            controller=controller, image=lambda: metadata.image,
-            wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
-            builder=self.builder))
 
         def create_topic(name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> None:
             controller.create_topic(name, partitions=partitions, replication_factor=replication_factor, config=config)
 
+        manager = self.manager
+        self.marker_handler = MarkerHandler(lambda topic, index: manager.get(topic, index), manager.wake_all)
+        self.transactions = TransactionCoordinator(
+            broker_id=broker_id, partitions=manager, create_topic=create_topic, clock=clock,
+            config=txn_config(settings), commit_timeout_ms=offsets_commit_timeout_ms,
+            markers=MarkerSender(broker_id=broker_id, image=lambda: manager.image, local=self.marker_handler,
+                                 channels=channels))
+        self.verifier = TxnVerifier(broker_id=broker_id, image=lambda: manager.image, local=self.transactions,
+                                    channels=channels)
+        follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
+        self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
+                                              controller_id=lambda: metadata.leader_id,
+                                              follower_fetches=follower_fetches, verifier=self.verifier)
+        self.admin_servicer = AdminServicer(AdminHandler(
+            controller=controller, image=lambda: metadata.image,
+            wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
+            builder=self.builder))
         self.groups = GroupCoordinator(broker_id=broker_id, partitions=self.manager, create_topic=create_topic,
                                        config=group_config, topic=offsets_topic, clock=clock,
                                        commit_timeout_ms=offsets_commit_timeout_ms)
         self.group_servicer = GroupServicer(self.groups)
+        self.txn_servicer = TxnServicer(self.transactions)
+        self.marker_servicer = MarkerServicer(self.marker_handler)
 
     def add_to_server(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
-                                         self.group_servicer.rpc_handler(), self.compaction_servicer.rpc_handler()))
+                                         self.group_servicer.rpc_handler(), self.compaction_servicer.rpc_handler(),
+                                         self.txn_servicer.rpc_handler(), self.marker_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)
         self.manager.add_reconcile_listener(self.groups.on_reconciled)
+        self.manager.add_reconcile_listener(self.transactions.on_reconciled)
         self.replicas.start()
         self.groups.start()
+        self.transactions.start()
         self.manager.start()
         self.metadata.add_publisher(self.manager.publish)
         self.cleaner.start()
@@ -132,6 +155,8 @@ class BrokerServer:
         deadline = time.monotonic() + timeout_s
         self.metadata.remove_publisher(self.manager.publish)
         self.groups.stop()
+        self.transactions.stop()
+        self.verifier.close()
         self.cleaner.stop()
         self.replicas.stop(timeout_s / 2)
         self.manager.stop(max(0.0, deadline - time.monotonic()))
@@ -168,3 +193,12 @@ def group_config(config: BrokerConfig) -> GroupConfig:
                        default_session_timeout_ms=config.group_consumer_session_timeout_ms,
                        assignors=tuple(config.group_consumer_assignors),
                        offset_metadata_max_bytes=config.offset_metadata_max_bytes)
+
+
+def txn_config(config: BrokerConfig) -> TxnConfig:
+    """The transaction coordinator's settings from the broker's ``transaction_*`` keys."""
+    return TxnConfig(max_timeout_ms=config.transaction_max_timeout_ms,
+                     default_timeout_ms=min(60_000, config.transaction_max_timeout_ms),
+                     partitions=config.transaction_state_log_num_partitions,
+                     replication_factor=config.transaction_state_log_replication_factor,
+                     segment_bytes=config.transaction_state_log_segment_bytes)

@@ -10,7 +10,8 @@ per partition; the first partition with data gets at least one whole frame even 
 frame is larger (so a consumer always makes progress).
 
 Consumers (``replica_id`` < 0) read below the high watermark (``READ_COMMITTED``: the last
-stable offset, which equals it until transactions exist), and below a partition's
+stable offset, with the aborted transactions among the frames read, so the client drops
+their records), and below a partition's
 ``max_offset`` when it is > 0 (a bounded reader of ``[start, end)``: no frame whose base
 offset is >= ``max_offset``, the frame straddling it comes whole; a request whose every
 partition is already at its bound is answered at once).  Without pushdown the answer
@@ -121,13 +122,17 @@ class FetchHandler:
         fetched = partition.read(wanted.fetch_offset, max_bytes=max(1, limit), isolation=isolation,
                                  max_offset=wanted.max_offset if wanted.max_offset > 0 else None)
         _set_offsets(result, fetched.offsets)
+        for producer_id, first_offset, last_offset in fetched.aborted:
+            result.aborted_transactions.add(producer_id=producer_id, first_offset=first_offset,
+                                            last_offset=last_offset)
         read = fetched.result
         if not read.data:
             return 0, RECORDS, None
         result.next_fetch_offset = read.next_offset
         if pushdown is None:
             return len(read.data), RECORDS, read.data  # stored bytes, copied once into the answer
-        stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
+        stream, _ = pushdown.apply(read.data, fetch_offset=wanted.fetch_offset, partition=wanted.partition,
+                                   aborted=fetched.aborted)
         return len(read.data), ARROW_STREAM, stream
 
 

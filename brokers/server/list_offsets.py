@@ -1,4 +1,5 @@
-"""ListOffsets: earliest, latest (the high watermark) or the first offset at a timestamp.
+"""ListOffsets: earliest, latest (the high watermark; under ``READ_COMMITTED`` the last
+stable offset) or the first offset at a timestamp.
 
 By timestamp the answer is exact per record for topics whose records carry their own
 timestamps (bytes topics: the ``timestamp`` column): the log finds the first frame whose
@@ -38,14 +39,16 @@ class ListOffsetsHandler:
             try:
                 partition = self.manager.get(wanted.topic, wanted.partition)
                 result.leader_epoch = partition.leader_epoch
-                result.offset, result.timestamp = self._offset(partition, wanted.timestamp)
+                result.offset, result.timestamp = self._offset(partition, wanted.timestamp,
+                                                               request.isolation_level == pb.READ_COMMITTED)
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
         return response
 
-    def _offset(self, partition: Partition, spec: int) -> tuple[int, int]:
+    def _offset(self, partition: Partition, spec: int, committed: bool = False) -> tuple[int, int]:
         offsets = partition.listable_offsets()  # OffsetNotAvailableError while a new leader catches up
-        start, hw = offsets.log_start_offset, offsets.high_watermark
+        start = offsets.log_start_offset
+        hw = offsets.last_stable_offset if committed else offsets.high_watermark
         if spec == EARLIEST:
             return start, -1
         if spec == LATEST:

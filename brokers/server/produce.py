@@ -5,7 +5,7 @@ one pass over its frames (``validate_frames``, through ``brokers.log.append.chec
 
 1. whole frames with good magic, version, lengths and CRC-32C   -> ``CorruptRecordError``
 2. no frame larger than the topic's ``max.message.bytes``        -> ``RecordTooLargeError``
-3. producers may not write control frames (transactions later)   -> ``InvalidRequestError``
+3. producers may not write control frames (markers are brokers') -> ``InvalidRequestError``
 4. each frame's schema id is one of the topic's schema versions  -> ``SchemaMismatchError``
 5. each frame's body is an Arrow record batch of that schema with
    the header's record count                                     -> ``CorruptRecordError``
@@ -35,12 +35,13 @@ with ``NotLeaderError`` if this broker stopped leading in the epoch the entry wa
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
 from brokers.groups import INTERNAL_TOPIC
+from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.metadata.image import TopicImage
 from brokers.partition import AppendOutcome, Partition
@@ -110,18 +111,25 @@ class _Replicating(NamedTuple):
     result: pb.PartitionProduceResult
 
 
-class ProduceHandler:
-    """Answers Produce requests for the partitions this broker leads."""
+class Verifier(Protocol):
+    """KIP-890: is the partition in the producer's open transaction (``TxnVerifier``)?"""
 
-    def __init__(self, manager: PartitionManager) -> None:
+    def verify(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None: ...
+
+
+class ProduceHandler:
+    """Answers Produce requests for the partitions this broker leads.  Transactional frames
+    need the request's ``transactional_id``; the first transactional write of a producer
+    to a partition is verified with its coordinator (``verifier``)."""
+
+    def __init__(self, manager: PartitionManager, verifier: Verifier | None = None) -> None:
         self.manager = manager
         self._clock = manager.clock
+        self._verifier = verifier
 
     def handle(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         if request.acks not in (-1, 0, 1):
             raise InvalidRequestError(f"acks must be -1 (all), 0 or 1, got {request.acks}")
-        if request.transactional_id:
-            raise InvalidRequestError("transactions are not supported yet")
         timeout_ms = request.timeout_ms if request.timeout_ms > 0 else 30_000
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
         response = pb.ProduceResponse()
@@ -132,7 +140,7 @@ class ProduceHandler:
                                              last_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                                              high_watermark=-1)
             try:
-                partition, outcome = self._append(entry, request.acks, timeout_ms, result)
+                partition, outcome = self._append(entry, request.acks, timeout_ms, result, request.transactional_id)
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
             except Exception as exc:  # noqa: BLE001 - one partition's failure must not fail the others
@@ -158,15 +166,18 @@ class ProduceHandler:
         return response
 
     def _append(self, entry: pb.PartitionRecords, acks: int, timeout_ms: int,
-                result: pb.PartitionProduceResult) -> tuple[Partition, AppendOutcome]:
+                result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
-        if entry.topic == INTERNAL_TOPIC:  # only the group coordinator writes it (its records are its state)
-            raise InvalidTopicError(f"{INTERNAL_TOPIC} is internal: clients cannot produce to it")
+        if entry.topic in (INTERNAL_TOPIC, TXN_STATE_TOPIC):  # only their coordinators write them
+            raise InvalidTopicError(f"{entry.topic} is internal: clients cannot produce to it")
         partition = self.manager.get(entry.topic, entry.partition)
         topic = self.manager.image.topics.get(entry.topic)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {entry.topic!r}")
         frames = validate_frames(memoryview(entry.records), topic)
+        first = frames.headers[0]
+        if first.is_transactional:
+            self._verify(partition, transactional_id, first)
         outcome = partition.append_as_leader(frames, required_leader_epoch=entry.current_leader_epoch,
                                              acks_all=acks == -1, gap_timeout_ms=min(timeout_ms, _MAX_GAP_WAIT_MS),
                                              notify=False)
@@ -176,3 +187,17 @@ class ProduceHandler:
         result.log_start_offset = outcome.log_start_offset
         result.high_watermark = outcome.high_watermark
         return partition, outcome
+
+    def _verify(self, partition: Partition, transactional_id: str, header: FrameHeader) -> None:
+        """A transactional entry: allowed when its producer's transaction is open here in
+        its epoch, else only once the coordinator confirms the partition is in it."""
+        if not transactional_id:
+            raise InvalidRequestError("transactional frames need the request's transactional_id")
+        if header.producer_id < 0:
+            raise InvalidRequestError("transactional frames need a producer id")
+        if partition.in_transaction(header.producer_id, header.producer_epoch):
+            return
+        if self._verifier is None:
+            raise InvalidRequestError("this broker has no transaction coordinator to verify the write with")
+        self._verifier.verify(transactional_id, header.producer_id, header.producer_epoch, partition.topic,
+                              partition.partition)

@@ -18,7 +18,7 @@ frame (``spark_log.frame.record_offsets``: gaps inside compacted frames).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -61,14 +61,20 @@ class Pushdown:
             fields.append(pa.field("timestamp", _TS))
         self.output_schema = pa.schema(fields)
 
-    def apply(self, data: bytes | memoryview, *, fetch_offset: int, partition: int) -> tuple[bytes, int]:
-        """``(IPC stream bytes, rows)`` of the selected rows of ``data`` (whole frames)."""
+    def apply(self, data: bytes | memoryview, *, fetch_offset: int, partition: int,
+              aborted: Sequence[tuple[int, int, int]] = ()) -> tuple[bytes, int]:
+        """``(IPC stream bytes, rows)`` of the selected rows of ``data`` (whole frames),
+        without the records of the ``aborted`` transactions ((producer id, first offset,
+        abort marker offset): a read_committed fetch)."""
         buffer = pa.py_buffer(data)
         sink = pa.BufferOutputStream()
         rows = 0
         with ipc.new_stream(sink, self.output_schema) as writer:
             for position, header in iter_frames(memoryview(buffer), verify=False):
                 if header.attributes & ATTR_CONTROL or header.next_offset <= fetch_offset or not header.record_count:
+                    continue
+                if header.is_transactional and any(pid == header.producer_id and first <= header.base_offset <= last
+                                                   for pid, first, last in aborted):
                     continue
                 out = self._frame(buffer.slice(position, header.frame_length), header, fetch_offset, partition)
                 if out is not None and out.num_rows:

@@ -24,7 +24,7 @@ from .leader_fetch import LeaderFetchHandler
 from .list_offsets import ListOffsetsHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
-from .produce import ProduceHandler
+from .produce import ProduceHandler, Verifier
 from .reassignment_admin import ReassignmentAdmin
 from .wire import unary
 
@@ -56,11 +56,12 @@ class BrokerServicer:
     answers fetches from follower brokers (None: refused)."""
 
     def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder,
-                 controller_id: Callable[[], int | None], follower_fetches: LeaderFetchHandler | None = None) -> None:
+                 controller_id: Callable[[], int | None], follower_fetches: LeaderFetchHandler | None = None,
+                 verifier: Verifier | None = None) -> None:
         self.manager = manager
         self.builder = builder
         self.controller_id = controller_id
-        self.produce = ProduceHandler(manager)
+        self.produce = ProduceHandler(manager, verifier)
         self.fetch = FetchHandler(manager, follower_fetches=follower_fetches)
         self.list_offsets = ListOffsetsHandler(manager)
         self.describe_partitions = DescribePartitionsHandler(manager)

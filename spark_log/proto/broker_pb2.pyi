@@ -213,12 +213,14 @@ class EpochEndOffset(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., end_offset: _Optional[int] = ...) -> None: ...
 
 class AbortedTransaction(_message.Message):
-    __slots__ = ("producer_id", "first_offset")
+    __slots__ = ("producer_id", "first_offset", "last_offset")
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     FIRST_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    LAST_OFFSET_FIELD_NUMBER: _ClassVar[int]
     producer_id: int
     first_offset: int
-    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ...) -> None: ...
+    last_offset: int
+    def __init__(self, producer_id: _Optional[int] = ..., first_offset: _Optional[int] = ..., last_offset: _Optional[int] = ...) -> None: ...
 
 class FetchPartitionResult(_message.Message):
     __slots__ = ("topic", "partition", "error", "high_watermark", "last_stable_offset", "log_start_offset", "log_end_offset", "records", "arrow_stream", "next_fetch_offset", "diverging_epoch", "aborted_transactions", "preferred_read_replica")

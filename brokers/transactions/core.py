@@ -1,0 +1,286 @@
+"""``TxnShard``: the transactional ids of one ``__transaction_state`` partition, as a pure
+state machine (no lock, thread, clock, disk or network).
+
+Every decision returns an ``Outcome``: the new ``TxnMeta`` records to append (the shell
+makes them durable before answering), the answer, and an error to raise once the records
+are durable (InitProducerId on an open transaction starts its abort and asks the client to
+retry).  ``apply`` takes a record both from live decisions and from a replay of the
+partition, so a new coordinator after a failover holds exactly what the old one made
+durable; it then finishes every PREPARE_* transaction (``preparing``) by writing its
+markers and ``complete``-ing it.  Times are wall-clock milliseconds passed in (``now_ms``):
+a transaction's start must mean the same on the next coordinator.
+
+Checks (a refused call changes nothing):
+- the owner: ``producer_id`` must be T's, its epoch the current one (older:
+  ``ProducerFencedError``, or ``TransactionTimedOutError`` when the coordinator's own
+  timeout abort moved it on);
+- a participant (a Spark task): its producer id and epoch must be in the open transaction;
+- a transaction being completed refuses new work with ``ConcurrentTransactionsError``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Callable, Generic, Iterable, TypeVar
+
+from spark_log.errors import (
+    ConcurrentTransactionsError,
+    InvalidRequestError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+    SparkLogError,
+    TransactionalIdNotFoundError,
+    TransactionTimedOutError,
+)
+
+from .model import MAX_EPOCH, GroupOffset, Participant, TopicPartition, TxnConfig, TxnMeta, TxnState
+
+__all__ = ["TxnShard", "Outcome", "check_transactional_id"]
+
+T = TypeVar("T")
+
+_MAX_ID_CHARS = 249
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Generic[T]):
+    records: tuple[TxnMeta, ...]
+    answer: T
+    error: SparkLogError | None = None
+
+
+def check_transactional_id(transactional_id: str) -> None:
+    if not transactional_id or len(transactional_id) > _MAX_ID_CHARS:
+        raise InvalidRequestError(f"a transactional id must have 1 to {_MAX_ID_CHARS} characters, "
+                                  f"got {transactional_id!r}")
+
+
+class TxnShard:
+    def __init__(self, config: TxnConfig | None = None) -> None:
+        self.config = config or TxnConfig()
+        self._txns: dict[str, TxnMeta] = {}
+
+    # -- replay / apply ------------------------------------------------------------------------
+
+    def apply(self, transactional_id: str, meta: TxnMeta | None) -> None:
+        if meta is None:
+            self._txns.pop(transactional_id, None)
+        else:
+            self._txns[transactional_id] = meta
+
+    def finish(self, outcome: Outcome[T]) -> None:
+        for meta in outcome.records:
+            self.apply(meta.transactional_id, meta)
+
+    def get(self, transactional_id: str) -> TxnMeta | None:
+        return self._txns.get(transactional_id)
+
+    def preparing(self) -> list[TxnMeta]:
+        """Transactions whose markers must be written (PREPARE_COMMIT / PREPARE_ABORT)."""
+        return [m for m in self._txns.values() if m.state.preparing]
+
+    def ids(self) -> list[str]:
+        return sorted(self._txns)
+
+    # -- the owner ------------------------------------------------------------------------------
+
+    def _known(self, transactional_id: str) -> TxnMeta:
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} was never initialised "
+                                               "(call init_transactions first)")
+        return meta
+
+    @staticmethod
+    def _check_owner(meta: TxnMeta, producer_id: int, epoch: int) -> None:
+        if producer_id != meta.producer_id:
+            raise ProducerFencedError(f"transactional id {meta.transactional_id!r} now belongs to producer "
+                                      f"{meta.producer_id}, not {producer_id}")
+        if epoch != meta.producer_epoch:
+            if meta.timed_out and epoch == meta.prev_epoch:
+                raise TransactionTimedOutError(
+                    f"transaction of {meta.transactional_id!r} was aborted after its timeout ({meta.timeout_ms} ms); "
+                    "initialise the producer again")
+            raise ProducerFencedError(f"producer {producer_id} epoch {epoch} of {meta.transactional_id!r} is fenced: "
+                                      f"epoch {meta.producer_epoch} took over")
+
+    def init(self, transactional_id: str, timeout_ms: int, now_ms: int,
+             new_producer_id: Callable[[], int]) -> Outcome[tuple[int, int, int]]:
+        """InitProducerId: a new id, or the next epoch of the existing one (fencing the old
+        producer).  An open transaction is aborted first (``ConcurrentTransactionsError``:
+        retry once its markers are written)."""
+        check_transactional_id(transactional_id)
+        if timeout_ms <= 0:
+            timeout_ms = self.config.default_timeout_ms
+        if timeout_ms > self.config.max_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction.timeout.ms {timeout_ms} is above the broker's transaction.max.timeout.ms "
+                f"{self.config.max_timeout_ms}")
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMeta(transactional_id=transactional_id, producer_id=new_producer_id(), producer_epoch=0,
+                           timeout_ms=timeout_ms, updated_ms=now_ms)
+            return Outcome((meta,), (meta.producer_id, 0, -1))
+        if meta.state.preparing:
+            raise ConcurrentTransactionsError(f"the last transaction of {transactional_id!r} is being completed")
+        if meta.state is TxnState.ONGOING:
+            aborting = self._prepare(meta, commit=False, commit_pids=frozenset(), now_ms=now_ms, fence=True)
+            return Outcome((aborting,), (0, 0, 0), ConcurrentTransactionsError(
+                f"aborting the open transaction of {transactional_id!r} before a new producer takes over; retry"))
+        pid, epoch = meta.producer_id, meta.producer_epoch + 1
+        if epoch > MAX_EPOCH:
+            pid, epoch = new_producer_id(), 0
+        fresh = replace(meta, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms, state=TxnState.EMPTY,
+                        participants=(), commit_pids=frozenset(), offsets=(), prev_epoch=-1, timed_out=False,
+                        updated_ms=now_ms)
+        return Outcome((fresh,), (pid, epoch, meta.committed_label))
+
+    # -- joining and adding ---------------------------------------------------------------------
+
+    def _open(self, meta: TxnMeta, now_ms: int, label: int = -1) -> TxnMeta:
+        """The transaction to add to: the open one, or a new one (idle state)."""
+        if meta.state.preparing:
+            raise ConcurrentTransactionsError(f"the last transaction of {meta.transactional_id!r} is being completed")
+        if meta.state is TxnState.ONGOING:
+            if label != meta.label:
+                raise InvalidTxnStateError(f"transaction of {meta.transactional_id!r} is open for label {meta.label}, "
+                                           f"not {label}")
+            return meta
+        return replace(meta, state=TxnState.ONGOING, label=label, participants=(), commit_pids=frozenset(),
+                       offsets=(), started_ms=now_ms, timed_out=False, prev_epoch=-1)
+
+    def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                       partitions: Iterable[TopicPartition], now_ms: int) -> Outcome[None]:
+        """AddPartitionsToTxn: the owner (starting a transaction if none is open) or a
+        participant adds partitions before its first write to them."""
+        meta = self._known(transactional_id)
+        wanted = frozenset(partitions)
+        if producer_id == meta.producer_id:
+            self._check_owner(meta, producer_id, epoch)
+            meta = self._open(meta, now_ms, meta.label if meta.state is TxnState.ONGOING else -1)
+            current = meta.participant(producer_id) or Participant(producer_id, epoch)
+        else:
+            current = self._participant(meta, producer_id, epoch)
+        if wanted <= current.partitions and meta.state is TxnState.ONGOING and meta.participant(producer_id):
+            return Outcome((), None)
+        updated = meta.with_participant(Participant(producer_id, epoch, current.partitions | wanted))
+        return Outcome((replace(updated, updated_ms=now_ms),), None)
+
+    @staticmethod
+    def _participant(meta: TxnMeta, producer_id: int, epoch: int) -> Participant:
+        found = meta.participant(producer_id) if meta.state is TxnState.ONGOING else None
+        if found is None:
+            raise InvalidTxnStateError(f"producer {producer_id} is not a participant of the open transaction of "
+                                       f"{meta.transactional_id!r} (it was completed or aborted)")
+        if found.epoch != epoch:
+            raise ProducerFencedError(f"participant {producer_id} epoch {epoch} is fenced (epoch {found.epoch})")
+        return found
+
+    def verify(self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition) -> None:
+        """KIP-890: a partition leader asks before the first transactional write of
+        ``producer_id`` there whether the partition is in its open transaction."""
+        meta = self._known(transactional_id)
+        found = self._participant(meta, producer_id, epoch)
+        if partition not in found.partitions:
+            raise InvalidTxnStateError(f"{partition[0]}-{partition[1]} was not added to the transaction of "
+                                       f"{transactional_id!r} by producer {producer_id}")
+
+    def join(self, transactional_id: str, owner_id: int, owner_epoch: int, label: int, now_ms: int,
+             new_producer_id: Callable[[], int]) -> Outcome[tuple[int, int, bool]]:
+        """JoinTxn (a Spark write task): a fresh participant of the transaction of ``label``
+        (started if none is open); ``already_committed`` when that label committed before."""
+        meta = self._known(transactional_id)
+        self._check_owner(meta, owner_id, owner_epoch)
+        if label < 0:
+            raise InvalidRequestError(f"a join needs a label >= 0, got {label}")
+        if meta.committed_label >= label:
+            return Outcome((), (-1, -1, True))
+        meta = self._open(meta, now_ms, label)
+        pid = new_producer_id()
+        joined = replace(meta.with_participant(Participant(pid, 0)), updated_ms=now_ms)
+        return Outcome((joined,), (pid, 0, False))
+
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
+                    offsets: Iterable[GroupOffset], now_ms: int) -> Outcome[None]:
+        """send_offsets_to_transaction: committed to their group with the transaction."""
+        meta = self._known(transactional_id)
+        self._check_owner(meta, producer_id, epoch)
+        meta = self._open(meta, now_ms, meta.label if meta.state is TxnState.ONGOING else -1)
+        new = {(o.group_id, o.topic, o.partition): o for o in meta.offsets}
+        new.update({(o.group_id, o.topic, o.partition): o for o in offsets})
+        return Outcome((replace(meta, offsets=tuple(new.values()), updated_ms=now_ms),), None)
+
+    # -- ending ---------------------------------------------------------------------------------
+
+    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int, *,
+            label: int = -1, participants: Iterable[int] | None = None) -> Outcome[int]:
+        """EndTxn: PREPARE_COMMIT / PREPARE_ABORT (the shell writes the markers, then
+        ``complete``); answers the owner's epoch once the transaction is complete.  With
+        ``participants`` only those commit; the other joiners' records are aborted."""
+        meta = self._known(transactional_id)
+        state = meta.state
+        if (producer_id == meta.producer_id and epoch == meta.prev_epoch and not meta.timed_out
+                and state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)):
+            return Outcome((), meta.producer_epoch)  # a retry of the EndTxn that completed
+        self._check_owner(meta, producer_id, epoch)
+        if label >= 0 and commit and meta.committed_label >= label:
+            return Outcome((), meta.producer_epoch)  # a replayed Spark batch that committed before
+        if state.preparing:
+            if state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
+                return Outcome((), meta.producer_epoch)  # the shell waits for its completion
+            raise InvalidTxnStateError(f"the transaction of {transactional_id!r} is already being "
+                                       f"{'aborted' if commit else 'committed'}")
+        if state is not TxnState.ONGOING or (label >= 0 and meta.label != label):
+            if label >= 0 and commit:  # an empty micro-batch: nothing joined; remember the label
+                return Outcome((replace(meta, committed_label=max(meta.committed_label, label), label=label,
+                                        updated_ms=now_ms),), meta.producer_epoch)
+            if commit and label < 0 and state is not TxnState.ONGOING and meta.participants:
+                raise InvalidTxnStateError(f"no transaction of {transactional_id!r} is open to commit")
+            return Outcome((), meta.producer_epoch)  # nothing open: an empty commit or abort
+        if participants is None:
+            chosen = frozenset(p.producer_id for p in meta.participants)
+        else:
+            chosen = frozenset(participants)
+            unknown = chosen - {p.producer_id for p in meta.participants}
+            if unknown:
+                raise InvalidTxnStateError(f"participants {sorted(unknown)} are not in the transaction of "
+                                           f"{transactional_id!r} (it was aborted and restarted?)")
+        prepared = self._prepare(meta, commit=commit, commit_pids=chosen if commit else frozenset(), now_ms=now_ms,
+                                 fence=False)
+        return Outcome((prepared,), prepared.producer_epoch)
+
+    @staticmethod
+    def _prepare(meta: TxnMeta, *, commit: bool, commit_pids: frozenset[int], now_ms: int, fence: bool,
+                 timed_out: bool = False) -> TxnMeta:
+        epoch = meta.producer_epoch + 1 if fence else meta.producer_epoch
+        return replace(meta, state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                       commit_pids=commit_pids, producer_epoch=epoch,
+                       prev_epoch=meta.producer_epoch if fence else meta.prev_epoch, timed_out=timed_out,
+                       updated_ms=now_ms)
+
+    def complete(self, transactional_id: str, now_ms: int) -> Outcome[None]:
+        """Every marker of the PREPARE_* transaction is written: COMPLETE_*.  A commit
+        records its label; an owner that wrote itself moves to the next epoch (its markers
+        were written in it)."""
+        meta = self._known(transactional_id)
+        if not meta.state.preparing:
+            return Outcome((), None)
+        commit = meta.state is TxnState.PREPARE_COMMIT
+        epoch, prev = meta.producer_epoch, meta.prev_epoch
+        own = meta.participant(meta.producer_id)
+        if own is not None and own.epoch == meta.producer_epoch:  # not already fenced past it (init, timeout)
+            epoch, prev = meta.producer_epoch + 1, meta.producer_epoch
+        done = replace(meta, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
+                       committed_label=max(meta.committed_label, meta.label) if commit and meta.label >= 0
+                       else meta.committed_label,
+                       producer_epoch=epoch, prev_epoch=prev, participants=(), commit_pids=frozenset(), offsets=(),
+                       updated_ms=now_ms)
+        return Outcome((done,), None)
+
+    def tick(self, now_ms: int) -> Outcome[list[str]]:
+        """Abort every transaction open past its timeout (fencing its owner's epoch)."""
+        expired = [m for m in self._txns.values()
+                   if m.state is TxnState.ONGOING and 0 <= m.started_ms and now_ms - m.started_ms > m.timeout_ms]
+        records = tuple(self._prepare(m, commit=False, commit_pids=frozenset(), now_ms=now_ms, fence=True,
+                                      timed_out=True) for m in expired)
+        return Outcome(records, [m.transactional_id for m in expired])

@@ -1,0 +1,185 @@
+"""Transactions through the public clients against the shared 3-broker cluster (issue 14):
+commit and abort across partitions, the last stable offset, read_committed consumers and
+ListOffsets, fencing by a newer producer, the coordinator's timeout abort, KIP-890's
+refusal of a write to a partition outside the transaction, and bad input.  Kill -9 and
+failover: tests/fault/test_transactions_failover.py; Spark: tests/spark/test_transactional_sink.py.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Iterator
+
+import pytest
+
+from spark_log import Admin, Consumer, Producer, errors
+from spark_log.frame import encode_batch
+from spark_log.proto import broker_pb2 as pb
+from spark_log.schemas import BYTES_SCHEMA
+from tests.support.wait import wait_until
+
+import pyarrow as pa
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture()
+def admin(bootstrap: str) -> Iterator[Admin]:
+    with Admin(bootstrap) as client:
+        yield client
+
+
+def _tid() -> str:
+    return f"tx-{uuid.uuid4().hex[:10]}"
+
+
+def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: int | None = None,
+              timeout: float = 10.0) -> list[bytes]:
+    """Every record a fresh consumer reads from the start (up to ``want``, else until a poll is empty)."""
+    with Consumer(bootstrap, isolation_level=isolation, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        out: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = consumer.poll(0.5)
+            out += [r.value for r in got]
+            if want is not None and len(out) >= want:
+                break
+            if want is None and not got:
+                break
+        return out
+
+
+def test_commit_is_visible_to_read_committed_only_after_the_commit(bootstrap: str, admin: Admin,
+                                                                  topic_name: str) -> None:
+    admin.create_topic(topic_name, partitions=3, replication_factor=3)
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for i in range(60):
+            producer.send(topic_name, f"c{i}".encode(), key=str(i).encode())
+        producer.flush()
+        hw = admin.list_offsets(topic_name, "latest")
+        assert sum(hw.values()) == 60
+        assert admin.list_offsets(topic_name, "latest", isolation_level="read_committed") == {0: 0, 1: 0, 2: 0}
+        assert _read_all(bootstrap, topic_name, 3, "read_committed") == []
+        assert len(_read_all(bootstrap, topic_name, 3, "read_uncommitted", want=60)) == 60
+        producer.commit_transaction()
+    stable = admin.list_offsets(topic_name, "latest", isolation_level="read_committed")
+    assert all(stable[p] == hw[p] + 1 for p in hw if hw[p])  # one marker after the records of each partition
+    got = _read_all(bootstrap, topic_name, 3, "read_committed", want=60)
+    assert sorted(got) == sorted(f"c{i}".encode() for i in range(60))
+
+
+def test_aborted_records_are_never_read_committed_and_later_commits_are(bootstrap: str, admin: Admin,
+                                                                        topic_name: str) -> None:
+    admin.create_topic(topic_name, partitions=2, replication_factor=3)
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        for round_ in range(3):
+            producer.begin_transaction()
+            producer.send_batch(topic_name, pa.table({"key": [str(i).encode() for i in range(20)],
+                                                      "value": [f"r{round_}-{i}".encode() for i in range(20)]}))
+            if round_ == 1:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+    got = _read_all(bootstrap, topic_name, 2, "read_committed", want=40)
+    assert sorted(got) == sorted(f"r{r}-{i}".encode() for r in (0, 2) for i in range(20))
+    assert len(_read_all(bootstrap, topic_name, 2, "read_committed")) == 40  # and nothing more arrives
+    assert len(_read_all(bootstrap, topic_name, 2, "read_uncommitted", want=60)) == 60
+
+
+def test_a_newer_producer_fences_the_old_one_and_aborts_its_transaction(bootstrap: str, admin: Admin,
+                                                                        topic_name: str) -> None:
+    admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    tid = _tid()
+    old = Producer(bootstrap, transactional_id=tid)
+    old.init_transactions()
+    old.begin_transaction()
+    old.send(topic_name, b"zombie", key=b"k")
+    old.flush()
+    with Producer(bootstrap, transactional_id=tid) as new:
+        new.init_transactions()  # aborts the old one's open transaction
+        with pytest.raises(errors.ProducerFencedError):
+            old.commit_transaction()
+        with pytest.raises(errors.ProducerFencedError):
+            old.begin_transaction()
+        new.begin_transaction()
+        new.send(topic_name, b"fresh", key=b"k")
+        new.commit_transaction()
+    old.close()
+    assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"fresh"]
+
+
+def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(bootstrap: str, admin: Admin,
+                                                                     topic_name: str) -> None:
+    admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    with Producer(bootstrap, transactional_id=_tid(), transaction_timeout_ms=1000) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"slow", key=b"k")
+        producer.flush()
+        # the open transaction holds the last stable offset at its first record until the abort marker
+        wait_until(lambda: admin.list_offsets(topic_name, "latest", isolation_level="read_committed")[0] == 2,
+                   timeout=20, message="the timed-out transaction was not aborted")
+        with pytest.raises(errors.TransactionTimedOutError):
+            producer.commit_transaction()
+    assert _read_all(bootstrap, topic_name, 1, "read_committed") == []
+
+
+def test_a_transactional_write_outside_the_transaction_is_refused(bootstrap: str, admin: Admin,
+                                                                  topic_name: str) -> None:
+    """KIP-890: the leader verifies a producer's first transactional write to a partition
+    with the coordinator; a partition never added (or a transaction already ended) is refused."""
+    admin.create_topic(topic_name, partitions=2, replication_factor=3)
+    tid = _tid()
+    with Producer(bootstrap, transactional_id=tid) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"in", partition=0)
+        producer.flush()
+        batch = pa.record_batch([pa.array([b"k"]), pa.array([b"sneaky"]), pa.nulls(1, BYTES_SCHEMA.field("headers").type),
+                                 pa.array([0], pa.timestamp("ms"))], schema=BYTES_SCHEMA)
+        frame = encode_batch(batch, producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                             base_sequence=0, transactional=True)
+        address, _ = producer._cluster.leader(topic_name, 1)
+        stub = producer._cluster.broker(address)
+        answer = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, transactional_id=tid, partitions=[
+            pb.PartitionRecords(topic=topic_name, partition=1, records=frame, current_leader_epoch=-1)]))
+        assert answer.partitions[0].error.code == errors.ErrorCode.INVALID_TXN_STATE
+        answer = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, partitions=[
+            pb.PartitionRecords(topic=topic_name, partition=1, records=frame, current_leader_epoch=-1)]))
+        assert answer.partitions[0].error.code == errors.ErrorCode.INVALID_REQUEST  # no transactional_id
+        producer.commit_transaction()
+    assert admin.list_offsets(topic_name, "latest")[1] == 0  # nothing was appended to partition 1
+
+
+def test_bad_use_of_a_transactional_producer_gets_typed_errors(bootstrap: str, admin: Admin, topic_name: str) -> None:
+    admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    with pytest.raises(errors.InvalidConfigError):
+        Producer(bootstrap, transactional_id="x" * 300)
+    with pytest.raises(errors.InvalidConfigError):
+        Producer(bootstrap, transactional_id=_tid(), acks=1)
+    with pytest.raises(errors.InvalidConfigError):
+        Producer(bootstrap, transactional_id=_tid(), producer_id=5)
+    with Producer(bootstrap, transactional_id=_tid(), transaction_timeout_ms=10**9) as producer:
+        with pytest.raises(errors.InvalidTxnStateError):
+            producer.send(topic_name, b"before init")
+        with pytest.raises(errors.InvalidTransactionTimeoutError):
+            producer.init_transactions()
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        with pytest.raises(errors.InvalidTxnStateError):
+            producer.send(topic_name, b"outside a transaction")
+        with pytest.raises(errors.InvalidTxnStateError):
+            producer.commit_transaction()
+        producer.begin_transaction()
+        with pytest.raises(errors.InvalidTxnStateError):
+            producer.begin_transaction()
+        producer.abort_transaction()
+    with Producer(bootstrap) as plain, pytest.raises(errors.InvalidTxnStateError):
+        plain.begin_transaction()
+    with pytest.raises(errors.InvalidTopicError):
+        admin.create_topic("__transaction_state", partitions=1, replication_factor=1)
+    assert admin.list_offsets(topic_name, "latest") == {0: 0}  # every refused send appended nothing, and no marker
