@@ -42,6 +42,12 @@ class LogSnapshot:
     segments: list[SegmentFile]
     segment_bytes: int
     generation: int = 0  # the log's truncation count when taken
+    # aborted transactions with records below the snapshot's end ((producer id, first offset,
+    # abort marker offset)): the cleaner treats their records as never written
+    aborted: tuple[tuple[int, int, int], ...] = ()
+
+    def is_aborted(self, producer_id: int, offset: int) -> bool:
+        return any(pid == producer_id and first <= offset <= last for pid, first, last in self.aborted)
 
     def close(self) -> None:
         for segment in self.segments:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from brokers.log.cleaner import checkpoint as cleaner_checkpoint
 from brokers.log import crash_points as crash
@@ -130,7 +130,8 @@ class Cleaning:
 
     def next_job(self, plog: PartitionLog, *, config: TopicConfig, is_leader: bool, leader_epoch: int,
                  high_watermark: int, last_stable_offset: int, spec: KeySpec,
-                 now_ms: int) -> PlanJob | ApplyJob | None:
+                 now_ms: int, aborted: Callable[[int, int], Sequence[tuple[int, int, int]]] = lambda s, e: ()
+                 ) -> PlanJob | ApplyJob | None:
         state = self.state
         state.on_log_start(plog.log_start_offset)
         pending = state.pending(high_watermark)
@@ -141,7 +142,9 @@ class Cleaning:
             offered = self.offered.pop((start, end), None)
             planned = self.planned.pop(pending.offset, None)
             own = planned if planned is not None and planned.start == start and planned.end >= end else None
-            return ApplyJob(plog.cleaner_snapshot(end), pending, start, spec, own or offered,
+            snapshot = plog.cleaner_snapshot(end)
+            snapshot.aborted = tuple(aborted(start, end))
+            return ApplyJob(snapshot, pending, start, spec, own or offered,
                             checking=own is None and offered is not None)
         if not is_leader or not config.compact or not state.may_plan():
             return None
@@ -150,7 +153,9 @@ class Cleaning:
         if reason is None:
             return None
         young = now_ms - config.min_compaction_lag_ms if config.min_compaction_lag_ms > 0 else None
-        return PlanJob(plog.cleaner_snapshot(status.cleanable_end), state.cleaned_offset, status.cleanable_end,
+        snapshot = plog.cleaner_snapshot(status.cleanable_end)
+        snapshot.aborted = tuple(aborted(state.cleaned_offset, status.cleanable_end))
+        return PlanJob(snapshot, state.cleaned_offset, status.cleanable_end,
                        leader_epoch, spec, young, now_ms, reason)
 
     def priority(self, plog: PartitionLog, *, config: TopicConfig, is_leader: bool, high_watermark: int,

@@ -153,7 +153,7 @@ class CompactingPartition:
             job = self._cleaning.next_job(self._log, config=self._config, is_leader=self._core.is_leader,
                                           leader_epoch=self._core.leader_epoch, high_watermark=offsets.high_watermark,
                                           last_stable_offset=offsets.last_stable_offset, spec=spec,
-                                          now_ms=self._clock.wall_ms())
+                                          now_ms=self._clock.wall_ms(), aborted=self._core.aborted_between)
         if job is None:
             return None
         if not isinstance(job, ApplyJob):

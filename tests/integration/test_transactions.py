@@ -34,19 +34,23 @@ def _tid() -> str:
 
 
 def _read_all(bootstrap: str, topic: str, partitions: int, isolation: str, want: int | None = None,
-              timeout: float = 10.0) -> list[bytes]:
-    """Every record a fresh consumer reads from the start (up to ``want``, else until a poll is empty)."""
+              timeout: float = 15.0) -> list[bytes]:
+    """Every record a fresh consumer reads from the start up to the end offsets of the
+    moment (read_committed: the last stable offsets), or up to ``want`` records."""
+    with Admin(bootstrap) as admin:
+        ends = admin.list_offsets(topic, "latest", isolation_level=isolation)
     with Consumer(bootstrap, isolation_level=isolation, auto_offset_reset="earliest") as consumer:
         consumer.assign([(topic, p) for p in range(partitions)])
         out: list[bytes] = []
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = consumer.poll(0.5)
-            out += [r.value for r in got]
+            out += [r.value for r in consumer.poll(0.2)]
             if want is not None and len(out) >= want:
                 break
-            if want is None and not got:
+            if want is None and all(consumer.position(topic, p) >= ends[p] for p in range(partitions)):
                 break
+        else:
+            raise AssertionError(f"read {len(out)} records of {topic} before the deadline; ends {ends}")
         return out
 
 
@@ -183,3 +187,35 @@ def test_bad_use_of_a_transactional_producer_gets_typed_errors(bootstrap: str, a
     with pytest.raises(errors.InvalidTopicError):
         admin.create_topic("__transaction_state", partitions=1, replication_factor=1)
     assert admin.list_offsets(topic_name, "latest") == {0: 0}  # every refused send appended nothing, and no marker
+
+
+def test_compaction_drops_aborted_records_and_keeps_the_committed_value(bootstrap: str, admin: Admin,
+                                                                        topic_name: str) -> None:
+    """An aborted write of a key must not replace its committed value when the log is
+    compacted (the cleaner treats aborted records as never written), and the open
+    transaction's records stay above the cleaned range (compaction stops at the LSO)."""
+    admin.create_topic(topic_name, partitions=1, replication_factor=3,
+                       config={"cleanup.policy": "compact", "segment.bytes": 2048})
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        for round_ in range(12):
+            producer.begin_transaction()
+            for key in range(5):
+                producer.send(topic_name, f"{'aborted' if round_ % 2 else 'kept'}-{round_}-{key}".encode(),
+                              key=f"k{key}".encode())
+            if round_ % 2:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+    states = admin.compact(topic_name, wait=True, timeout_s=60)[0]
+    cleaned = min(state.cleaned_offset for state in states)
+    assert cleaned > 0
+    got = _read_all(bootstrap, topic_name, 1, "read_committed")
+    assert sorted(got) == sorted(f"kept-10-{key}".encode() for key in range(5))
+    end = admin.list_offsets(topic_name, "latest")[0]
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:  # read_uncommitted: what the log holds
+        consumer.assign([(topic_name, 0)])
+        held: list[tuple[int, bytes]] = []
+        wait_until(lambda: held.extend((r.offset, r.value) for r in consumer.poll(0.2)) or
+                   consumer.position(topic_name, 0) >= end, timeout=15, message="could not read the log")
+    assert not [offset for offset, value in held if value.startswith(b"aborted") and offset < cleaned]

@@ -101,8 +101,9 @@ def build_map(snapshot: LogSnapshot, *, start: int, end: int, spec: KeySpec, bud
         header = parse_header(view)
         if young_after_ms is not None and header.max_timestamp > young_after_ms:
             break
-        if header.is_control or not header.record_count:
-            offsets.add(_NO_KEYS, _NO_OFFSETS, end=next_offset)
+        if (header.is_control or not header.record_count
+                or (header.is_transactional and snapshot.is_aborted(header.producer_id, header.base_offset))):
+            offsets.add(_NO_KEYS, _NO_OFFSETS, end=next_offset)  # no keys: control, emptied or aborted records
             continue
         keys, numbers = frame_keys(view, header, spec)
         inside = numbers >= start
@@ -142,7 +143,7 @@ def prepare(snapshot: LogSnapshot, *, plan: CompactionPlan, spec: KeySpec, offse
     """Write the cleaned segment of every group that changes (module docstring).  Raises
     ``CleanAborted``, ``InvalidOffsetMapError`` (``checking``), ``CorruptRecordError``,
     ``OSError``; nothing written stays behind when it raises."""
-    cleaner = FrameCleaner(plan, spec, offset_map, last_frame_of, checking)
+    cleaner = FrameCleaner(plan, spec, offset_map, last_frame_of, checking, aborted=snapshot.aborted)
     prepared = Prepared(plan)
     try:
         for group in _groups(snapshot, plan.end_offset):

@@ -78,6 +78,7 @@ class FrameCleaner:
     last_frame_of: Mapping[int, int]
     checking: bool = False
     stats: CleanStats = field(default_factory=CleanStats)
+    aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, abort marker offset)
 
     def _producer_keeps(self, header: FrameHeader) -> bool:
         return (header.producer_id >= 0 and self.last_frame_of.get(header.producer_id) == header.base_offset
@@ -90,6 +91,12 @@ class FrameCleaner:
         if header.is_control:
             plan = read_plan(frame, header)
             return REMOVE if plan is not None and header.next_offset <= end else KEEP
+        if header.record_count and header.is_transactional and any(
+                pid == header.producer_id and first <= header.base_offset <= last for pid, first, last in self.aborted):
+            self.stats.records_read += header.record_count  # an aborted transaction's records: never visible
+            if self._producer_keeps(header):
+                return _emptied(header)
+            return REMOVE
         if header.record_count == 0:
             if self._producer_keeps(header):
                 self.stats.producer_frames_kept += 1
