@@ -235,16 +235,27 @@ def _after_loss(consumer: Consumer, options: ReaderOptions, r: off.OffsetRange, 
 
 
 class TaskProducer:
-    """One write task's idempotent producer: ``send_frame`` + ``finish`` (see writer.py)."""
+    """One write task's idempotent producer: ``send_frame`` + ``finish`` (see writer.py).
+    With ``transactional_id`` a participant of a transaction (``join``) instead."""
 
-    def __init__(self, options: WriterOptions, producer_id: int, producer_epoch: int) -> None:
+    def __init__(self, options: WriterOptions, producer_id: int | None, producer_epoch: int,
+                 transactional_id: str | None = None) -> None:
         self._producer = Producer(
             options.bootstrap, acks=options.acks, compression=options.compression, linger_ms=0,
             batch_size=options.batch_size, producer_id=producer_id, producer_epoch=producer_epoch,
             delivery_timeout_ms=options.timeout_ms, security=options.security, client_id=options.client_id,
+            transactional_id=transactional_id, transaction_timeout_ms=options.transaction_timeout_ms,
         )
         self._options = options
         self._futures: list[Future[tuple[int, int]]] = []
+
+    def join(self, label: int, run: str) -> bool:
+        """Join micro-batch ``label``'s transaction; False: it committed before (write nothing)."""
+        return self._producer.join_transaction(label, run)
+
+    @property
+    def producer_id(self) -> int:
+        return self._producer.producer_id
 
     def partitions_for(self, topic: str) -> int:
         """Partition count of ``topic`` (rows that name their own topic)."""
@@ -277,3 +288,19 @@ class TaskProducer:
 
 def open_producer(options: WriterOptions, *, producer_id: int, producer_epoch: int) -> TaskProducer:
     return TaskProducer(options, producer_id, producer_epoch)
+
+
+def open_participant(options: WriterOptions, transactional_id: str) -> TaskProducer:
+    """A write task's producer in the transaction of ``transactional_id`` (call ``join``)."""
+    return TaskProducer(options, None, 0, transactional_id=transactional_id)
+
+
+def end_batch_transaction(options: WriterOptions, transactional_id: str, label: int, run: str, commit: bool,
+                          participants: list[int]) -> None:
+    """The driver's commit (or abort) of a micro-batch's transaction (``Admin.end_batch_transaction``)."""
+    admin = open_admin(options)
+    try:
+        admin.end_batch_transaction(transactional_id, label=label, run=run, commit=commit, participants=participants,
+                                    timeout_s=max(120.0, options.timeout_ms / 1000))
+    finally:
+        admin.close()

@@ -69,6 +69,10 @@ WRITER_OPTIONS: dict[str, tuple[str, str]] = {
                     "(keyColumns become its key columns); false: a missing topic fails the query at start", "false"),
     "partitions": ("with createTopic=true: partitions of the created topic", "1"),
     "replicationFactor": ("with createTopic=true: replication factor of the created topic", "1"),
+    "transactional": ("true: each micro-batch (or batch job) is written in one transaction spanning every task and "
+                      "partition, committed by the driver: read_committed readers see all of it or none", "false"),
+    "transactionTimeoutMs": ("transactional=true: the coordinator aborts a micro-batch's transaction open longer "
+                             "than this (it must outlast the slowest micro-batch)", "600000"),
 }
 
 # Options Spark itself may place in the map; they are not the source's to judge.
@@ -264,6 +268,8 @@ class WriterOptions:
     tombstone_column: str | None = None
     security: ClientSecurity | None = None
     client_id: str = ""
+    transactional: bool = False
+    transaction_timeout_ms: int = 600_000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> "WriterOptions":
@@ -297,6 +303,12 @@ class WriterOptions:
             raise InvalidConfigError("option 'tombstoneColumn' must name a column", key="tombstoneColumn")
         if tombstone is not None and not topic:
             raise InvalidConfigError("option 'tombstoneColumn' needs option 'topic' (a typed topic)", key="tombstoneColumn")
+        transactional = _bool(v, "transactional", False)
+        if transactional and acks != "all":
+            raise InvalidConfigError("option 'transactional' needs acks=all", key="transactional")
+        if "transactionTimeoutMs" in v and not transactional:
+            raise InvalidConfigError("option 'transactionTimeoutMs' applies only with transactional=true",
+                                     key="transactionTimeoutMs")
         return cls(
             bootstrap=bootstrap.strip() if bootstrap else None,
             topic=topic.strip() if topic else None,
@@ -311,4 +323,6 @@ class WriterOptions:
             tombstone_column=tombstone.strip() if tombstone else None,
             security=security,
             client_id=client_id,
+            transactional=transactional,
+            transaction_timeout_ms=_int(v, "transactionTimeoutMs", minimum=1000) or 600_000,
         )

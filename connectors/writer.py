@@ -77,6 +77,7 @@ from spark_log.errors import (
 )
 
 from . import client
+from . import crash_points as crash
 from .options import WriterOptions
 from .schema_mapping import typed_payload
 
@@ -117,13 +118,19 @@ class WriteTarget:
 
 @dataclass
 class WriteCommit(WriterCommitMessage):
-    """What one task wrote (for logs and tests): rows, frames and the producer used."""
+    """What one task wrote (for logs and tests): rows, frames and the producer used.
+    Transactional writes also say which transaction the task joined (``joined`` False: its
+    batch committed before, it wrote nothing)."""
 
     spark_partition: int
     rows: int
     frames: int
     producer_id: int
     producer_epoch: int
+    transactional_id: str = ""
+    run: str = ""
+    label: int = -1
+    joined: bool = False
 
 
 def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> WriteTarget:
@@ -260,20 +267,43 @@ def _partition_of_rows(batch: pa.RecordBatch, target: WriteTarget, n: int, fallb
 
 
 class _TaskWriter:
-    """Routes and produces one task's Arrow batches (runs on an executor)."""
+    """Routes and produces one task's Arrow batches (runs on an executor).  With a
+    ``transaction`` ``(transactional id, label, run)`` the task joins that transaction as a
+    participant with a fresh producer id instead of its idempotent identity."""
 
-    def __init__(self, target: WriteTarget, spark_partition: int, producer_id: int, producer_epoch: int) -> None:
+    def __init__(self, target: WriteTarget, spark_partition: int, producer_id: int, producer_epoch: int,
+                 transaction: tuple[str, int, str] | None = None) -> None:
         self.target = target
         self.spark_partition = spark_partition
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
+        self.transaction = transaction
         self.rows = 0
         self.frames = 0
 
     def run(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:
+        if self.transaction is None:
+            return self._write(iterator, client.open_producer(self.target.options, producer_id=self.producer_id,
+                                                              producer_epoch=self.producer_epoch))
+        transactional_id, label, run = self.transaction
+        producer = client.open_participant(self.target.options, transactional_id)
+        try:
+            joined = producer.join(label, run)
+        except BaseException:
+            producer.__exit__(None)
+            raise
+        if not joined:  # the batch committed before this replay: write nothing
+            producer.__exit__(None)
+            return WriteCommit(self.spark_partition, 0, 0, -1, -1, transactional_id, run, label, False)
+        self.producer_id, self.producer_epoch = producer.producer_id, 0
+        done = self._write(iterator, producer)
+        return WriteCommit(done.spark_partition, done.rows, done.frames, done.producer_id, 0, transactional_id, run,
+                           label, True)
+
+    def _write(self, iterator: Iterator[pa.RecordBatch], opened: client.TaskProducer) -> WriteCommit:
         o = self.target.options
         partitions = dict(self.target.partitions)
-        with client.open_producer(o, producer_id=self.producer_id, producer_epoch=self.producer_epoch) as producer:
+        with opened as producer:
             for index, batch in enumerate(iterator):
                 if batch.num_rows == 0:
                     continue
@@ -330,6 +360,9 @@ class SparkLogStreamWriter(DataSourceStreamArrowWriter):
 
     def __init__(self, target: WriteTarget) -> None:
         self._target = target
+        # transactional=true: this writer instance's run (Spark ships this one instance to every
+        # task of a batch; a restarted query builds a new one, whose tasks abort the old run's batch)
+        self._run = uuid.uuid4().hex
 
     # pyspark's Arrow writers narrow DataSourceStreamWriter.write(Iterator[Row]) to record batches
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteCommit:  # type: ignore[override]
@@ -342,13 +375,41 @@ class SparkLogStreamWriter(DataSourceStreamArrowWriter):
         if batch_id is None or query_id is None:
             raise InvalidConfigError("the spark-log stream writer found no streaming batch id in its task")
         pid, epoch = producer_identity(query_id, ctx.partitionId(), int(batch_id))
-        return _TaskWriter(self._target, ctx.partitionId(), pid, epoch).run(iterator)
+        transaction = (transactional_id_of(query_id), int(batch_id), self._run) if self._target.options.transactional \
+            else None
+        return _TaskWriter(self._target, ctx.partitionId(), pid, epoch, transaction).run(iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to finish: every task's frames are acknowledged before it returns."""
+        """Idempotent writes: nothing to finish (every task's frames are acknowledged before
+        it returns).  Transactional: commit the batch's transaction with the participants
+        whose results Spark took."""
+        _end_transaction(self._target.options, messages, batchId, commit=True)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: frames that landed are recognised as duplicates on replay."""
+        """Idempotent writes: nothing to undo (frames that landed are recognised as
+        duplicates on replay).  Transactional: abort the batch's transaction."""
+        _end_transaction(self._target.options, messages, batchId, commit=False)
+
+
+def transactional_id_of(query_id: str) -> str:
+    """The transactional id of a streaming query's sink (one per query, across restarts)."""
+    return f"spark-sink-{query_id}"
+
+
+def _end_transaction(options: WriterOptions, messages: list[WriterCommitMessage | None], label: int, *,
+                     commit: bool) -> None:
+    if not options.transactional:
+        return
+    ours = [m for m in messages if isinstance(m, WriteCommit) and m.transactional_id]
+    if not ours:
+        return  # no task ran (an empty batch): nothing joined, nothing to end
+    transactional_id, run = ours[0].transactional_id, ours[0].run
+    participants = [m.producer_id for m in ours if m.joined]
+    if commit:
+        crash.reach("before-commit")
+    client.end_batch_transaction(options, transactional_id, label, run, commit, participants)
+    if commit:
+        crash.reach("during-commit")
 
 
 class SparkLogBatchWriter(DataSourceArrowWriter):
@@ -365,4 +426,12 @@ class SparkLogBatchWriter(DataSourceArrowWriter):
         ctx = TaskContext.get()
         partition = ctx.partitionId() if ctx is not None else 0
         pid, epoch = producer_identity(self._job_id, partition, 0)
-        return _TaskWriter(self._target, partition, pid, epoch).run(iterator)
+        transaction = (f"spark-job-{self._job_id}", 0, self._job_id) if self._target.options.transactional else None
+        return _TaskWriter(self._target, partition, pid, epoch, transaction).run(iterator)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        """Transactional: every task's rows become visible at once."""
+        _end_transaction(self._target.options, messages, 0, commit=True)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _end_transaction(self._target.options, messages, 0, commit=False)

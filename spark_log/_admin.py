@@ -590,6 +590,38 @@ class Admin:
         members subscribe to ``topic``."""
         return self._groups.delete_group_offsets(group_id, topic, partitions)
 
+    # -- transactions --------------------------------------------------------------------
+
+    def describe_transaction(self, transactional_id: str) -> dict[str, object]:
+        """What the coordinator holds for ``transactional_id`` (state, producer id and
+        epoch, the open transaction's participants and their partitions, the last
+        committed label of a Spark sink)."""
+        from ._txn_client import TxnRpc
+        from .proto import transactions_pb2 as tpb
+
+        answer = TxnRpc(self._cluster, timeout_s=self._timeout_s).call(
+            transactional_id, "DescribeTxn", tpb.DescribeTxnRequest(transactional_id=transactional_id))
+        return {"transactional_id": answer.transactional_id, "state": answer.state,
+                "producer_id": answer.producer_id, "producer_epoch": answer.producer_epoch, "label": answer.label,
+                "committed_label": answer.committed_label, "timeout_ms": answer.timeout_ms,
+                "coordinator_id": answer.coordinator_id,
+                "participants": {p.producer_id: sorted((t.topic, t.partition) for t in p.partitions)
+                                 for p in answer.participants}}
+
+    def end_batch_transaction(self, transactional_id: str, *, label: int, run: str, commit: bool,
+                              participants: Sequence[int], timeout_s: float = 120.0) -> None:
+        """The Spark sink driver's commit (or abort) of micro-batch ``label``'s transaction
+        (opened by writer ``run``): only ``participants`` (the task attempts whose results
+        Spark took) commit, every other joiner's records are aborted; returns once every
+        marker is written.  ``InvalidTxnStateError`` when the batch's transaction was
+        aborted meanwhile (a timeout, a newer run of the query)."""
+        from ._txn_client import TxnRpc
+        from .proto import transactions_pb2 as tpb
+
+        TxnRpc(self._cluster, timeout_s=60.0).call(transactional_id, "EndTxn", tpb.EndTxnRequest(
+            transactional_id=transactional_id, commit=commit, label=label, run=run, participants=list(participants)),
+            deadline_s=timeout_s)
+
     def close(self) -> None:
         self._cluster.close()
 

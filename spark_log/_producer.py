@@ -306,6 +306,20 @@ class Producer:
     def begin_transaction(self) -> None:
         self._transactions().begin()
 
+    def join_transaction(self, label: int, run: str) -> bool:
+        """For the Spark sink's write tasks: join micro-batch ``label``'s transaction (of
+        this producer's transactional id, opened by writer ``run``) as a participant with a
+        fresh producer id.  False when that batch already committed: write nothing.  The
+        driver commits or aborts it (``connectors/transactions.py``)."""
+        txn = self._transactions()
+        if not txn.join(label, run):
+            return False
+        with self._lock:
+            self.producer_id, self.producer_epoch = txn.producer_id, txn.epoch
+            self._generation[txn.producer_id] = next(self._id_order)
+            self._next_seq.clear()
+        return True
+
     def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
         """Commit ``offsets`` ((topic, partition) -> next offset to read) to consumer group
         ``group_id`` if and only if this transaction commits (consume-transform-produce)."""

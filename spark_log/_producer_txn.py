@@ -53,6 +53,7 @@ class ProducerTransactions:
         self._added: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
         self.failure: errors.SparkLogError | None = None  # a send of this transaction failed for good
+        self.participant = False  # a Spark task's producer: joined a transaction the driver ends
 
     def _fenced(self, exc: errors.SparkLogError) -> errors.SparkLogError:
         if isinstance(exc, errors.ProducerFencedError):
@@ -78,6 +79,21 @@ class ProducerTransactions:
         self.committed_label = int(answer.committed_label)
         self.phase = TxnPhase.READY
         return self.producer_id, self.epoch
+
+    def join(self, label: int, run: str) -> bool:
+        """A Spark write task: join the transaction of micro-batch ``label`` from writer
+        ``run`` as a participant with a fresh producer id; False (write nothing) when that
+        batch committed before.  The driver ends the transaction, not this producer."""
+        self._check(TxnPhase.UNINITIALISED)
+        request = tpb.JoinTxnRequest(transactional_id=self.transactional_id, label=label, run=run,
+                                     transaction_timeout_ms=self.timeout_ms)
+        answer = self.rpc.call(self.transactional_id, "JoinTxn", request, deadline_s=max(60.0, self.rpc.timeout_s))
+        if answer.already_committed:
+            return False
+        self.producer_id, self.epoch = int(answer.producer_id), int(answer.producer_epoch)
+        self.phase = TxnPhase.IN_TRANSACTION
+        self.participant = True
+        return True
 
     def begin(self) -> None:
         self._check(TxnPhase.READY)
@@ -116,6 +132,8 @@ class ProducerTransactions:
     def end(self, commit: bool, flush: Callable[[], None]) -> int:
         """Commit or abort the open transaction; returns the epoch to write with from now on."""
         self._check(TxnPhase.IN_TRANSACTION)
+        if self.participant:
+            raise errors.InvalidTxnStateError("a participant's transaction is ended by its driver, not by the task")
         try:
             flush()
         except errors.SparkLogError:

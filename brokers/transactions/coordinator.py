@@ -225,9 +225,10 @@ class TransactionCoordinator:
     def verify(self, transactional_id: str, producer_id: int, epoch: int, partition: TopicPartition) -> None:
         self._read(transactional_id, lambda core: core.verify(transactional_id, producer_id, epoch, partition))
 
-    def join(self, transactional_id: str, owner_id: int, owner_epoch: int, label: int) -> tuple[int, int, bool]:
-        return self._decide(transactional_id, lambda core, now: core.join(transactional_id, owner_id, owner_epoch,
-                                                                        label, now, _new_producer_id))
+    def join(self, transactional_id: str, label: int, run: str, timeout_ms: int) -> tuple[int, int, bool]:
+        answer = self._decide(transactional_id, lambda core, now: core.join(transactional_id, label, run, timeout_ms,
+                                                                            now, _new_producer_id))
+        return answer
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, offsets: list[GroupOffset]) -> None:
         if self._commit_offsets is None:
@@ -235,20 +236,30 @@ class TransactionCoordinator:
         self._decide(transactional_id,
                      lambda core, now: core.add_offsets(transactional_id, producer_id, epoch, offsets, now))
 
-    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *, label: int = -1,
-            participants: list[int] | None = None, timeout_ms: int | None = None) -> int:
-        """EndTxn: prepares, then waits until the markers are written and the transaction
-        is complete; answers the owner's epoch from then on.  ``RequestTimeoutError`` when
-        it does not complete in time (retriable: a retry waits for the same completion)."""
-        self._decide(transactional_id, lambda core, now: core.end(transactional_id, producer_id, epoch, commit,
-                                                                  now, label=label, participants=participants))
+    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *,
+            timeout_ms: int | None = None) -> int:
+        """EndTxn of a producer's transaction: prepares, then waits until the markers are
+        written and the transaction is complete; answers the owner's epoch from then on.
+        ``RequestTimeoutError`` when it does not complete in time (retriable: a retry waits
+        for the same completion)."""
+        self._decide(transactional_id, lambda core, now: core.end(transactional_id, producer_id, epoch, commit, now))
+        return self._await_complete(transactional_id, timeout_ms).producer_epoch
+
+    def end_batch(self, transactional_id: str, label: int, run: str, commit: bool, participants: list[int], *,
+                  timeout_ms: int | None = None) -> None:
+        """EndTxn of a Spark micro-batch (``TxnShard.end_batch``), answered once complete."""
+        self._decide(transactional_id, lambda core, now: core.end_batch(transactional_id, label, run, commit,
+                                                                        participants, now))
+        self._await_complete(transactional_id, timeout_ms)
+
+    def _await_complete(self, transactional_id: str, timeout_ms: int | None) -> TxnMeta:
         self._work.set()
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self._commit_timeout_ms * 3) / 1000
         with self._completed:
             while True:
                 meta = self.describe(transactional_id)
                 if meta is not None and not meta.state.preparing:
-                    return meta.producer_epoch
+                    return meta
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise RequestTimeoutError(f"the transaction of {transactional_id!r} was prepared but its markers "

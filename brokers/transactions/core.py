@@ -110,13 +110,10 @@ class TxnShard:
         producer).  An open transaction is aborted first (``ConcurrentTransactionsError``:
         retry once its markers are written)."""
         check_transactional_id(transactional_id)
-        if timeout_ms <= 0:
-            timeout_ms = self.config.default_timeout_ms
-        if timeout_ms > self.config.max_timeout_ms:
-            raise InvalidTransactionTimeoutError(
-                f"transaction.timeout.ms {timeout_ms} is above the broker's transaction.max.timeout.ms "
-                f"{self.config.max_timeout_ms}")
+        timeout_ms = self._timeout(timeout_ms)
         meta = self._txns.get(transactional_id)
+        if meta is not None and meta.spark:
+            raise InvalidTxnStateError(f"{transactional_id!r} is a Spark sink's transactional id")
         if meta is None:
             meta = TxnMeta(transactional_id=transactional_id, producer_id=new_producer_id(), producer_epoch=0,
                            timeout_ms=timeout_ms, updated_ms=now_ms)
@@ -185,20 +182,83 @@ class TxnShard:
             raise InvalidTxnStateError(f"{partition[0]}-{partition[1]} was not added to the transaction of "
                                        f"{transactional_id!r} by producer {producer_id}")
 
-    def join(self, transactional_id: str, owner_id: int, owner_epoch: int, label: int, now_ms: int,
+    def join(self, transactional_id: str, label: int, run: str, timeout_ms: int, now_ms: int,
              new_producer_id: Callable[[], int]) -> Outcome[tuple[int, int, bool]]:
-        """JoinTxn (a Spark write task): a fresh participant of the transaction of ``label``
-        (started if none is open); ``already_committed`` when that label committed before."""
-        meta = self._known(transactional_id)
-        self._check_owner(meta, owner_id, owner_epoch)
-        if label < 0:
-            raise InvalidRequestError(f"a join needs a label >= 0, got {label}")
+        """JoinTxn (a Spark write task of micro-batch ``label``, from writer ``run``): a fresh
+        participant of that batch's transaction, started when none is open.  Answers
+        ``already_committed`` when the batch committed before (a replay: write nothing).
+        A transaction of an earlier batch, or of the same batch from another run (the
+        query restarted), is aborted first (``ConcurrentTransactionsError``: retry)."""
+        check_transactional_id(transactional_id)
+        if label < 0 or not run:
+            raise InvalidRequestError(f"a join needs a label >= 0 and a run, got {label} and {run!r}")
+        meta = self._txns.get(transactional_id)
+        if meta is None:
+            meta = TxnMeta(transactional_id=transactional_id, producer_id=-1, producer_epoch=0,
+                           timeout_ms=self._timeout(timeout_ms), updated_ms=now_ms)
+        if not meta.spark:
+            raise InvalidTxnStateError(f"{transactional_id!r} is a producer's transactional id, not a Spark sink's")
         if meta.committed_label >= label:
             return Outcome((), (-1, -1, True))
-        meta = self._open(meta, now_ms, label)
+        if meta.state.preparing:
+            raise ConcurrentTransactionsError(f"the last transaction of {transactional_id!r} is being completed")
+        if meta.state is TxnState.ONGOING and (meta.label, meta.run) != (label, run):
+            if meta.label > label:
+                raise InvalidTxnStateError(f"{transactional_id!r} is writing batch {meta.label}; batch {label} is over")
+            aborting = self._prepare(meta, commit=False, commit_pids=frozenset(), now_ms=now_ms, fence=False)
+            return Outcome((aborting,), (0, 0, False), ConcurrentTransactionsError(
+                f"aborting batch {meta.label} of {transactional_id!r} (run {meta.run}) before batch {label} of run "
+                f"{run}; retry"))
+        if meta.state is not TxnState.ONGOING:
+            meta = replace(meta, state=TxnState.ONGOING, label=label, run=run, participants=(),
+                           commit_pids=frozenset(), offsets=(), started_ms=now_ms, timed_out=False,
+                           timeout_ms=self._timeout(timeout_ms))
         pid = new_producer_id()
         joined = replace(meta.with_participant(Participant(pid, 0)), updated_ms=now_ms)
         return Outcome((joined,), (pid, 0, False))
+
+    def end_batch(self, transactional_id: str, label: int, run: str, commit: bool, participants: Iterable[int],
+                  now_ms: int) -> Outcome[None]:
+        """The Spark driver's commit (or abort) of micro-batch ``label``: only the listed
+        participants commit (the task attempts whose results Spark took); the others'
+        records are aborted.  A batch that committed before commits again as a no-op; a
+        batch whose transaction was aborted meanwhile (a timeout, a newer run) cannot
+        commit (``InvalidTxnStateError``)."""
+        check_transactional_id(transactional_id)
+        meta = self._txns.get(transactional_id)
+        if meta is None or (commit and meta.committed_label >= label):
+            return Outcome((), None)
+        if not meta.spark:
+            raise InvalidTxnStateError(f"{transactional_id!r} is a producer's transactional id, not a Spark sink's")
+        mine = (meta.label, meta.run) == (label, run)
+        if meta.state.preparing and mine:
+            if (meta.state is TxnState.PREPARE_COMMIT) == commit:
+                return Outcome((), None)  # the shell waits for its completion
+            raise InvalidTxnStateError(f"batch {label} of {transactional_id!r} is already being "
+                                       f"{'aborted' if commit else 'committed'}")
+        if meta.state is not TxnState.ONGOING or not mine:
+            if commit:
+                raise InvalidTxnStateError(
+                    f"batch {label} of {transactional_id!r} cannot commit: its transaction was aborted (open longer "
+                    f"than {meta.timeout_ms} ms, or the query restarted)")
+            return Outcome((), None)
+        chosen = frozenset(participants)
+        unknown = chosen - {p.producer_id for p in meta.participants}
+        if unknown:
+            raise InvalidTxnStateError(f"participants {sorted(unknown)} are not in the transaction of batch {label} "
+                                       f"of {transactional_id!r}")
+        prepared = self._prepare(meta, commit=commit, commit_pids=chosen if commit else frozenset(), now_ms=now_ms,
+                                 fence=False)
+        return Outcome((prepared,), None)
+
+    def _timeout(self, timeout_ms: int) -> int:
+        if timeout_ms <= 0:
+            return self.config.default_timeout_ms
+        if timeout_ms > self.config.max_timeout_ms:
+            raise InvalidTransactionTimeoutError(
+                f"transaction.timeout.ms {timeout_ms} is above the broker's transaction.max.timeout.ms "
+                f"{self.config.max_timeout_ms}")
+        return timeout_ms
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int,
                     offsets: Iterable[GroupOffset], now_ms: int) -> Outcome[None]:
@@ -212,39 +272,23 @@ class TxnShard:
 
     # -- ending ---------------------------------------------------------------------------------
 
-    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int, *,
-            label: int = -1, participants: Iterable[int] | None = None) -> Outcome[int]:
+    def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> Outcome[int]:
         """EndTxn: PREPARE_COMMIT / PREPARE_ABORT (the shell writes the markers, then
-        ``complete``); answers the owner's epoch once the transaction is complete.  With
-        ``participants`` only those commit; the other joiners' records are aborted."""
+        ``complete``); the shell answers the owner's epoch once the transaction is complete."""
         meta = self._known(transactional_id)
         state = meta.state
         if (producer_id == meta.producer_id and epoch == meta.prev_epoch and not meta.timed_out
                 and state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)):
             return Outcome((), meta.producer_epoch)  # a retry of the EndTxn that completed
         self._check_owner(meta, producer_id, epoch)
-        if label >= 0 and commit and meta.committed_label >= label:
-            return Outcome((), meta.producer_epoch)  # a replayed Spark batch that committed before
         if state.preparing:
             if state is (TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT):
                 return Outcome((), meta.producer_epoch)  # the shell waits for its completion
             raise InvalidTxnStateError(f"the transaction of {transactional_id!r} is already being "
                                        f"{'aborted' if commit else 'committed'}")
-        if state is not TxnState.ONGOING or (label >= 0 and meta.label != label):
-            if label >= 0 and commit:  # an empty micro-batch: nothing joined; remember the label
-                return Outcome((replace(meta, committed_label=max(meta.committed_label, label), label=label,
-                                        updated_ms=now_ms),), meta.producer_epoch)
-            if commit and label < 0 and state is not TxnState.ONGOING and meta.participants:
-                raise InvalidTxnStateError(f"no transaction of {transactional_id!r} is open to commit")
+        if state is not TxnState.ONGOING:
             return Outcome((), meta.producer_epoch)  # nothing open: an empty commit or abort
-        if participants is None:
-            chosen = frozenset(p.producer_id for p in meta.participants)
-        else:
-            chosen = frozenset(participants)
-            unknown = chosen - {p.producer_id for p in meta.participants}
-            if unknown:
-                raise InvalidTxnStateError(f"participants {sorted(unknown)} are not in the transaction of "
-                                           f"{transactional_id!r} (it was aborted and restarted?)")
+        chosen = frozenset(p.producer_id for p in meta.participants)
         prepared = self._prepare(meta, commit=commit, commit_pids=chosen if commit else frozenset(), now_ms=now_ms,
                                  fence=False)
         return Outcome((prepared,), prepared.producer_epoch)

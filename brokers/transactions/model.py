@@ -11,7 +11,8 @@ States (Kafka's ``TransactionState``)::
                                         │     ──EndTxn(abort), timeout, InitProducerId──> PREPARE_ABORT ──> COMPLETE_ABORT
 
 The owner is the producer that called ``InitProducerId`` (``producer_id``,
-``producer_epoch``).  The participants are the producers that write in the open
+``producer_epoch``); a Spark sink's id has none (``producer_id`` -1): its transactions are
+labelled by the micro-batch id and the writer instance (``run``) whose tasks joined.  The participants are the producers that write in the open
 transaction, each with the partitions it added: for a producer's transaction only the
 owner itself; for a Spark micro-batch every write task, each with a fresh producer id
 (``JoinTxn``).  ``commit_pids`` are the participants a PREPARE_COMMIT commits; the others'
@@ -94,6 +95,12 @@ class TxnMeta:
     prev_epoch: int = -1            # the owner's epoch before the last bump (an EndTxn retry)
     timed_out: bool = False         # the last abort was the coordinator's (timeout)
     updated_ms: int = -1
+    run: str = ""                   # a Spark sink's transaction: the writer instance (query run) that opened it
+
+    @property
+    def spark(self) -> bool:
+        """A Spark sink's transactional id (no owning producer: tasks join, the driver ends)."""
+        return self.producer_id < 0
 
     def participant(self, producer_id: int) -> Participant | None:
         for p in self.participants:

@@ -29,7 +29,7 @@ def encode(meta: TxnMeta) -> tuple[bytes, bytes]:
              "commit": sorted(meta.commit_pids),
              "offsets": [[o.group_id, o.topic, o.partition, o.offset, o.metadata] for o in meta.offsets],
              "started": meta.started_ms, "prev": meta.prev_epoch, "timed_out": meta.timed_out,
-             "updated": meta.updated_ms}
+             "updated": meta.updated_ms, "run": meta.run}
     return _key(meta.transactional_id), json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -52,7 +52,7 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMeta | None]:
             commit_pids=frozenset(int(x) for x in v["commit"]),
             offsets=tuple(GroupOffset(str(g), str(t), int(p), int(o), str(m)) for g, t, p, o, m in v["offsets"]),
             started_ms=int(v["started"]), prev_epoch=int(v["prev"]), timed_out=bool(v["timed_out"]),
-            updated_ms=int(v["updated"]))
+            updated_ms=int(v["updated"]), run=str(v.get("run", "")))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptRecordError(f"a {key!r} record of __transaction_state cannot be read: {exc}") from None
 

@@ -93,8 +93,8 @@ class TxnServicer:
 
     def JoinTxn(self, request: pb.JoinTxnRequest, context: grpc.ServicerContext) -> pb.JoinTxnResponse:  # noqa: N802
         def answer() -> pb.JoinTxnResponse:
-            pid, epoch, committed = self.coordinator.join(request.transactional_id, request.owner_producer_id,
-                                                          request.owner_epoch, request.label)
+            pid, epoch, committed = self.coordinator.join(request.transactional_id, request.label, request.run,
+                                                          request.transaction_timeout_ms)
             return pb.JoinTxnResponse(producer_id=pid, producer_epoch=epoch, already_committed=committed)
         return _guard(context, "JoinTxn", answer)
 
@@ -110,10 +110,12 @@ class TxnServicer:
 
     def EndTxn(self, request: pb.EndTxnRequest, context: grpc.ServicerContext) -> pb.EndTxnResponse:  # noqa: N802
         def answer() -> pb.EndTxnResponse:
+            if request.run:
+                self.coordinator.end_batch(request.transactional_id, request.label, request.run, request.commit,
+                                           list(request.participants))
+                return pb.EndTxnResponse(producer_epoch=-1)
             epoch = self.coordinator.end(request.transactional_id, request.producer_id, request.producer_epoch,
-                                         request.commit, label=request.label,
-                                         participants=list(request.participants) if request.participants_listed
-                                         else None)
+                                         request.commit)
             return pb.EndTxnResponse(producer_epoch=epoch)
         return _guard(context, "EndTxn", answer)
 

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"spark_log/proto/transactions.proto\x12\x19spark_log.transactions.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"5\n\x19\x46indTxnCoordinatorRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"S\n\x1a\x46indTxnCoordinatorResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"Q\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"^\n\x16InitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x17\n\x0f\x63ommitted_label\x18\x03 \x01(\x03\"\xb1\x01\n\x14\x41\x64\x64PartitionsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12=\n\npartitions\x18\x04 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\"\x17\n\x15\x41\x64\x64PartitionsResponse\"i\n\x0eJoinTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x19\n\x11owner_producer_id\x18\x02 \x01(\x03\x12\x13\n\x0bowner_epoch\x18\x03 \x01(\x05\x12\r\n\x05label\x18\x04 \x01(\x03\"Y\n\x0fJoinTxnResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x19\n\x11\x61lready_committed\x18\x03 \x01(\x08\"Q\n\x0bGroupOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\"\xa5\x01\n\x11\x41\x64\x64OffsetsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12\x37\n\x07offsets\x18\x05 \x03(\x0b\x32&.spark_log.transactions.v1.GroupOffset\"\x14\n\x12\x41\x64\x64OffsetsResponse\"\xa8\x01\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\x08\x12\r\n\x05label\x18\x05 \x01(\x03\x12\x1b\n\x13participants_listed\x18\x06 \x01(\x08\x12\x14\n\x0cparticipants\x18\x07 \x03(\x03\"(\n\x0e\x45ndTxnResponse\x12\x16\n\x0eproducer_epoch\x18\x01 \x01(\x05\".\n\x12\x44\x65scribeTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"y\n\x0bParticipant\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12=\n\npartitions\x18\x03 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\"\xfd\x01\n\x13\x44\x65scribeTxnResponse\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\r\n\x05state\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\x03\x12\x17\n\x0f\x63ommitted_label\x18\x06 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x07 \x01(\x05\x12<\n\x0cparticipants\x18\x08 \x03(\x0b\x32&.spark_log.transactions.v1.Participant\x12\x16\n\x0e\x63oordinator_id\x18\t \x01(\x05\"\xc3\x01\n\x16WriteTxnMarkersRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\x08\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\x12=\n\npartitions\x18\x05 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\"[\n\x0cMarkerResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\"S\n\x17WriteTxnMarkersResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.spark_log.transactions.v1.MarkerResult2\x9d\x06\n\x16TransactionCoordinator\x12~\n\x0f\x46indCoordinator\x12\x34.spark_log.transactions.v1.FindTxnCoordinatorRequest\x1a\x35.spark_log.transactions.v1.FindTxnCoordinatorResponse\x12u\n\x0eInitProducerId\x12\x30.spark_log.transactions.v1.InitProducerIdRequest\x1a\x31.spark_log.transactions.v1.InitProducerIdResponse\x12r\n\rAddPartitions\x12/.spark_log.transactions.v1.AddPartitionsRequest\x1a\x30.spark_log.transactions.v1.AddPartitionsResponse\x12`\n\x07JoinTxn\x12).spark_log.transactions.v1.JoinTxnRequest\x1a*.spark_log.transactions.v1.JoinTxnResponse\x12i\n\nAddOffsets\x12,.spark_log.transactions.v1.AddOffsetsRequest\x1a-.spark_log.transactions.v1.AddOffsetsResponse\x12]\n\x06\x45ndTxn\x12(.spark_log.transactions.v1.EndTxnRequest\x1a).spark_log.transactions.v1.EndTxnResponse\x12l\n\x0b\x44\x65scribeTxn\x12-.spark_log.transactions.v1.DescribeTxnRequest\x1a..spark_log.transactions.v1.DescribeTxnResponse2\x86\x01\n\nTxnMarkers\x12x\n\x0fWriteTxnMarkers\x12\x31.spark_log.transactions.v1.WriteTxnMarkersRequest\x1a\x32.spark_log.transactions.v1.WriteTxnMarkersResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"spark_log/proto/transactions.proto\x12\x19spark_log.transactions.v1\"2\n\x0eTopicPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\"5\n\x19\x46indTxnCoordinatorRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"S\n\x1a\x46indTxnCoordinatorResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"Q\n\x15InitProducerIdRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x02 \x01(\x05\"^\n\x16InitProducerIdResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x17\n\x0f\x63ommitted_label\x18\x03 \x01(\x03\"\xb1\x01\n\x14\x41\x64\x64PartitionsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12=\n\npartitions\x18\x04 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\x12\x13\n\x0bverify_only\x18\x05 \x01(\x08\"\x17\n\x15\x41\x64\x64PartitionsResponse\"r\n\x0eJoinTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\r\n\x05label\x18\x04 \x01(\x03\x12\x0b\n\x03run\x18\x05 \x01(\t\x12\x1e\n\x16transaction_timeout_ms\x18\x06 \x01(\x05J\x04\x08\x02\x10\x03J\x04\x08\x03\x10\x04\"Y\n\x0fJoinTxnResponse\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x19\n\x11\x61lready_committed\x18\x03 \x01(\x08\"Q\n\x0bGroupOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\"\xa5\x01\n\x11\x41\x64\x64OffsetsRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x10\n\x08group_id\x18\x04 \x01(\t\x12\x37\n\x07offsets\x18\x05 \x03(\x0b\x32&.spark_log.transactions.v1.GroupOffset\"\x14\n\x12\x41\x64\x64OffsetsResponse\"\x9e\x01\n\rEndTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x04 \x01(\x08\x12\r\n\x05label\x18\x05 \x01(\x03\x12\x14\n\x0cparticipants\x18\x07 \x03(\x03\x12\x0b\n\x03run\x18\x08 \x01(\tJ\x04\x08\x06\x10\x07\"(\n\x0e\x45ndTxnResponse\x12\x16\n\x0eproducer_epoch\x18\x01 \x01(\x05\".\n\x12\x44\x65scribeTxnRequest\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\"y\n\x0bParticipant\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12=\n\npartitions\x18\x03 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\"\xfd\x01\n\x13\x44\x65scribeTxnResponse\x12\x18\n\x10transactional_id\x18\x01 \x01(\t\x12\x13\n\x0bproducer_id\x18\x02 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x03 \x01(\x05\x12\r\n\x05state\x18\x04 \x01(\t\x12\r\n\x05label\x18\x05 \x01(\x03\x12\x17\n\x0f\x63ommitted_label\x18\x06 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x07 \x01(\x05\x12<\n\x0cparticipants\x18\x08 \x03(\x0b\x32&.spark_log.transactions.v1.Participant\x12\x16\n\x0e\x63oordinator_id\x18\t \x01(\x05\"\xc3\x01\n\x16WriteTxnMarkersRequest\x12\x13\n\x0bproducer_id\x18\x01 \x01(\x03\x12\x16\n\x0eproducer_epoch\x18\x02 \x01(\x05\x12\x0e\n\x06\x63ommit\x18\x03 \x01(\x08\x12\x19\n\x11\x63oordinator_epoch\x18\x04 \x01(\x05\x12=\n\npartitions\x18\x05 \x03(\x0b\x32).spark_log.transactions.v1.TopicPartition\x12\x12\n\ntimeout_ms\x18\x06 \x01(\x05\"[\n\x0cMarkerResult\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\nerror_code\x18\x03 \x01(\x05\x12\x15\n\rerror_message\x18\x04 \x01(\t\"S\n\x17WriteTxnMarkersResponse\x12\x38\n\x07results\x18\x01 \x03(\x0b\x32\'.spark_log.transactions.v1.MarkerResult2\x9d\x06\n\x16TransactionCoordinator\x12~\n\x0f\x46indCoordinator\x12\x34.spark_log.transactions.v1.FindTxnCoordinatorRequest\x1a\x35.spark_log.transactions.v1.FindTxnCoordinatorResponse\x12u\n\x0eInitProducerId\x12\x30.spark_log.transactions.v1.InitProducerIdRequest\x1a\x31.spark_log.transactions.v1.InitProducerIdResponse\x12r\n\rAddPartitions\x12/.spark_log.transactions.v1.AddPartitionsRequest\x1a\x30.spark_log.transactions.v1.AddPartitionsResponse\x12`\n\x07JoinTxn\x12).spark_log.transactions.v1.JoinTxnRequest\x1a*.spark_log.transactions.v1.JoinTxnResponse\x12i\n\nAddOffsets\x12,.spark_log.transactions.v1.AddOffsetsRequest\x1a-.spark_log.transactions.v1.AddOffsetsResponse\x12]\n\x06\x45ndTxn\x12(.spark_log.transactions.v1.EndTxnRequest\x1a).spark_log.transactions.v1.EndTxnResponse\x12l\n\x0b\x44\x65scribeTxn\x12-.spark_log.transactions.v1.DescribeTxnRequest\x1a..spark_log.transactions.v1.DescribeTxnResponse2\x86\x01\n\nTxnMarkers\x12x\n\x0fWriteTxnMarkers\x12\x31.spark_log.transactions.v1.WriteTxnMarkersRequest\x1a\x32.spark_log.transactions.v1.WriteTxnMarkersResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -46,33 +46,33 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_ADDPARTITIONSRESPONSE']._serialized_start=616
   _globals['_ADDPARTITIONSRESPONSE']._serialized_end=639
   _globals['_JOINTXNREQUEST']._serialized_start=641
-  _globals['_JOINTXNREQUEST']._serialized_end=746
-  _globals['_JOINTXNRESPONSE']._serialized_start=748
-  _globals['_JOINTXNRESPONSE']._serialized_end=837
-  _globals['_GROUPOFFSET']._serialized_start=839
-  _globals['_GROUPOFFSET']._serialized_end=920
-  _globals['_ADDOFFSETSREQUEST']._serialized_start=923
-  _globals['_ADDOFFSETSREQUEST']._serialized_end=1088
-  _globals['_ADDOFFSETSRESPONSE']._serialized_start=1090
-  _globals['_ADDOFFSETSRESPONSE']._serialized_end=1110
-  _globals['_ENDTXNREQUEST']._serialized_start=1113
-  _globals['_ENDTXNREQUEST']._serialized_end=1281
-  _globals['_ENDTXNRESPONSE']._serialized_start=1283
-  _globals['_ENDTXNRESPONSE']._serialized_end=1323
-  _globals['_DESCRIBETXNREQUEST']._serialized_start=1325
-  _globals['_DESCRIBETXNREQUEST']._serialized_end=1371
-  _globals['_PARTICIPANT']._serialized_start=1373
-  _globals['_PARTICIPANT']._serialized_end=1494
-  _globals['_DESCRIBETXNRESPONSE']._serialized_start=1497
-  _globals['_DESCRIBETXNRESPONSE']._serialized_end=1750
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1753
-  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1948
-  _globals['_MARKERRESULT']._serialized_start=1950
-  _globals['_MARKERRESULT']._serialized_end=2041
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=2043
-  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=2126
-  _globals['_TRANSACTIONCOORDINATOR']._serialized_start=2129
-  _globals['_TRANSACTIONCOORDINATOR']._serialized_end=2926
-  _globals['_TXNMARKERS']._serialized_start=2929
-  _globals['_TXNMARKERS']._serialized_end=3063
+  _globals['_JOINTXNREQUEST']._serialized_end=755
+  _globals['_JOINTXNRESPONSE']._serialized_start=757
+  _globals['_JOINTXNRESPONSE']._serialized_end=846
+  _globals['_GROUPOFFSET']._serialized_start=848
+  _globals['_GROUPOFFSET']._serialized_end=929
+  _globals['_ADDOFFSETSREQUEST']._serialized_start=932
+  _globals['_ADDOFFSETSREQUEST']._serialized_end=1097
+  _globals['_ADDOFFSETSRESPONSE']._serialized_start=1099
+  _globals['_ADDOFFSETSRESPONSE']._serialized_end=1119
+  _globals['_ENDTXNREQUEST']._serialized_start=1122
+  _globals['_ENDTXNREQUEST']._serialized_end=1280
+  _globals['_ENDTXNRESPONSE']._serialized_start=1282
+  _globals['_ENDTXNRESPONSE']._serialized_end=1322
+  _globals['_DESCRIBETXNREQUEST']._serialized_start=1324
+  _globals['_DESCRIBETXNREQUEST']._serialized_end=1370
+  _globals['_PARTICIPANT']._serialized_start=1372
+  _globals['_PARTICIPANT']._serialized_end=1493
+  _globals['_DESCRIBETXNRESPONSE']._serialized_start=1496
+  _globals['_DESCRIBETXNRESPONSE']._serialized_end=1749
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_start=1752
+  _globals['_WRITETXNMARKERSREQUEST']._serialized_end=1947
+  _globals['_MARKERRESULT']._serialized_start=1949
+  _globals['_MARKERRESULT']._serialized_end=2040
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_start=2042
+  _globals['_WRITETXNMARKERSRESPONSE']._serialized_end=2125
+  _globals['_TRANSACTIONCOORDINATOR']._serialized_start=2128
+  _globals['_TRANSACTIONCOORDINATOR']._serialized_end=2925
+  _globals['_TXNMARKERS']._serialized_start=2928
+  _globals['_TXNMARKERS']._serialized_end=3062
 # @@protoc_insertion_point(module_scope)

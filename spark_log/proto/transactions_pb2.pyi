@@ -67,16 +67,16 @@ class AddPartitionsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class JoinTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "owner_producer_id", "owner_epoch", "label")
+    __slots__ = ("transactional_id", "label", "run", "transaction_timeout_ms")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
-    OWNER_PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
-    OWNER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTION_TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
-    owner_producer_id: int
-    owner_epoch: int
     label: int
-    def __init__(self, transactional_id: _Optional[str] = ..., owner_producer_id: _Optional[int] = ..., owner_epoch: _Optional[int] = ..., label: _Optional[int] = ...) -> None: ...
+    run: str
+    transaction_timeout_ms: int
+    def __init__(self, transactional_id: _Optional[str] = ..., label: _Optional[int] = ..., run: _Optional[str] = ..., transaction_timeout_ms: _Optional[int] = ...) -> None: ...
 
 class JoinTxnResponse(_message.Message):
     __slots__ = ("producer_id", "producer_epoch", "already_committed")
@@ -119,22 +119,22 @@ class AddOffsetsResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class EndTxnRequest(_message.Message):
-    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "commit", "label", "participants_listed", "participants")
+    __slots__ = ("transactional_id", "producer_id", "producer_epoch", "commit", "label", "participants", "run")
     TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     COMMIT_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
-    PARTICIPANTS_LISTED_FIELD_NUMBER: _ClassVar[int]
     PARTICIPANTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_FIELD_NUMBER: _ClassVar[int]
     transactional_id: str
     producer_id: int
     producer_epoch: int
     commit: bool
     label: int
-    participants_listed: bool
     participants: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., label: _Optional[int] = ..., participants_listed: _Optional[bool] = ..., participants: _Optional[_Iterable[int]] = ...) -> None: ...
+    run: str
+    def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., label: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., run: _Optional[str] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
     __slots__ = ("producer_epoch",)

@@ -1,7 +1,7 @@
 """Streaming queries run in their own process, so tests can kill -9 them mid-flight.
 
     python -m tests.spark.kill_job read  BOOTSTRAP TOPIC CHECKPOINT OUTPUT_DIR {run|drain}
-    python -m tests.spark.kill_job write BOOTSTRAP INPUT_DIR TOPIC CHECKPOINT GATE_ID
+    python -m tests.spark.kill_job write BOOTSTRAP INPUT_DIR TOPIC CHECKPOINT GATE_ID [transactional]
 
 ``read``: spark-log topic -> parquet file sink (exactly-once through its metadata log);
 ``run`` keeps going until killed, ``drain`` stops once caught up (Trigger.AvailableNow).
@@ -43,7 +43,7 @@ def _read(bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -
     writer.start().awaitTermination()
 
 
-def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id: str) -> None:
+def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id: str, mode: str = "") -> None:
     from pyspark.sql import functions as F
 
     spark = _session()
@@ -53,8 +53,11 @@ def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id:
         value = F.when(F.col("id") == int(gate_id), F.concat(value, stall)).otherwise(value)
     df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)  # type: ignore[attr-defined]
           .select(F.col("id").cast("string").alias("key"), value.alias("value")))
-    query = (df.writeStream.format("spark-log").option("bootstrap", bootstrap).option("topic", topic)
-             .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+    writer = (df.writeStream.format("spark-log").option("bootstrap", bootstrap).option("topic", topic)
+              .option("checkpointLocation", checkpoint).trigger(availableNow=True))
+    if mode == "transactional":
+        writer = writer.option("transactional", "true").option("transactionTimeoutMs", "120000")
+    query = writer.start()
     query.awaitTermination()
 
 
@@ -62,7 +65,7 @@ def main(argv: list[str]) -> None:
     if argv[0] == "read":
         _read(*argv[1:6])
     elif argv[0] == "write":
-        _write(*argv[1:6])
+        _write(*argv[1:7])
     else:
         raise SystemExit(f"unknown mode {argv[0]!r}")
 

@@ -102,72 +102,82 @@ def test_timeout_above_the_maximum_is_refused() -> None:
         shard.add_partitions("never", 1, 0, [("t", 0)], 0)
 
 
+def _join(shard: TxnShard, ids: "itertools.count[int]", label: int, run: str, now: int = 0) -> tuple[int, int, bool]:
+    return _do(shard, shard.join(T, label, run, 10_000, now, lambda: next(ids)))
+
+
 def test_spark_batch_commits_only_the_listed_participants() -> None:
     shard, ids = _shard()
-    owner, epoch, committed = _init(shard, ids)
-    assert committed == -1
-    a, _, already = _do(shard, shard.join(T, owner, epoch, 7, 0, lambda: next(ids)))
-    b, _, _ = _do(shard, shard.join(T, owner, epoch, 7, 0, lambda: next(ids)))
-    retry, _, _ = _do(shard, shard.join(T, owner, epoch, 7, 0, lambda: next(ids)))  # task attempt 2
+    a, _, already = _join(shard, ids, 7, "run1")
+    b, _, _ = _join(shard, ids, 7, "run1")
+    retry, _, _ = _join(shard, ids, 7, "run1")  # task attempt 2 of a's task
     assert not already and len({a, b, retry}) == 3
     for pid in (a, b, retry):
         _do(shard, shard.add_partitions(T, pid, 0, [("t", pid % 2)], 1))
+    shard.verify(T, b, 0, ("t", b % 2))
     with pytest.raises(errors.InvalidTxnStateError):
-        shard.join(T, owner, epoch, 8, 2, lambda: next(ids))  # batch 8 while 7 is open
-    _do(shard, shard.end(T, owner, epoch, True, 3, label=7, participants=[b, retry]))
+        shard.init(T, 1000, 0, lambda: next(ids))  # a Spark sink's id is not a producer's
+    _do(shard, shard.end_batch(T, 7, "run1", True, [b, retry], 3))
     meta = shard.get(T)
     assert meta is not None
     assert sorted((p.producer_id, c) for p, c in meta.markers()) == sorted([(a, False), (b, True), (retry, True)])
     _complete(shard)
     done = shard.get(T)
-    assert done is not None and done.committed_label == 7 and done.producer_epoch == epoch  # the owner wrote nothing
-    # a replay of batch 7 (a new driver) finds it committed: tasks write nothing, the commit is a no-op
-    owner2, epoch2, committed2 = _init(shard, ids)
-    assert committed2 == 7
-    assert _do(shard, shard.join(T, owner2, epoch2, 7, 4, lambda: next(ids)))[2] is True
-    assert _do(shard, shard.end(T, owner2, epoch2, True, 5, label=7, participants=[])) == epoch2
+    assert done is not None and done.committed_label == 7 and done.state is TxnState.COMPLETE_COMMIT
+    # a replay of batch 7 (the driver died after the commit) finds it committed: tasks write nothing
+    assert _join(shard, ids, 7, "run2") == (-1, -1, True)
+    _do(shard, shard.end_batch(T, 7, "run2", True, [], 5))  # and the driver's commit is a no-op
+    with pytest.raises(errors.InvalidTxnStateError):
+        shard.verify(T, a, 0, ("t", a % 2))  # an aborted attempt's late write is refused
 
 
-def test_a_new_driver_aborts_the_batch_the_old_one_left_open_and_fences_its_tasks() -> None:
+def test_a_new_run_aborts_the_batch_the_old_one_left_open() -> None:
     shard, ids = _shard()
-    owner, epoch, _ = _init(shard, ids)
-    a, _, _ = _do(shard, shard.join(T, owner, epoch, 3, 0, lambda: next(ids)))
+    a, _, _ = _join(shard, ids, 3, "old")
     _do(shard, shard.add_partitions(T, a, 0, [("t", 0)], 0))
     with pytest.raises(errors.ConcurrentTransactionsError):
-        _init(shard, ids)  # the old driver died before its commit
+        _join(shard, ids, 3, "new")  # the old driver died before its commit: its batch is aborted first
+    meta = shard.get(T)
+    assert meta is not None and meta.state is TxnState.PREPARE_ABORT
+    assert [(p.producer_id, c) for p, c in meta.markers()] == [(a, False)]
     _complete(shard)
-    owner2, epoch2, _ = _init(shard, ids)
-    with pytest.raises(errors.ProducerFencedError):
-        shard.join(T, owner, epoch, 3, 1, lambda: next(ids))  # a zombie task of the old run
-    with pytest.raises(errors.InvalidTxnStateError):
-        shard.verify(T, a, 0, ("t", 0))  # the old attempt's late write
-    fresh, _, already = _do(shard, shard.join(T, owner2, epoch2, 3, 2, lambda: next(ids)))
+    fresh, _, already = _join(shard, ids, 3, "new")
     assert not already and fresh != a
     with pytest.raises(errors.InvalidTxnStateError):
-        shard.end(T, owner2, epoch2, True, 3, label=3, participants=[a])  # not a participant of this attempt
+        shard.end_batch(T, 3, "old", True, [a], 3)  # the old driver's commit cannot land any more
+    with pytest.raises(errors.InvalidTxnStateError):
+        shard.end_batch(T, 3, "new", True, [a], 3)  # nor can a participant of the aborted attempt
+    with pytest.raises(errors.InvalidTxnStateError):
+        _join(shard, ids, 2, "new")  # a zombie of an earlier batch
+    _do(shard, shard.end_batch(T, 3, "new", True, [fresh], 4))
+    _complete(shard)
+    assert shard.get(T).committed_label == 3  # type: ignore[union-attr]
 
 
-def test_empty_batch_commit_records_its_label() -> None:
+def test_a_spark_batch_open_past_its_timeout_cannot_commit() -> None:
     shard, ids = _shard()
-    owner, epoch, _ = _init(shard, ids)
-    _do(shard, shard.end(T, owner, epoch, True, 1, label=4, participants=[]))
-    meta = shard.get(T)
-    assert meta is not None and meta.committed_label == 4
+    a, _, _ = _do(shard, shard.join(T, 1, "r", 1_000, 0, lambda: next(ids)))
+    assert _do(shard, shard.tick(1_001)) == [T]
+    _complete(shard)
+    with pytest.raises(errors.InvalidTxnStateError):
+        shard.end_batch(T, 1, "r", True, [a], 1_002)
+    _do(shard, shard.end_batch(T, 1, "r", False, [], 1_003))  # an abort is fine
+    with pytest.raises(errors.InvalidRequestError):
+        shard.join(T, -1, "r", 1_000, 0, lambda: next(ids))
 
 
 def test_records_round_trip_and_replay_gives_the_same_state() -> None:
     shard, ids = _shard()
     replayed = TxnShard()
-    owner, epoch, _ = _init(shard, ids)
     log = []
-    for outcome in (shard.join(T, owner, epoch, 1, 0, lambda: next(ids)),):
+    for outcome in (shard.join(T, 1, "run", 5_000, 0, lambda: next(ids)),):
         shard.finish(outcome)
         log.extend(outcome.records)
     pid = shard.get(T).participants[0].producer_id  # type: ignore[union-attr]
     outcome = shard.add_partitions(T, pid, 0, [("t", 0), ("u", 3)], 1)
     shard.finish(outcome)
     log.extend(outcome.records)
-    outcome = shard.end(T, owner, epoch, True, 2, label=1, participants=[pid])
+    outcome = shard.end_batch(T, 1, "run", True, [pid], 2)
     shard.finish(outcome)
     log.extend(outcome.records)
     for meta in log:

@@ -1,0 +1,224 @@
+"""The transactional sink (``transactional=true``, issue 14): every micro-batch is one
+transaction across all its tasks and partitions, committed by the driver.
+
+- In one session: a stream of files written transactionally reads back exactly once under
+  ``read_committed`` (Spark's own source and the Consumer), the coordinator records the last
+  batch as committed, and a batch ``df.write`` is atomic too.
+- Kill -9 of the writing query's process group at named points (a task half way through a
+  batch; every task done but the driver's commit not sent; the commit done but not in
+  Spark's checkpoint), each asserted reached, then restarted from the checkpoint, while a
+  ``read_committed`` consumer reads beside it: it never sees a row of a batch that is not
+  committed (a killed attempt's rows stay invisible for good), never a duplicate, and in
+  the end every input row once.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.support.wait import wait_until
+
+pytestmark = [pytest.mark.spark]
+
+REPO = Path(__file__).resolve().parents[2]
+ROWS_PER_FILE = 400
+
+
+def _inputs(folder: Path, files: int, *, value_bytes: int = 16) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for k in range(files):
+        ids = list(range(k * ROWS_PER_FILE, (k + 1) * ROWS_PER_FILE))
+        pq.write_table(pa.table({"id": ids, "value": [f"v{i}-" + "x" * value_bytes for i in ids]}),
+                       folder / f"part-{k:03d}.parquet")
+
+
+def _committed_keys(bootstrap: str, topic: str, partitions: int) -> list[int]:
+    from spark_log import Admin, Consumer
+
+    with Admin(bootstrap) as admin:
+        ends = admin.list_offsets(topic, "latest", isolation_level="read_committed")
+    keys: list[int] = []
+    with Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        wait_until(lambda: keys.extend(int(r.key) for r in consumer.poll(0.2)) or
+                   all(consumer.position(topic, p) >= ends[p] for p in range(partitions)), timeout=60,
+                   message="could not read the topic to its last stable offset")
+    return keys
+
+
+def test_a_transactional_stream_reads_back_once_and_batch_writes_are_atomic(
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=3, replication_factor=3)
+    _inputs(tmp_path / "in", 3)
+    query = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1")
+             .parquet(str(tmp_path / "in")).selectExpr("cast(id as string) as key", "value")
+             .writeStream.format("spark-log").option("topic", topic).option("transactional", "true")
+             .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
+    query.awaitTermination(240)
+    assert query.exception() is None
+    keys = _committed_keys(log_cluster.bootstrap, topic, 3)
+    assert sorted(keys) == list(range(3 * ROWS_PER_FILE))
+    described = admin.describe_transaction(f"spark-sink-{query.id}")
+    assert described["committed_label"] == 2 and described["state"] == "CompleteCommit"
+    stable = admin.list_offsets(topic, "latest", isolation_level="read_committed")
+    assert stable == admin.list_offsets(topic, "latest")  # every transaction decided
+    read = (spark.read.format("spark-log").option("subscribe", topic).option("isolationLevel", "read_committed")
+            .load().selectExpr("cast(key as string) as key"))
+    assert sorted(int(r.key) for r in read.collect()) == list(range(3 * ROWS_PER_FILE))
+
+    other = topic_name()
+    admin.create_topic(other, partitions=2, replication_factor=3)
+    (spark.range(0, 1000).selectExpr("cast(id as string) as key", "cast(id as string) as value").repartition(4)
+     .write.format("spark-log").option("topic", other).option("transactional", "true").mode("append").save())
+    assert sorted(_committed_keys(log_cluster.bootstrap, other, 2)) == list(range(1000))
+
+
+def test_transactional_option_checks(spark: Any, topic_name: Callable[[], str], admin: Any) -> None:
+    from connectors.options import WriterOptions
+    from spark_log.errors import InvalidConfigError
+
+    with pytest.raises(InvalidConfigError):
+        WriterOptions.parse({"topic": "t", "transactional": "yes"})
+    with pytest.raises(InvalidConfigError):
+        WriterOptions.parse({"topic": "t", "transactional": "true", "acks": "1"})
+    with pytest.raises(InvalidConfigError):
+        WriterOptions.parse({"topic": "t", "transactionTimeoutMs": "5000"})
+    parsed = WriterOptions.parse({"topic": "t", "transactional": "true", "transactionTimeoutMs": "5000"})
+    assert parsed.transactional and parsed.transaction_timeout_ms == 5000
+
+
+# -- kill -9 at named points ------------------------------------------------------------------
+
+def _start(log: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
+    full = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=full,
+                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    process.wait(timeout=60)
+
+
+class CommittedReader:
+    """A read_committed consumer polling beside the writer; checks after every poll that
+    each micro-batch it saw part of is committed (its transaction's label reached), that
+    no row is seen twice, and keeps every row seen."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, transactional_id: Callable[[], str | None]) -> None:
+        from spark_log import Admin, Consumer
+
+        self.topic, self.partitions = topic, partitions
+        self.consumer = Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="earliest")
+        self.consumer.assign([(topic, p) for p in range(partitions)])
+        self.admin = Admin(bootstrap)
+        self.transactional_id = transactional_id
+        self.seen: list[int] = []
+        self.violations: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> "CommittedReader":
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                got = [int(r.key) for r in self.consumer.poll(0.2)]
+            except Exception as exc:  # noqa: BLE001 - a broker hiccup; reported if it persists
+                self.violations.append(f"poll failed: {exc!r}")
+                continue
+            if not got:
+                continue
+            self.seen.extend(got)
+            batches = {key // ROWS_PER_FILE for key in got}
+            tid = self.transactional_id()
+            label = self.admin.describe_transaction(tid)["committed_label"] if tid else -1
+            state = self.admin.describe_transaction(tid) if tid else {}
+            for batch in batches:
+                # a row of batch B is visible only once B's commit was taken: committed, or its markers being written
+                if batch > label and not (state.get("state") == "PrepareCommit" and state.get("label") == batch):
+                    self.violations.append(f"read a row of batch {batch} before it committed (committed: {label})")
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        self.consumer.close()
+        self.admin.close()
+
+
+@pytest.mark.slow
+def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=3, replication_factor=3)
+    inputs, checkpoint, log, marker = tmp_path / "in", tmp_path / "ck", tmp_path / "job.log", tmp_path / "reached"
+    files = 5
+    # 1 KiB values: an Arrow batch of 100 rows overflows Spark's socket buffer to the Python
+    # writer, so the rows before a stalled row really reach the writer
+    _inputs(inputs, files, value_bytes=1024)
+    query_id: list[str] = []
+
+    def transactional_id() -> str | None:
+        if not query_id and (checkpoint / "metadata").exists():
+            import json
+            query_id.append(json.loads((checkpoint / "metadata").read_text().splitlines()[0])["id"])
+        return f"spark-sink-{query_id[0]}" if query_id else None
+
+    reader = CommittedReader(log_cluster.bootstrap, topic, 3, transactional_id).start()
+    bootstrap = log_cluster.bootstrap
+    try:
+        # 1. a task stalls half way through batch 1 (its rows before the stall are in the log, uncommitted)
+        gate = ROWS_PER_FILE + 250
+        job = _start(log, {}, "write", bootstrap, str(inputs), topic, str(checkpoint), str(gate), "transactional")
+        try:
+            wait_until(lambda: job.poll() is not None or sum(admin.list_offsets(topic, "latest").values()) >
+                       sum(admin.list_offsets(topic, "latest", isolation_level="read_committed").values()),
+                       timeout=300, message=lambda: "no half-written batch:\n" + log.read_text(errors="replace")[-2000:])
+            assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
+        finally:
+            _kill(job)
+        # 2. and 3. the driver dies before its commit, then after the coordinator's commit
+        for point in ("before-commit", "during-commit"):
+            before = marker.read_text().splitlines() if marker.exists() else []
+            job = _start(log, {"SPARK_LOG_SINK_CRASH_AT": point, "SPARK_LOG_SINK_CRASH_MARKER": str(marker)},
+                         "write", bootstrap, str(inputs), topic, str(checkpoint), "", "transactional")
+            try:
+                job.wait(timeout=300)
+            finally:
+                _kill(job)
+            reached = marker.read_text().splitlines() if marker.exists() else []
+            assert reached == before + [point], f"crash point {point} not reached:\n" + \
+                log.read_text(errors="replace")[-2000:]
+        job = _start(log, {}, "write", bootstrap, str(inputs), topic, str(checkpoint), "", "transactional")
+        try:
+            job.wait(timeout=300)
+        finally:
+            _kill(job)
+        assert job.returncode == 0, log.read_text(errors="replace")[-3000:]
+        total = files * ROWS_PER_FILE
+        wait_until(lambda: len(reader.seen) >= total, timeout=60, message=lambda: f"reader saw {len(reader.seen)}")
+    finally:
+        reader.stop()
+    assert not reader.violations, reader.violations[:5]
+    assert len(reader.seen) == len(set(reader.seen)), "a row was read twice"
+    assert sorted(reader.seen) == list(range(files * ROWS_PER_FILE))
+    keys = _committed_keys(log_cluster.bootstrap, topic, 3)
+    assert sorted(keys) == list(range(files * ROWS_PER_FILE))
+    uncommitted = sum(admin.list_offsets(topic, "latest").values())
+    assert uncommitted > files * ROWS_PER_FILE  # the killed attempts' rows are in the log, aborted
