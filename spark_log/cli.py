@@ -19,6 +19,7 @@
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
     spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
+    spark-log console [--port 8080] [--host 127.0.0.1]   the web console (spark_log/console.py)
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
                                               security (see _cli_security.py)
 
@@ -123,6 +124,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="text: one value a line (default); json: one object a record; csv; table (printed at the end)")
     from . import _cli_groups
 
+    console = commands.add_parser("console", help="a web console (cluster, topics, records, groups, throughput)")
+    console.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0: a free one)")
+    console.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     _cli_groups.add_parser(commands)  # groups list|describe|reset-offsets|delete|delete-offsets
 
     from . import _cli_security
@@ -386,6 +390,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)
+        if args.command == "console":
+            from .console import serve
+
+            return serve(args.bootstrap, host=args.host, port=args.port)
         if args.command in ("users", "acls", "quotas", "whoami"):
             from . import _cli_security
 
