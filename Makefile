@@ -23,9 +23,12 @@ $(STAMP): requirements.lock pyproject.toml
 	rm -f $(VENV)/.installed-*; touch $@
 
 # Debian packages tests need: nftables (real network partitions between network namespaces,
-# tests/support/netns.py).  Installed only when missing; needs root (the test machines run as root).
+# tests/support/netns.py), chromium + chromium-driver (the console's browser test).  Installed
+# only when missing; needs root (the test machines run as root).
+# chromium and chromium-driver: the web console's browser test (tests/integration/test_console.py).
 debian-deps:
 	@command -v nft >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }
+	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }

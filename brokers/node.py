@@ -35,7 +35,9 @@ names every service it serves), ``port``, ``address`` ("host:port"), ``security`
 ``raft``, ``controller`` (voters only, else None), ``controller_client``
 (``ControllerClient`` over the voters), ``heartbeater`` (brokers only: ``broker_epoch``,
 ``incarnation``), ``data_dir`` (the metadata log lives in ``data_dir/metadata``);
-``broker_epoch()`` and ``metadata_floor()`` read the heartbeater (-1 / None before it answered).
+``broker_epoch()`` and ``metadata_floor()`` read the heartbeater (-1 / None before it answered);
+``metrics`` (``brokers.metrics.NodeMetrics``: the node's Prometheus registry, served on
+``metrics_port`` and written to ``<data_dir>/metrics.port``; its interceptor counts every RPC).
 
 Voters: ``controller_quorum_voters`` as "id@host:port"; empty means a single-node quorum
 of this node at its own address.  A voter listens on its voter entry's port when
@@ -72,6 +74,8 @@ from brokers.controller.client import ControllerClient
 from brokers.controller.controller import QuorumController
 from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
+from brokers.metrics import NodeMetrics
+from brokers.metrics.collectors import NodeCollector
 from brokers.raft.driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS, Channels
 from brokers.net.registry import RecordingServer
@@ -143,6 +147,7 @@ class Node:
         self.raft: RaftNode | None = None
         self.controller_client: ControllerClient | None = None
         self.heartbeater: BrokerHeartbeater | None = None
+        self.metrics = NodeMetrics()
         self._started = False
 
     def add_service_registrar(self, registrar: ServiceRegistrar) -> None:
@@ -185,7 +190,8 @@ class Node:
             bind_port = int(self.voters[config.broker_id].rpartition(":")[2])
         workers = config.num_io_threads + 8 * max(1, len(self.voters)) + 16  # long polls hold workers
         self.server = RecordingServer(grpc.server(ThreadPoolExecutor(max_workers=workers, thread_name_prefix="grpc"),
-                                                  options=SERVER_OPTIONS, interceptors=[self.security.interceptor]))
+                                                  options=SERVER_OPTIONS,
+                                                  interceptors=[self.metrics.interceptor, self.security.interceptor]))
         self.port = self.security.bind(self.server, f"{config.host}:{bind_port}")
         if not self.port:
             raise OSError(f"cannot listen on {config.host}:{bind_port}")
@@ -219,6 +225,9 @@ class Node:
                              wait_for=lambda predicate, timeout_s: self.metadata.wait_for(predicate, timeout_s=timeout_s),
                              controller=self.controller_client, server=self.server)
 
+        self.metrics.register(NodeCollector(broker_id=config.broker_id, raft=lambda: self.raft,
+                                            controller=lambda: self.controller, image=lambda: self.metadata.image,
+                                            quotas=self.security.quotas))
         for registrar in list(self._registrars):
             closer = registrar(self)
             if closer is not None:
@@ -239,15 +248,17 @@ class Node:
                 interval_ms=config.heartbeat_interval_ms,
             )
             self.heartbeater.start()
+        self.metrics.start(config.host, config.metrics_port, self.data_dir)
         tmp = self.port_file.with_suffix(".tmp")
         tmp.write_text(f"{self.port}\n")
         os.replace(tmp, self.port_file)
         log.info(
-            "node %d serving on %s as %s (voters %s)",
+            "node %d serving on %s as %s (voters %s)%s",
             config.broker_id,
             self.address,
             "+".join(config.process_roles),
             ", ".join(f"{i}@{a}" for i, a in sorted(self.voters.items())),
+            f"; metrics on http://{config.host}:{self.metrics.port}/metrics" if self.metrics.port else "",
         )
 
     def stop(self, grace_s: float = 1.0) -> None:
@@ -281,6 +292,7 @@ class Node:
             self.raft.stop(left())
         if self.server is not None:
             self.server.stop(min(grace_s, left())).wait(left())
+        self.metrics.stop()
         try:
             self.port_file.unlink()
         except FileNotFoundError:

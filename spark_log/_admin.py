@@ -20,7 +20,7 @@ import dataclasses
 import datetime
 import time
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import grpc
 import pyarrow as pa
@@ -438,23 +438,26 @@ class Admin:
         return _compaction.describe(self._cluster, topic, replicas=replicas, timeout_s=self._timeout_s)
 
     def compact(self, topic: str, partitions: Sequence[int] | None = None, *, wait: bool = False,
-                timeout_s: float | None = None) -> dict[int, list[_compaction.ReplicaCompaction]]:
+                timeout_s: float | None = None, on_progress: Callable[[int, int], None] | None = None
+                ) -> dict[int, list[_compaction.ReplicaCompaction]]:
         """Ask the leaders of ``partitions`` (all if None) of ``topic`` to clean now (below
         their cleanable end, honouring ``min.compaction.lag.ms``).  With ``wait``, returns
         once every replica applied the leader's latest plan (``RequestTimeoutError`` after
         ``timeout_s``, default the request timeout).  Raises ``TopicNotCompactedError`` when
-        the topic's ``cleanup.policy`` lacks ``compact``."""
+        the topic's ``cleanup.policy`` lacks ``compact``.  ``on_progress(settled, total)``:
+        called with the partitions settled so far while waiting."""
         asked = _compaction.compact(self._cluster, topic, partitions, timeout_s=self._timeout_s)
         if wait:
-            return self.wait_for_compaction(topic, list(asked), timeout_s=timeout_s)
+            return self.wait_for_compaction(topic, list(asked), timeout_s=timeout_s, on_progress=on_progress)
         return {p: [state] for p, state in asked.items()}
 
     def wait_for_compaction(self, topic: str, partitions: Sequence[int] | None = None, *,
-                            timeout_s: float | None = None) -> dict[int, list[_compaction.ReplicaCompaction]]:
+                            timeout_s: float | None = None, on_progress: Callable[[int, int], None] | None = None
+                            ) -> dict[int, list[_compaction.ReplicaCompaction]]:
         """Wait until every replica of ``partitions`` applied its leader's latest plan and
         the leader has nothing left to plan (see ``compact``)."""
         return _compaction.wait(self._cluster, topic, partitions,
-                                timeout_s=self._timeout_s if timeout_s is None else timeout_s)
+                                timeout_s=self._timeout_s if timeout_s is None else timeout_s, on_progress=on_progress)
 
     def offer_offset_map(self, topic: str, partition: int, offset_map: pa.Table, *, start: int,
                          end: int) -> _compaction.PlanInfo:

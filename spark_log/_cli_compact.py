@@ -34,6 +34,8 @@ def add_parsers(actions: Any) -> None:
     compact.add_argument("--wait", action="store_true", help="return once every replica applied the clean")
     compact.add_argument("--timeout-ms", type=int, default=120_000, help="with --wait (default 120000)")
     compact.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    compact.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                         help="with --wait: a progress bar of partitions settled on stderr (default: on a terminal)")
 
 
 def _plan(state: ReplicaCompaction) -> str:
@@ -76,8 +78,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _compact(admin: Admin, args: argparse.Namespace) -> int:
+    from ._cli_io import progress
+
     partitions = args.partition
-    states = admin.compact(args.name, partitions, wait=args.wait, timeout_s=args.timeout_ms / 1000)
+    total = len(partitions) if partitions else len(admin.describe_topic(args.name, live=False).partitions)
+    with progress(f"compacting {args.name}", total if args.wait else 0, enabled=args.progress and args.wait) as advance:
+        settled = [0]
+
+        def on_progress(done: int, _total: int) -> None:
+            if done > settled[0]:
+                advance(done - settled[0])
+                settled[0] = done
+
+        states = admin.compact(args.name, partitions, wait=args.wait, timeout_s=args.timeout_ms / 1000,
+                               on_progress=on_progress)
     if args.json:
         print(json.dumps(compaction_json(states), indent=1))
     else:

@@ -15,7 +15,7 @@ request timeout (``_client.retry``).  Thread-safety: as ``Admin``.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import grpc
@@ -156,7 +156,7 @@ def compact(cluster: Cluster, topic: str, partitions: Sequence[int] | None = Non
 
 
 def wait(cluster: Cluster, topic: str, partitions: Sequence[int] | None = None, *, timeout_s: float = 60.0,
-         poll_s: float = 0.1) -> dict[int, list[ReplicaCompaction]]:
+         poll_s: float = 0.1, on_progress: Callable[[int, int], None] | None = None) -> dict[int, list[ReplicaCompaction]]:
     """Wait until every partition's leader settled and every replica applied its latest
     plan (module docstring); returns the final states.  ``RequestTimeoutError`` after
     ``timeout_s`` (the cleaners go on)."""
@@ -166,6 +166,8 @@ def wait(cluster: Cluster, topic: str, partitions: Sequence[int] | None = None, 
         wanted = sorted(states) if partitions is None else list(partitions)
         info = cluster.topic(topic)
         pending = [p for p in wanted if not _done(states.get(p, []), len(info.partitions[p].replicas))]
+        if on_progress is not None:
+            on_progress(len(wanted) - len(pending), len(wanted))
         if not pending:
             return states
         if time.monotonic() > deadline:

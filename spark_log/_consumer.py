@@ -65,6 +65,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import errors
+from ._client_metrics import ClientMetrics
 from ._client import Cluster, error_from_pb
 from ._group_client import GroupRpc
 from ._group_member import GroupSubscription
@@ -151,6 +152,10 @@ class Consumer:
         self._timeout_s = request_timeout_ms / 1000
         self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id)
         self._gate = ThrottleGate()
+        self._metrics = ClientMetrics("consumer", ("records_consumed", "bytes_consumed", "polls", "fetch_requests",
+                                                   "fetch_errors", "commits"),
+                                      client_id=client_id, extra=lambda: {"throttled": self._gate.throttled,
+                                                                          "throttle_time_ms": self._gate.throttle_time_ms})
         self._positions: dict[TopicPartition, int | None] = {}
         self._outstanding: dict[tuple[str, str], tuple[Any, dict[TopicPartition, int]]] = {}
         self._done: "queue.SimpleQueue[tuple[str, str]]" = queue.SimpleQueue()
@@ -242,6 +247,7 @@ class Consumer:
         partitions at the next poll; a consumer that assigned its partitions commits only
         while the group has no members (else ``NonEmptyGroupError``)."""
         self._require_group("commit").commit(offsets, metadata=metadata)
+        self._metrics.add("commits")
 
     def commit_async(self, offsets: OffsetsArg | None = None, *, metadata: str = "",
                      callback: Callable[[dict[TopicPartition, int], SparkLogError | None], None] | None = None
@@ -362,12 +368,34 @@ class Consumer:
 
     # -- polling ---------------------------------------------------------------------------
 
+    def metrics(self) -> dict[str, float]:
+        """This consumer's counters: ``records_consumed`` and ``bytes_consumed`` (Arrow
+        bytes handed to the caller), ``polls``, ``fetch_requests``, ``fetch_errors``
+        (retried), ``commits``, ``batches`` and batch sizes (``batch_records_*``,
+        ``batch_bytes_*``: total, avg, max), ``throttled`` and ``throttle_time_ms``."""
+        return self._metrics.snapshot()
+
+    def register_metrics(self, registry: Any) -> Any:
+        """Export ``metrics()`` to a ``prometheus_client`` registry as ``spark_log_consumer_*``
+        (labelled with the client id); returns the collector."""
+        return self._metrics.register(registry)
+
     def poll_arrow(self, timeout: float = 1.0) -> list[pa.RecordBatch]:
         """Record batches that arrived within ``timeout`` seconds (possibly none).
 
         Raises typed errors that retrying cannot fix (e.g. ``OffsetOutOfRangeError`` with
         ``auto_offset_reset='none'``); leader moves and metadata changes are handled here.
         """
+        batches = self._poll_arrow(timeout)
+        metrics = self._metrics
+        metrics.add("polls")
+        for batch in batches:
+            metrics.batch(batch.num_rows, batch.nbytes)
+            metrics.add("records_consumed", batch.num_rows)
+            metrics.add("bytes_consumed", batch.nbytes)
+        return batches
+
+    def _poll_arrow(self, timeout: float) -> list[pa.RecordBatch]:
         if self._closed:
             raise errors.InvalidRequestError("consumer is closed")
         if self._group is not None:
@@ -471,6 +499,7 @@ class Consumer:
                     raise error from None
                 self._cluster.forget(topic)
                 continue
+            self._metrics.add("fetch_requests")
             self._outstanding[key] = (call, offsets)
             call.add_done_callback(lambda _f, k=key: self._done.put(k))
 
@@ -508,6 +537,7 @@ class Consumer:
         except grpc.RpcError as exc:
             error = errors.from_rpc_error(exc, address=address)
             if error.retriable:
+                self._metrics.add("fetch_errors")
                 self._cluster.forget(topic)
                 return []
             raise error from None

@@ -62,6 +62,7 @@ import pyarrow as pa
 
 from . import errors
 from ._client import Cluster, TopicInfo, error_from_pb
+from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
@@ -172,6 +173,9 @@ class Producer:
         self._id_order = itertools.count()
         self._generation: dict[int, int] = {self.producer_id: next(self._id_order)}
         self._closed = False
+        self._metrics = ClientMetrics("producer", ("records_sent", "records_failed", "requests", "retries", "errors"),
+                                      client_id=client_id, extra=lambda: {"throttled": self._gate.throttled,
+                                                                          "throttle_time_ms": self._gate.throttle_time_ms})
         self._sender = threading.Thread(target=self._run_sender, name="spark-log-producer", daemon=True)
         self._sender.start()
 
@@ -383,6 +387,19 @@ class Producer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def metrics(self) -> dict[str, float]:
+        """This producer's counters: ``records_sent`` (acknowledged; with acks=0, sent),
+        ``records_failed``, ``requests``, ``retries`` (attempts sent again), ``errors``
+        (failed attempts, retried or not), ``batches`` and the batch sizes
+        (``batch_records_*``/``batch_bytes_*``: total, avg, max), ``throttled`` and
+        ``throttle_time_ms``."""
+        return self._metrics.snapshot()
+
+    def register_metrics(self, registry: Any) -> Any:
+        """Export ``metrics()`` to a ``prometheus_client`` registry as ``spark_log_producer_*``
+        (labelled with the client id); returns the collector."""
+        return self._metrics.register(registry)
+
     @property
     def throttled(self) -> int:
         """How many answers reported a quota throttle (``throttle_time_ms`` > 0)."""
@@ -493,6 +510,7 @@ class Producer:
                 futures.append(done)
             request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
                                     pid=producer_id))
+            self._metrics.batch(batch.num_rows, len(frame))
             with self._lock:
                 self._pending += 1
                 counts = self._unsettled.setdefault((topic, partition), {})
@@ -543,7 +561,9 @@ class Producer:
             for shipment in shipments:
                 self._failed(shipment, error)
             return
+        self._metrics.add("requests")
         if self._acks == 0:
+            self._metrics.add("records_sent", sum(s.count for s in shipments))
             for shipment in shipments:
                 shipment.resolve(-1)
                 self._unsettle(shipment)
@@ -577,6 +597,7 @@ class Producer:
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
             if failure is None:
+                self._metrics.add("records_sent", shipment.count)
                 shipment.resolve(result.base_offset)
                 self._unsettle(shipment)
                 self._settled(1)
@@ -616,7 +637,9 @@ class Producer:
         if appended or (appended is None and not error.refused_before_write):
             shipment.maybe_written = True
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
+        self._metrics.add("errors")
         if retriable and self._now_s() < shipment.deadline:
+            self._metrics.add("retries")
             # a leader that timed out may be on the wrong side of a partition, still believing
             # it leads: ask for metadata again (Kafka's producer does after a request timeout)
             if error.refresh_metadata or isinstance(error, (OutOfOrderSequenceError, errors.RequestTimeoutError)):
@@ -627,6 +650,7 @@ class Producer:
                 heapq.heappush(self._retries, (self._now_s() + delay, shipment.seq, shipment))
                 self._lock.notify_all()
             return
+        self._metrics.add("records_failed", shipment.count)
         outcome = dict(error.details, maybe_written=shipment.maybe_written)
         shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
         if self._txn is not None:

@@ -9,14 +9,17 @@
     spark-log topics list | describe NAME [--json] | delete NAME
     spark-log topics describe --under-replicated [NAME] [--json]   under-replicated/offline partitions
     spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
+    spark-log produce TOPIC --file data.parquet|.csv|.jsonl [--key-column C] [--[no-]progress]
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
-                            [--timeout-ms T] [--group G]   --group: a member of G (commits as it goes)
+                            [--timeout-ms T] [--group G] [--format text|table|json|csv]
+                                              --group: a member of G (commits as it goes)
     spark-log groups list | describe G [--json] | delete G | delete-offsets G --topic T
     spark-log groups reset-offsets G --topic T (--to-earliest|--to-latest|--to-datetime D|--shift-by N|
                             --to-offset N) [--execute]    consumer groups (kafka-consumer-groups.sh style)
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
     spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
+    spark-log console [--port 8080] [--host 127.0.0.1]   the web console (spark_log/console.py)
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
                                               security (see _cli_security.py)
 
@@ -97,9 +100,16 @@ def _parser() -> argparse.ArgumentParser:
 
     _cli_compact.add_parsers(actions)  # topics compact
 
-    produce = commands.add_parser("produce", help="send stdin lines as records")
+    produce = commands.add_parser("produce", help="send stdin lines (or a parquet/csv/jsonl file) as records")
     produce.add_argument("topic")
     produce.add_argument("--key-separator", default=None, help="split each line into key and value at the first SEP")
+    produce.add_argument("--file", default=None, help="send the rows of a .parquet, .csv or .jsonl file")
+    produce.add_argument("--format", choices=["parquet", "csv", "jsonl"], default=None, help="with --file (default: "
+                         "from its suffix)")
+    produce.add_argument("--key-column", default=None, help="with --file, bytes topics: the column keying each row")
+    produce.add_argument("--chunk-rows", type=int, default=10_000, help="with --file: rows per send (default 10000)")
+    produce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                         help="a progress bar on stderr (default: when stderr is a terminal)")
 
     consume = commands.add_parser("consume", help="print records")
     consume.add_argument("topic")
@@ -110,8 +120,13 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--timeout-ms", type=int, default=None, help="stop after this long without records")
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--group", default=None, help="consume as a member of this consumer group (offsets committed)")
+    consume.add_argument("--format", choices=["text", "table", "json", "csv"], default="text",
+                         help="text: one value a line (default); json: one object a record; csv; table (printed at the end)")
     from . import _cli_groups
 
+    console = commands.add_parser("console", help="a web console (cluster, topics, records, groups, throughput)")
+    console.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0: a free one)")
+    console.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     _cli_groups.add_parser(commands)  # groups list|describe|reset-offsets|delete|delete-offsets
 
     from . import _cli_security
@@ -210,9 +225,37 @@ def _default_topic_config() -> dict[str, str]:
     return TopicConfig().to_kafka_names()
 
 
+def _produce_file(args: argparse.Namespace) -> int:
+    from . import _cli_io
+    from ._producer import Producer
+
+    if args.chunk_rows < 1:
+        raise InvalidConfigError("--chunk-rows must be >= 1", key="chunk-rows")
+    table = _cli_io.read_table(args.file, args.format)
+    with Producer(args.bootstrap) as producer:
+        info = producer._cluster.topic(args.topic)
+        if info.kind == "typed" and info.schema_id < 0:  # a typed topic's first write sets its schema: the file's
+            from ._admin import Admin
+
+            with Admin(args.bootstrap) as admin:
+                admin.register_schema(args.topic, table.schema)
+            producer._cluster.topic(args.topic, refresh=True)
+        rows = table if info.kind == "typed" else _cli_io.bytes_rows(table, args.key_column)
+        with _cli_io.progress(f"producing {args.topic}", rows.num_rows, enabled=args.progress) as advance:
+            for start in range(0, rows.num_rows, args.chunk_rows):
+                chunk = rows.slice(start, args.chunk_rows)
+                for future in producer.send_batch(args.topic, chunk):
+                    future.result()
+                advance(chunk.num_rows)
+    print(f"sent {rows.num_rows} records to {args.topic}", file=sys.stderr)
+    return 0
+
+
 def _produce(args: argparse.Namespace) -> int:
     from ._producer import Producer
 
+    if args.file is not None:
+        return _produce_file(args)
     count = 0
     with Producer(args.bootstrap) as producer:
         info = producer._cluster.topic(args.topic)
@@ -247,6 +290,7 @@ def _produce(args: argparse.Namespace) -> int:
 
 
 def _consume(args: argparse.Namespace) -> int:
+    from ._cli_io import RecordWriter
     from ._consumer import Consumer
 
     if (args.partition is None) != (args.offset is None) and args.offset is not None:
@@ -268,7 +312,8 @@ def _consume(args: argparse.Namespace) -> int:
             consumer.seek_to_beginning()
         seen = 0
         last_data = time.monotonic()
-        out = sys.stdout
+        out = RecordWriter(args.format, sys.stdout, print_key=args.print_key,
+                           render_text=lambda r: _render(r, args.print_key))
         while args.max_records is None or seen < args.max_records:
             records = consumer.poll(0.5)
             if records:
@@ -279,12 +324,13 @@ def _consume(args: argparse.Namespace) -> int:
             for record in records:
                 if args.max_records is not None and seen >= args.max_records:
                     break
-                out.write(_render(record, args.print_key) + "\n")
+                out.write(record)
                 printed[(record.topic, record.partition)] = record.offset + 1
                 seen += 1
             out.flush()
             if args.group is not None and printed:
                 consumer.commit(printed)
+        out.close()
     print(f"consumed {seen} records", file=sys.stderr)
     return 0
 
@@ -344,6 +390,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)
+        if args.command == "console":
+            from .console import serve
+
+            return serve(args.bootstrap, host=args.host, port=args.port)
         if args.command in ("users", "acls", "quotas", "whoami"):
             from . import _cli_security
 

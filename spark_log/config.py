@@ -228,6 +228,9 @@ class BrokerConfig:
     broker_id: int
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port and write it to <data_dir>/broker.port
+    # Prometheus /metrics over HTTP on ``host``: -1 off; 0 a free port, written to
+    # <data_dir>/metrics.port (as ``port`` is to broker.port); else that port.
+    metrics_port: int = 0
     data_dir: str = ".spark-log/broker"
     rack: str = ""
     # Controller voters as "id@host:port" strings; empty means "this broker alone".
@@ -275,6 +278,8 @@ class BrokerConfig:
     def __post_init__(self) -> None:
         _require(self.broker_id >= 0, "broker_id", "must be >= 0")
         _require(0 <= self.port <= 65535, "port", "must be within 0..65535")
+        _require(-1 <= self.metrics_port <= 65535, "metrics_port", "must be -1 (off), 0 (a free port) or a port")
+        _require(self.metrics_port <= 0 or self.metrics_port != self.port, "metrics_port", "must differ from port")
         _require(bool(self.host), "host", "must not be empty")
         _require(bool(self.data_dir), "data_dir", "must not be empty")
         for role in self.process_roles:

@@ -210,6 +210,18 @@ class GroupCoordinator:
         with self._lock:
             return sorted(i for i, s in self._shards.items() if s.core is not None and not s.closed)
 
+    def committed_offsets(self) -> dict[str, dict[TopicPartition, int]]:
+        """The committed offsets of every group this broker coordinates now, as its loaded
+        shards hold them (no wait for replication: metrics read it)."""
+        with self._lock:
+            shards = list(self._shards.values())
+        out: dict[str, dict[TopicPartition, int]] = {}
+        for shard in shards:
+            with shard.lock:
+                if shard.core is not None and not shard.closed:
+                    out.update(shard.core.committed())
+        return out
+
     # -- finding the coordinator -----------------------------------------------------------
 
     def find_coordinator(self, group_id: str) -> Coordinates:

@@ -382,6 +382,10 @@ class GroupShard:
                                     len(group.members) if group is not None else 0))
         return out
 
+    def committed(self) -> dict[str, dict[TopicPartition, int]]:
+        """Every group's committed offsets (metrics: consumer lag)."""
+        return {g: {tp: o.offset for tp, o in offsets.items()} for g, offsets in self._offsets.items()}
+
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
 

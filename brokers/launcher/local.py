@@ -6,6 +6,7 @@ Layout under ``data_dir`` (default ``.spark-log``)::
     bootstrap             "127.0.0.1:p1,127.0.0.1:p2,..." (clients find it without flags)
     node-<id>/broker.toml the node's BrokerConfig
     node-<id>/node.log    its stdout/stderr
+    node-<id>/metrics.port  the port of its Prometheus /metrics (``metrics_url``)
     node-<id>/...         its data (metadata log, partitions)
     tls/, client.properties   a secured cluster's CA, certificates and admin client settings
                           (``secure.py``: ``up --tls [--mtls] [--sasl] [--authorizer]``)
@@ -228,6 +229,15 @@ class LocalCluster:
                         f"metadata offset {response.metadata_offset}")
         return None
 
+    def metrics_url(self, node_id: int) -> str | None:
+        """``http://127.0.0.1:<port>/metrics`` of a running node (its ``metrics.port``
+        file, written once it serves); None when it serves no metrics or is not running."""
+        try:
+            port = int((self.node_dir(node_id) / "metrics.port").read_text())
+        except (OSError, ValueError):
+            return None
+        return f"http://{HOST}:{port}/metrics"
+
     def status(self) -> list[tuple[int, int, int, bool]]:
         """``(node_id, port, pid, alive)`` per node."""
         return [(n.node_id, n.port, n.pid, bool(n.pid) and _alive(n.pid)) for n in self.nodes]
@@ -309,7 +319,9 @@ def main(argv: list[str] | None = None) -> int:
             rows = cluster.status()
             running = sum(1 for r in rows if r[3])
             for node_id, port, pid, alive in rows:
-                print(f"node {node_id}  {HOST}:{port}  pid {pid or '-'}  {'running' if alive else 'stopped'}")
+                url = cluster.metrics_url(node_id) if alive else None
+                print(f"node {node_id}  {HOST}:{port}  pid {pid or '-'}  {'running' if alive else 'stopped'}"
+                      + (f"  metrics {url}" if url else ""))
             if running:
                 print(f"bootstrap {cluster.bootstrap}")
             return 0 if running == len(rows) else 1

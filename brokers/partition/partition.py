@@ -164,6 +164,13 @@ class Partition(CompactingPartition):
             self._core.check_open()
             return self._core.listable_offsets(self._ends())
 
+    def storage_stats(self) -> tuple[PartitionOffsets, int, int]:
+        """``(offsets, log size in bytes, segment count)`` read together (metrics)."""
+        with self._cond:
+            self._core.check_open()
+            return (self._core.offsets(self._ends()), self._log.size_bytes,
+                    len(self._log.segment_base_offsets))
+
     def replication_view(self) -> ReplicationView:
         """The replication state and offsets, read together (describe)."""
         with self._cond:

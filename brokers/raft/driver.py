@@ -213,6 +213,13 @@ class RaftNode:
         except FutureTimeout:
             raise RequestTimeoutError(f"proposal not committed within {timeout_s:.1f}s") from None
 
+    def status(self) -> tuple[str, int, int, int]:
+        """``(role, high watermark, applied offset, log end offset)`` now (metrics; read
+        without the Raft thread's lock: each value is one attribute read).  Roles: leader,
+        follower, candidate, prospective, voted, unattached (observers too)."""
+        return (type(self._core.state).__name__.lower(), self.high_watermark, self._applied,
+                self._log.end_offset)
+
     def leader_address(self) -> str | None:
         leader = self.leader_id
         return self.voters.get(leader) if leader is not None else None

@@ -64,6 +64,8 @@ class IsrUpdater:
         self._poked = False
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=f"isr-{broker_id}", daemon=True)
+        self.shrinks = 0  # ISR changes the controller accepted that removed / added replicas (metrics)
+        self.expands = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -111,6 +113,10 @@ class IsrUpdater:
             self._alter(topic=partition.topic, partition=partition.partition, broker_id=self.broker_id,
                         broker_epoch=epoch, leader_epoch=change.leader_epoch,
                         partition_epoch=change.partition_epoch, new_isr=change.new_isr)
+            if change.out_of_sync:
+                self.shrinks += 1  # only this thread writes them
+            if change.caught_up:
+                self.expands += 1
         except (InvalidRequestError, UnknownTopicOrPartitionError) as exc:
             # refused at the partition epoch it was built on: nothing of ours was applied
             # at that epoch (an accepted earlier request would make this one stale instead)

@@ -83,6 +83,8 @@ class QuotaManager:
         self.max_delayed = max_delayed
         self._lock = threading.Lock()
         self._buckets: dict[tuple[str, QuotaEntity], _Bucket] = {}
+        # per quota key: answers delayed, their total delay in ms, calls refused (metrics)
+        self.throttled: dict[str, list[int]] = {}
 
     def admit(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str, client_id: str) -> bool:
         """False when the caller's bucket already has ``max_delayed`` answers being delayed."""
@@ -91,7 +93,10 @@ class QuotaManager:
             return True
         with self._lock:
             bucket = self._buckets.get((key, found[0]))
-            return bucket is None or bucket.delayed < self.max_delayed
+            admitted = bucket is None or bucket.delayed < self.max_delayed
+            if not admitted:
+                self.throttled.setdefault(key, [0, 0, 0])[2] += 1
+            return admitted
 
     def charge(self, quotas: Mapping[QuotaEntity, Mapping[str, float]], key: str, user: str, client_id: str,
                nbytes: int) -> Charge:
@@ -115,7 +120,16 @@ class QuotaManager:
                 return Charge(name, 0)
             throttle_ms = min(self.max_throttle_ms, math.ceil(-bucket.tokens / rate * 1000))
             bucket.delayed += 1
+            stats = self.throttled.setdefault(key, [0, 0, 0])
+            stats[0] += 1
+            stats[1] += throttle_ms
             return Charge(name, throttle_ms)
+
+    def stats(self) -> tuple[dict[str, tuple[int, int, int]], int]:
+        """``({quota key: (answers delayed, ms of delay, calls refused)}, answers being delayed now)``."""
+        with self._lock:
+            return ({key: (v[0], v[1], v[2]) for key, v in self.throttled.items()},
+                    sum(b.delayed for b in self._buckets.values()))
 
     def done(self, charge: Charge) -> None:
         """The delayed answer of ``charge`` went out."""

@@ -28,6 +28,8 @@ from brokers.controller.client import ControllerClient
 from brokers.groups import GroupConfig, GroupCoordinator, GroupServicer, InternalTopicSpec
 from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
+from brokers.metrics import BrokerCounters, NodeMetrics
+from brokers.metrics.collectors import BrokerCollector
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
@@ -71,6 +73,10 @@ class BrokerHost(Protocol):
     @property
     def clock(self) -> Clock: ...
     @property
+    def metrics(self) -> NodeMetrics:
+        """The node's Prometheus registry (the broker adds its collectors)."""
+        ...
+    @property
     def channels(self) -> Channels:
         """How the host opens channels to other nodes (TLS when its listener uses it)."""
         ...
@@ -104,6 +110,7 @@ class BrokerServer:
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        lag_time_max_ms=replica_lag_time_max_ms,
                                        fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
+        self.counters = BrokerCounters(broker_id)
         self.builder = MetadataBuilder()
 
         def create_topic(name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> None:
@@ -121,7 +128,8 @@ class BrokerServer:
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
                                               controller_id=lambda: metadata.leader_id,
-                                              follower_fetches=follower_fetches, verifier=self.verifier)
+                                              follower_fetches=follower_fetches, verifier=self.verifier,
+                                              counters=self.counters)
         self.admin_servicer = AdminServicer(AdminHandler(
             controller=controller, image=lambda: metadata.image,
             wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
@@ -132,6 +140,8 @@ class BrokerServer:
         self.group_servicer = GroupServicer(self.groups)
         self.txn_servicer = TxnServicer(self.transactions)
         self.marker_servicer = MarkerServicer(self.marker_handler)
+        self.collector = BrokerCollector(partitions=self.manager, isr=self.replicas.isr, groups=self.groups,
+                                         cleaner=self.cleaner.pool)
 
     def add_to_server(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
@@ -180,9 +190,17 @@ def register(host: BrokerHost) -> Callable[[], None]:
                               segment_bytes=config.offsets_topic_segment_bytes),
                           offsets_commit_timeout_ms=config.offsets_commit_timeout_ms)
     server.add_to_server(host.server)
+    host.metrics.register(server.counters)
+    host.metrics.register(server.collector)
     server.start()
     budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
-    return lambda: server.stop(budget_s)
+
+    def stop() -> None:
+        host.metrics.unregister(server.collector)
+        host.metrics.unregister(server.counters)
+        server.stop(budget_s)
+
+    return stop
 
 
 def group_config(config: BrokerConfig) -> GroupConfig:

@@ -25,8 +25,9 @@ from __future__ import annotations
 from typing import Callable
 
 from brokers.metadata.image import TopicImage
+from brokers.metrics.counters import BrokerCounters
 from brokers.partition import Isolation, PartitionOffsets
-from spark_log.errors import InvalidRequestError, SparkLogError, UnknownTopicOrPartitionError
+from spark_log.errors import InvalidRequestError, SparkLogError, StorageError, UnknownTopicOrPartitionError
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -44,8 +45,10 @@ _MAX_WAIT_MS = 60_000
 class FetchHandler:
     """Answers Fetch requests (see the module docstring)."""
 
-    def __init__(self, manager: PartitionManager, *, follower_fetches: LeaderFetchHandler | None = None) -> None:
+    def __init__(self, manager: PartitionManager, *, follower_fetches: LeaderFetchHandler | None = None,
+                 counters: BrokerCounters | None = None) -> None:
         self.manager = manager
+        self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
         self._clock = manager.clock
         self.follower_fetches = follower_fetches  # None: this broker serves no follower fetches
 
@@ -76,8 +79,16 @@ class FetchHandler:
             parts, scanned, failed = self._read_all(request, pushdowns, isolation)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if scanned >= max(1, request.min_bytes) or failed or remaining_ms <= 0 or not is_active():
+                self._count(request, parts)
                 return encode_fetch_response(parts)
             self.manager.wait_for_data(seen, remaining_ms / 1000)
+
+    def _count(self, request: pb.FetchRequest, parts: list[FetchPart]) -> None:
+        """Records (offsets handed out: ``next_fetch_offset - fetch_offset``) and stored
+        bytes of the answer, per partition that returned data."""
+        for wanted, (result, _, payload) in zip(request.partitions, parts):
+            if payload is not None and result.next_fetch_offset > wanted.fetch_offset:
+                self.counters.fetched(wanted.topic, result.next_fetch_offset - wanted.fetch_offset, len(payload))
 
     @staticmethod
     def _pushdown(request: pb.FetchRequest, topic: TopicImage) -> Pushdown:
@@ -102,6 +113,8 @@ class FetchHandler:
                                                       isolation=isolation)
                 scanned += read
             except SparkLogError as exc:
+                if isinstance(exc, StorageError):
+                    self.counters.storage_error("fetch", wanted.topic, wanted.partition, exc)
                 result.error.CopyFrom(to_pb(exc))
                 failed = True
             parts.append((result, field, payload))

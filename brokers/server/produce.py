@@ -43,6 +43,7 @@ import pyarrow.ipc as ipc
 from brokers.groups import INTERNAL_TOPIC
 from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
 from brokers.log.append import CheckedFrames, check_frames
+from brokers.metrics.counters import BrokerCounters
 from brokers.metadata.image import TopicImage
 from brokers.partition import AppendOutcome, Partition
 from spark_log.errors import (
@@ -122,10 +123,12 @@ class ProduceHandler:
     need the request's ``transactional_id``; the first transactional write of a producer
     to a partition is verified with its coordinator (``verifier``)."""
 
-    def __init__(self, manager: PartitionManager, verifier: Verifier | None = None) -> None:
+    def __init__(self, manager: PartitionManager, verifier: Verifier | None = None,
+                 counters: BrokerCounters | None = None) -> None:
         self.manager = manager
         self._clock = manager.clock
         self._verifier = verifier
+        self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
 
     def handle(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
         if request.acks not in (-1, 0, 1):
@@ -141,13 +144,20 @@ class ProduceHandler:
                                              high_watermark=-1)
             try:
                 partition, outcome = self._append(entry, request.acks, timeout_ms, result, request.transactional_id)
+            except StorageError as exc:  # a full or failing disk: logged and counted, not only answered
+                self.counters.storage_error("produce", entry.topic, entry.partition, exc)
+                result.error.CopyFrom(to_pb(exc))
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
             except Exception as exc:  # noqa: BLE001 - one partition's failure must not fail the others
                 log.exception("produce to %s-%d failed", entry.topic, entry.partition)
+                self.counters.storage_error("produce", entry.topic, entry.partition, exc)
                 result.error.CopyFrom(to_pb(StorageError(f"unexpected broker error: {exc}")))
             else:
                 appended = appended or not outcome.duplicate
+                if not outcome.duplicate:
+                    self.counters.produced(entry.topic, outcome.last_offset - outcome.base_offset + 1,
+                                           len(entry.records))
                 if request.acks == -1:
                     replicating.append(_Replicating(entry, partition, outcome, result))
         if appended:

@@ -13,6 +13,7 @@ from typing import Callable, TypeVar
 import grpc
 from google.protobuf.message import Message
 
+from brokers.metrics.counters import BrokerCounters
 from spark_log import errors
 from spark_log.errors import BrokerNotAvailableError, SparkLogError, StorageError
 from spark_log.proto import broker_pb2 as pb
@@ -39,14 +40,23 @@ def _serialize(message: Message) -> bytes:
     return message.SerializeToString()
 
 
-def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
+def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T], counters: BrokerCounters | None = None) -> T:
     try:
         return call()
+    except StorageError as exc:  # a whole request failed on the disk: logged and counted, then answered
+        if counters is not None:
+            counters.storage_error("request", name, -1, exc)
+        else:
+            log.error("%s failed on storage: %s", name, exc.message)
+        errors.abort(context, exc)
+        raise
     except SparkLogError as exc:
         errors.abort(context, exc)
         raise  # abort raises; for type checkers
     except Exception as exc:  # noqa: BLE001 - map to a typed error
         log.exception("%s failed", name)
+        if counters is not None:
+            counters.storage_error("request", name, -1, exc)
         errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
         raise
 
@@ -57,12 +67,13 @@ class BrokerServicer:
 
     def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder,
                  controller_id: Callable[[], int | None], follower_fetches: LeaderFetchHandler | None = None,
-                 verifier: Verifier | None = None) -> None:
+                 verifier: Verifier | None = None, counters: BrokerCounters | None = None) -> None:
         self.manager = manager
         self.builder = builder
         self.controller_id = controller_id
-        self.produce = ProduceHandler(manager, verifier)
-        self.fetch = FetchHandler(manager, follower_fetches=follower_fetches)
+        self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
+        self.produce = ProduceHandler(manager, verifier, self.counters)
+        self.fetch = FetchHandler(manager, follower_fetches=follower_fetches, counters=self.counters)
         self.list_offsets = ListOffsetsHandler(manager)
         self.describe_partitions = DescribePartitionsHandler(manager)
 
@@ -74,21 +85,21 @@ class BrokerServicer:
             if not self.manager.caught_up:
                 raise BrokerNotAvailableError(f"broker {self.manager.broker_id} is catching up with the metadata log")
             return self.builder.metadata(request, self.manager.image, self.controller_id())
-        return _guard(context, "Metadata", answer)
+        return _guard(context, "Metadata", answer, self.counters)
 
     def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse:  # noqa: N802
-        return _guard(context, "Produce", lambda: self.produce.handle(request))
+        return _guard(context, "Produce", lambda: self.produce.handle(request), self.counters)
 
     def Fetch(self, request: pb.FetchRequest, context: grpc.ServicerContext) -> bytes:  # noqa: N802
         """A serialised ``FetchResponse`` (``wire.broker_handler`` passes it through)."""
-        return _guard(context, "Fetch", lambda: self.fetch.handle(request, is_active=context.is_active))
+        return _guard(context, "Fetch", lambda: self.fetch.handle(request, is_active=context.is_active), self.counters)
 
     def ListOffsets(self, request: pb.ListOffsetsRequest, context: grpc.ServicerContext) -> pb.ListOffsetsResponse:  # noqa: N802
-        return _guard(context, "ListOffsets", lambda: self.list_offsets.handle(request))
+        return _guard(context, "ListOffsets", lambda: self.list_offsets.handle(request), self.counters)
 
     def DescribePartitions(self, request: pb.DescribePartitionsRequest,  # noqa: N802
                            context: grpc.ServicerContext) -> pb.DescribePartitionsResponse:
-        return _guard(context, "DescribePartitions", lambda: self.describe_partitions.handle(request))
+        return _guard(context, "DescribePartitions", lambda: self.describe_partitions.handle(request), self.counters)
 
 
 class AdminServicer:

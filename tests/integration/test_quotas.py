@@ -19,6 +19,7 @@ import uuid
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
+from tests.support.metrics import total
 from tests.support.wait import wait_until
 
 RATE = 256 * 1024  # bytes per second
@@ -97,6 +98,10 @@ def test_a_produce_quota_holds_the_rate_and_leaves_other_clients_alone(cluster: 
             f"(the bucket allows {allowed / 1024:.0f} KiB)")
         assert slow.producer.throttled > 0 and slow.producer.throttle_time_ms > 0
         assert fast.producer.throttled == 0  # another client id: never throttled
+        # the brokers' metrics count the delayed answers and their delay (issue 18)
+        urls = [u for u in (cluster.metrics_url(n.node_id) for n in cluster.nodes) if u is not None]
+        assert total(urls, "spark_log_quota_throttled_total") > 0
+        assert total(urls, "spark_log_quota_throttle_time_ms_total") > 0
         assert fast.acks[-1][1] > slow.acks[-1][1]
     finally:
         with Admin(cluster.bootstrap) as admin:

@@ -62,6 +62,7 @@ class CleanerPool:
         self._threads: list[threading.Thread] = []
         self.throttle = Throttler(io_max_bytes_per_second, clock=clock, wait=self._stop.wait)
         self.jobs_done = 0
+        self.jobs_failed = 0  # jobs that raised (the log is skipped for one backoff)
 
     def start(self) -> None:
         for i in range(self._threads_wanted):
@@ -143,15 +144,22 @@ class CleanerPool:
             return None
         except (SparkLogError, OSError) as exc:
             log.warning("cleaning %s-%d failed: %s; trying again later", chosen.topic, chosen.partition, exc)
+            self.jobs_failed += 1
             self._skip(key)
             return None
         except Exception:
             log.exception("cleaning %s-%d failed; trying again later", chosen.topic, chosen.partition)
+            self.jobs_failed += 1
             self._skip(key)
             raise
         finally:
             with self._cond:
                 self._busy.discard(key)
+
+    def busy(self) -> int:
+        """Logs being cleaned now."""
+        with self._cond:
+            return len(self._busy)
 
     def _skip(self, key: tuple[str, int]) -> None:
         with self._cond:

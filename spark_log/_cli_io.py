@@ -1,0 +1,176 @@
+"""File input, record output and progress bars of the ``spark-log`` command line (part of
+``cli.py``).
+
+``produce --file PATH [--format parquet|csv|jsonl] [--key-column C]``: the file is read with
+pyarrow (``.parquet``, ``.csv``, ``.jsonl``/``.ndjson``/``.json`` lines, or ``--format``) and
+sent in slices of ``--chunk-rows`` rows with ``Producer.send_batch``.  A typed topic takes
+the file's columns as they are (its schema must fit); a bytes topic takes ``key``/``value``
+columns when the file has a ``value`` column, else each row becomes a JSON object as the
+value (keyed by ``--key-column`` when given).
+
+``consume --format text|table|json|csv``: ``text`` (default) is the historic one value a
+line; ``json`` one JSON object a record (topic, partition, offset, timestamp, key and the
+value, or a typed topic's columns); ``csv`` a header, then one row a record; ``table`` a
+table (rich) of what was read, printed once the command stops.
+
+Progress bars (rich, on stderr): ``produce --file`` (rows sent of the file's rows) and
+``topics compact --wait`` (partitions settled).  ``--progress`` forces them on, ``--no-progress``
+off; by default they show when stderr is a terminal.
+"""
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator, TextIO
+
+import pyarrow as pa
+
+from .errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from ._consumer import ConsumerRecord
+
+__all__ = ["read_table", "progress", "RecordWriter", "FORMATS", "FILE_FORMATS"]
+
+FORMATS = ("text", "table", "json", "csv")
+FILE_FORMATS = ("parquet", "csv", "jsonl")
+_SUFFIXES = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl",
+             ".json": "jsonl"}
+
+
+def read_table(path: str, fmt: str | None) -> pa.Table:
+    """The rows of ``path`` (``fmt`` None: from its suffix); ``InvalidConfigError`` when it
+    cannot be read."""
+    file = Path(path)
+    kind = fmt or _SUFFIXES.get(file.suffix.lower())
+    if kind is None:
+        raise InvalidConfigError(f"cannot tell the format of {path!r}: name it .parquet, .csv or .jsonl, or pass --format",
+                                 key="format")
+    if not file.is_file():
+        raise InvalidConfigError(f"no such file: {path}", key="file")
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            return pq.read_table(file)
+        if kind == "csv":
+            import pyarrow.csv as pcsv
+
+            return pcsv.read_csv(file)
+        import pyarrow.json as pjson
+
+        return pjson.read_json(file)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InvalidConfigError(f"cannot read {path} as {kind}: {exc}", key="file") from None
+
+
+def bytes_rows(table: pa.Table, key_column: str | None) -> pa.Table:
+    """A bytes topic's ``key``/``value`` table from ``table`` (module docstring)."""
+    if "value" in table.column_names:
+        return table.select([c for c in ("key", "value", "timestamp") if c in table.column_names])
+    if key_column is not None and key_column not in table.column_names:
+        raise InvalidConfigError(f"--key-column {key_column!r} is not a column of the file "
+                                 f"({', '.join(table.column_names)})", key="key-column")
+    rows = table.to_pylist()
+    values = [json.dumps(row, default=str).encode() for row in rows]
+    columns: dict[str, Any] = {"value": pa.array(values, pa.binary())}
+    if key_column is not None:
+        columns["key"] = pa.array([None if r[key_column] is None else str(r[key_column]).encode() for r in rows],
+                                  pa.binary())
+    return pa.table(columns)
+
+
+@contextmanager
+def progress(description: str, total: int | None, *, enabled: bool | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr; yields ``advance(n)``.  ``enabled`` None: when stderr
+    is a terminal."""
+    show = sys.stderr.isatty() if enabled is None else enabled
+    if not show:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(file=sys.stderr, force_terminal=True if enabled else None, width=100)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n: bar.advance(task, n)
+        bar.refresh()
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    return str(value)
+
+
+class RecordWriter:
+    """Writes records to ``out`` in one of ``FORMATS`` (module docstring)."""
+
+    def __init__(self, fmt: str, out: TextIO, *, print_key: bool, render_text: Callable[["ConsumerRecord"], str]) -> None:
+        if fmt not in FORMATS:
+            raise InvalidConfigError(f"--format must be one of {', '.join(FORMATS)}", key="format")
+        self.fmt = fmt
+        self.out = out
+        self.print_key = print_key
+        self._render_text = render_text
+        self._columns: list[str] | None = None
+        self._csv: Any = None
+        self._rows: list[list[str]] = []
+
+    def _fields(self, record: ConsumerRecord) -> dict[str, Any]:
+        fields: dict[str, Any] = {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                                  "timestamp": record.timestamp}
+        if isinstance(record.value, dict):
+            fields.update(record.value)
+        else:
+            fields["key"] = _text(record.key) if record.key is not None else None
+            fields["value"] = _text(record.value) if record.value is not None else None
+        return fields
+
+    def write(self, record: ConsumerRecord) -> None:
+        if self.fmt == "text":
+            self.out.write(self._render_text(record) + "\n")
+            return
+        fields = self._fields(record)
+        if self.fmt == "json":
+            self.out.write(json.dumps(fields, default=_text) + "\n")
+            return
+        if self._columns is None:
+            self._columns = list(fields)
+            if self.fmt == "csv":
+                self._csv = csv.writer(self.out, lineterminator="\n")
+                self._csv.writerow(self._columns)
+        row = [_text(fields.get(c)) for c in self._columns]
+        if self.fmt == "csv":
+            self._csv.writerow(row)
+        else:
+            self._rows.append(row)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+    def close(self) -> None:
+        if self.fmt != "table":
+            self.out.flush()
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(*(self._columns or ["topic", "partition", "offset", "timestamp", "key", "value"]))
+        for row in self._rows:
+            table.add_row(*row)
+        buffer = io.StringIO()
+        Console(file=buffer, width=200, force_terminal=False, color_system=None).print(table)
+        self.out.write(buffer.getvalue())
+        self.out.flush()

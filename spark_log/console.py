@@ -1,0 +1,259 @@
+"""``spark-log console [--port P]``: a small web console over the admin client (issue 18).
+
+A stdlib ``ThreadingHTTPServer`` serves one page (``console_static/index.html``: HTML and
+plain JavaScript, no build step, no outside assets) and JSON endpoints, each answered with
+the existing clients:
+
+    GET  /api/cluster            brokers (id, address, rack, fenced), controller, metadata offset
+    GET  /api/topics             topics, partitions (leader, replicas, ISR, HW, LEO, records),
+                                 under-replicated and offline ones first
+    GET  /api/records?topic=T&partition=P&offset=O&limit=N
+                                 records from an offset (typed topics: their columns)
+    GET  /api/groups             groups with state, members and lag per partition
+    GET  /api/throughput         each topic's summed high watermark now (the page charts the rate)
+    POST /api/topics             {"name", "partitions", "replication_factor", "config"}: create
+    POST /api/config             {"topic", "set": {key: value}}: alter a topic's config
+    POST /api/reset-offsets      {"group", "topic", "to": "earliest"|"latest"}: reset a group
+
+The page asks for confirmation before each POST.  Errors come back as ``{"error": "..."}``
+with status 400 (a ``SparkLogError``) and are shown on the page.  POSTs must be JSON
+(``Content-Type: application/json``), which a cross-site form cannot send.  Binds
+127.0.0.1 by default; it reaches the cluster with the usual client settings (bootstrap,
+``--command-config``), so it works against a TLS/SASL cluster as its clients do.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+import threading
+import time
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import parse_qs, urlparse
+
+from .errors import InvalidRequestError, SparkLogError
+
+__all__ = ["ConsoleServer", "serve"]
+
+_PAGE = Path(__file__).with_name("console_static") / "index.html"
+_MAX_RECORDS = 500
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return value.decode(errors="replace")
+    if isinstance(value, (dt.datetime, dt.date)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+class ConsoleServer:
+    """The console's HTTP server; ``start()`` serves on a thread, ``url`` says where."""
+
+    def __init__(self, bootstrap: str | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        from ._admin import Admin
+
+        self.bootstrap = bootstrap
+        self.admin = Admin(bootstrap)
+        console = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet
+                pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                console._handle(self, "GET")
+
+            def do_POST(self) -> None:  # noqa: N802
+                console._handle(self, "POST")
+
+        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd.daemon_threads = True
+        self.url = f"http://{host}:{self.httpd.server_address[1]}/"
+        self._thread: threading.Thread | None = None
+        self._routes: dict[tuple[str, str], Callable[[dict[str, list[str]], Any], Any]] = {
+            ("GET", "/api/cluster"): lambda q, b: self.cluster(),
+            ("GET", "/api/topics"): lambda q, b: self.topics(),
+            ("GET", "/api/records"): lambda q, b: self.records(q),
+            ("GET", "/api/groups"): lambda q, b: self.groups(),
+            ("GET", "/api/throughput"): lambda q, b: self.throughput(),
+            ("POST", "/api/topics"): lambda q, b: self.create_topic(b),
+            ("POST", "/api/config"): lambda q, b: self.alter_config(b),
+            ("POST", "/api/reset-offsets"): lambda q, b: self.reset_offsets(b),
+        }
+
+    def start(self) -> "ConsoleServer":
+        self._thread = threading.Thread(target=self.httpd.serve_forever, name="console-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.admin.close()
+
+    def __enter__(self) -> "ConsoleServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    def _handle(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        parsed = urlparse(request.path)
+        if method == "GET" and parsed.path in ("/", "/index.html"):
+            self._send(request, HTTPStatus.OK, _PAGE.read_bytes(), "text/html; charset=utf-8")
+            return
+        route = self._routes.get((method, parsed.path))
+        if route is None:
+            self._json(request, HTTPStatus.NOT_FOUND, {"error": f"no such endpoint: {method} {parsed.path}"})
+            return
+        try:
+            body: Any = None
+            if method == "POST":
+                if request.headers.get_content_type() != "application/json":
+                    raise InvalidRequestError("POST bodies must be JSON (Content-Type: application/json)")
+                length = int(request.headers.get("Content-Length") or 0)
+                body = json.loads(request.rfile.read(length) or b"{}")
+                if not isinstance(body, dict):
+                    raise InvalidRequestError("the body must be a JSON object")
+            answer = route(parse_qs(parsed.query), body)
+        except (SparkLogError, ValueError, KeyError) as exc:
+            self._json(request, HTTPStatus.BAD_REQUEST, {"error": str(exc)})
+            return
+        self._json(request, HTTPStatus.OK, answer)
+
+    def _json(self, request: BaseHTTPRequestHandler, status: HTTPStatus, value: Any) -> None:
+        self._send(request, status, json.dumps(_jsonable(value)).encode(), "application/json")
+
+    @staticmethod
+    def _send(request: BaseHTTPRequestHandler, status: HTTPStatus, data: bytes, kind: str) -> None:
+        request.send_response(status)
+        request.send_header("Content-Type", kind)
+        request.send_header("Content-Length", str(len(data)))
+        request.send_header("Cache-Control", "no-store")
+        request.end_headers()
+        request.wfile.write(data)
+
+    # -- endpoints -------------------------------------------------------------------------
+
+    def cluster(self) -> dict[str, Any]:
+        meta = self.admin._cluster.refresh()
+        return {"controller_id": meta.controller_id, "metadata_offset": meta.metadata_offset,
+                "brokers": [{"id": b.broker_id, "address": b.address, "rack": b.rack, "fenced": b.fenced,
+                             "controller": b.broker_id == meta.controller_id}
+                            for b in sorted(meta.brokers, key=lambda b: b.broker_id)]}
+
+    def topics(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for name, description in sorted(self.admin.describe_topics().items()):
+            partitions: list[dict[str, Any]] = []
+            for index, p in sorted(description.partitions.items()):
+                leo = p.log_end_offsets.get(p.leader) if p.log_end_offsets and p.leader is not None else None
+                partitions.append({"partition": index, "leader": p.leader, "replicas": list(p.replicas),
+                                   "isr": list(p.isr), "high_watermark": p.high_watermark,
+                                   "log_start_offset": p.log_start_offset, "log_end_offset": leo,
+                                   "records": (p.high_watermark - p.log_start_offset)
+                                   if p.high_watermark is not None and p.log_start_offset is not None else None,
+                                   "under_replicated": p.under_replicated, "offline": p.offline})
+            partitions.sort(key=lambda p: (not p["offline"], not p["under_replicated"], p["partition"]))
+            out.append({"name": name, "kind": description.kind, "partitions": partitions,
+                        "replication_factor": description.replication_factor, "config": description.config,
+                        "columns": description.schema.names if description.schema is not None else [],
+                        "unhealthy": sum(1 for p in partitions if p["under_replicated"] or p["offline"])})
+        out.sort(key=lambda t: (-t["unhealthy"], t["name"]))
+        return out
+
+    def records(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        from ._consumer import Consumer
+
+        topic = query["topic"][0]
+        partition = int(query.get("partition", ["0"])[0])
+        offset = int(query.get("offset", ["0"])[0])
+        limit = min(_MAX_RECORDS, max(1, int(query.get("limit", ["50"])[0])))
+        rows: list[dict[str, Any]] = []
+        with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
+            consumer.assign([(topic, partition)])
+            consumer.seek(topic, partition, offset)
+            deadline = time.monotonic() + 3.0
+            while len(rows) < limit and time.monotonic() < deadline:
+                records = consumer.poll(0.3)
+                for record in records:
+                    row: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
+                    if isinstance(record.value, dict):
+                        row.update(record.value)
+                    else:
+                        row["key"], row["value"] = record.key, record.value
+                    rows.append(row)
+                if not records and rows:
+                    break
+        rows = rows[:limit]
+        columns = list(rows[0]) if rows else []
+        return {"topic": topic, "partition": partition, "offset": offset, "columns": columns,
+                "rows": [[row.get(c) for c in columns] for row in rows]}
+
+    def groups(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for listing in self.admin.list_groups():
+            try:
+                group = self.admin.describe_group(listing.group_id)
+            except SparkLogError as exc:
+                out.append({"group": listing.group_id, "state": listing.state, "error": str(exc), "partitions": []})
+                continue
+            out.append({"group": group.group_id, "state": group.state, "members": len(group.members),
+                        "coordinator": group.coordinator_id, "lag": group.total_lag,
+                        "partitions": [{"topic": t, "partition": p, "committed": gp.committed_offset,
+                                        "log_end_offset": gp.log_end_offset, "lag": gp.lag}
+                                       for (t, p), gp in sorted(group.partitions.items())]})
+        return out
+
+    def throughput(self) -> dict[str, Any]:
+        topics = [t for t in self.admin.list_topics() if not t.startswith("__")]
+        ends = self.admin.list_offsets_for_topics(topics, "latest") if topics else {}
+        totals: dict[str, int] = {}
+        for (topic, _), offset in ends.items():
+            totals[topic] = totals.get(topic, 0) + offset
+        return {"time": time.time(), "offsets": totals}
+
+    def create_topic(self, body: dict[str, Any]) -> dict[str, Any]:
+        description = self.admin.create_topic(str(body["name"]), partitions=int(body.get("partitions", 1)),
+                                              replication_factor=int(body.get("replication_factor", 1)),
+                                              config={str(k): str(v) for k, v in (body.get("config") or {}).items()})
+        return {"created": description.name, "partitions": description.num_partitions}
+
+    def alter_config(self, body: dict[str, Any]) -> dict[str, Any]:
+        topic = str(body["topic"])
+        changes = {str(k): str(v) for k, v in (body.get("set") or {}).items()}
+        if not changes:
+            raise InvalidRequestError("nothing to set")
+        description = self.admin.alter_configs(topic, set=changes)
+        return {"topic": topic, "config": {k: description.config.get(k.replace("_", ".")) for k in changes}}
+
+    def reset_offsets(self, body: dict[str, Any]) -> dict[str, Any]:
+        to = str(body.get("to", "earliest"))
+        if to not in ("earliest", "latest"):
+            raise InvalidRequestError("to must be 'earliest' or 'latest'")
+        result = self.admin.reset_group_offsets(str(body["group"]), str(body["topic"]), to=to)
+        return {"group": body["group"], "offsets": [[t, p, o] for (t, p), o in sorted(result.items())]}
+
+
+def serve(bootstrap: str | None, *, host: str, port: int) -> int:
+    """``spark-log console``: serve until interrupted."""
+    server = ConsoleServer(bootstrap, host=host, port=port)
+    print(f"spark-log console on {server.url}", file=sys.stderr, flush=True)
+    try:
+        server.httpd.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.httpd.server_close()
+        server.admin.close()
+    return 0

@@ -1,0 +1,88 @@
+"""``spark-log produce --file`` (parquet, csv, jsonl; progress bar), ``consume --format
+table|json|csv`` and ``topics compact --wait --progress``, run as subprocesses."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.integration.test_cli import _cli
+
+pytestmark = pytest.mark.integration
+
+ROWS = 120
+
+
+def test_produce_a_parquet_file_to_a_typed_topic_and_consume_it_in_each_format(bootstrap: str, topic_name: str,
+                                                                                tmp_path: Path) -> None:
+    path = tmp_path / "orders.parquet"
+    pq.write_table(pa.table({"order_id": list(range(ROWS)), "amount": [i * 1.5 for i in range(ROWS)],
+                             "city": [f"city-{i % 4}" for i in range(ROWS)]}), path)
+    assert _cli("topics", "create", topic_name, "--typed", "--key-columns", "order_id", "--partitions", "2",
+                bootstrap=bootstrap).returncode == 0
+    produced = _cli("produce", topic_name, "--file", str(path), "--chunk-rows", "50", "--progress", bootstrap=bootstrap)
+    assert produced.returncode == 0, produced.stderr
+    assert f"sent {ROWS} records" in produced.stderr
+    assert f"producing {topic_name}" in produced.stderr and f"{ROWS}/{ROWS}" in produced.stderr and "100%" in produced.stderr
+
+    common = ("consume", topic_name, "--from-beginning", "--max-records", str(ROWS))
+    as_json = _cli(*common, "--format", "json", bootstrap=bootstrap)
+    assert as_json.returncode == 0, as_json.stderr
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert sorted(r["order_id"] for r in rows) == list(range(ROWS))
+    assert all(r["amount"] == r["order_id"] * 1.5 and r["topic"] == topic_name for r in rows)
+    assert {"partition", "offset", "timestamp"} <= set(rows[0])
+
+    as_csv = _cli(*common, "--format", "csv", bootstrap=bootstrap)
+    table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert len(table) == ROWS and sorted(int(r["order_id"]) for r in table) == list(range(ROWS))
+    assert list(table[0]) == ["topic", "partition", "offset", "timestamp", "order_id", "amount", "city"]
+
+    as_table = _cli(*common, "--format", "table", bootstrap=bootstrap)
+    lines = as_table.stdout.splitlines()
+    header = next(line for line in lines if "order_id" in line)
+    assert "amount" in header and "city" in header
+    assert sum(1 for line in lines if f"{topic_name}" in line) == ROWS  # one table row a record
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_produce_a_csv_or_jsonl_file_to_a_bytes_topic(bootstrap: str, topic_name: str, tmp_path: Path, fmt: str) -> None:
+    rows = [{"user": f"u{i % 5}", "event": f"click-{i}"} for i in range(30)]
+    path = tmp_path / f"events.{fmt}"
+    if fmt == "csv":
+        path.write_text("user,event\n" + "".join(f"{r['user']},{r['event']}\n" for r in rows))
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert _cli("topics", "create", topic_name, bootstrap=bootstrap).returncode == 0
+    produced = _cli("produce", topic_name, "--file", str(path), "--key-column", "user", "--no-progress",
+                    bootstrap=bootstrap)
+    assert produced.returncode == 0 and "sent 30 records" in produced.stderr, produced.stderr
+    assert "producing" not in produced.stderr  # --no-progress
+    consumed = _cli("consume", topic_name, "--from-beginning", "--max-records", "30", "--format", "json",
+                    bootstrap=bootstrap)
+    got = [json.loads(line) for line in consumed.stdout.splitlines()]
+    assert [json.loads(r["value"]) for r in got] == rows  # one partition: file order
+    assert [r["key"] for r in got] == [r["user"] for r in rows]
+
+
+def test_a_file_that_cannot_be_read_is_one_line(bootstrap: str, topic_name: str, tmp_path: Path) -> None:
+    bad = tmp_path / "data.txt"
+    bad.write_text("x")
+    result = _cli("produce", topic_name, "--file", str(bad), bootstrap=bootstrap)
+    assert result.returncode == 1 and "cannot tell the format" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_compact_wait_shows_progress(bootstrap: str, topic_name: str) -> None:
+    assert _cli("topics", "create", topic_name, "--partitions", "2", "--config", "cleanup.policy=compact",
+                bootstrap=bootstrap).returncode == 0
+    lines = "".join(f"k{i % 3}:v{i}\n" for i in range(40))
+    assert _cli("produce", topic_name, "--key-separator", ":", stdin=lines, bootstrap=bootstrap).returncode == 0
+    result = _cli("topics", "compact", topic_name, "--wait", "--progress", bootstrap=bootstrap)
+    assert result.returncode == 0, result.stderr
+    assert f"compacting {topic_name}" in result.stderr and "2/2" in result.stderr and "100%" in result.stderr
+    assert f"compacted {topic_name}" in result.stdout and "CLEANED OFFSET" in result.stdout

@@ -1,0 +1,161 @@
+"""The web console (``spark-log console``, spark_log/console.py) in headless Chromium driven
+by Selenium (Debian's chromium and chromium-driver; ``make debian-deps`` installs them):
+every page is loaded against the shared cluster and saved as a screenshot under the test's
+tmp dir; the admin actions go through the page's confirmation and their effect is checked
+with the admin client.  The test fails on any console error of the page (Chrome's SEVERE
+log entries, a failed request among them) or an error shown on it.  Never skipped: a
+missing browser is a failure."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.support.ui import WebDriverWait
+
+from brokers.launcher.local import LocalCluster
+from spark_log import Admin, Consumer, Producer
+from spark_log.console import ConsoleServer
+from tests.support.wait import wait_until
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture()
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    assert chromium and driver, "chromium and chromium-driver are needed: make debian-deps installs them"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                 "--window-size=1280,900", f"--user-data-dir={tmp_path / 'chromium-profile'}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    session = webdriver.Chrome(service=Service(driver), options=options)
+    session.set_page_load_timeout(30)
+    try:
+        yield session
+    finally:
+        session.quit()
+
+
+def _page(browser: WebDriver, url: str, name: str, shots: Path, *, ready: str) -> None:
+    """Open ``url``, wait until the view says it loaded ``ready``, screenshot it, check it."""
+    browser.get(url)
+    WebDriverWait(browser, 30).until(
+        lambda b: b.find_element(By.ID, "view").get_attribute("data-loaded") == ready or b.find_elements(By.ID, "error"))
+    _check(browser, name)
+    assert browser.save_screenshot(str(shots / f"{name}.png"))
+
+
+def _check(browser: WebDriver, name: str) -> None:
+    shown = [e.text for e in browser.find_elements(By.ID, "error")]
+    assert not shown, f"{name}: the page shows an error: {shown}"
+    severe = [entry for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert not severe, f"{name}: console errors: {severe}"
+
+
+def _confirm(browser: WebDriver, form: str, values: dict[str, str]) -> None:
+    for field, text in values.items():
+        box = browser.find_element(By.CSS_SELECTOR, f"#{form} [name={field}]")
+        if box.tag_name == "select":
+            box.find_element(By.CSS_SELECTOR, f"option[value={text}], option").click()
+            browser.execute_script("arguments[0].value = arguments[1]", box, text)
+        else:
+            box.clear()
+            box.send_keys(text)
+    browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "confirm").is_displayed())
+    browser.find_element(By.ID, "confirm-yes").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"))
+    _check(browser, form)
+
+
+def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, browser: WebDriver, tmp_path: Path) -> None:
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    typed, made, group = f"{topic_name}-typed", f"{topic_name}-made", f"{topic_name}-g"
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(typed, partitions=1, replication_factor=3,
+                           schema=pa.schema([("id", pa.int64()), ("city", pa.string())]))
+    with Producer(cluster.bootstrap) as producer:
+        for future in producer.send_batch(typed, pa.table({"id": list(range(30)), "city": ["Lyon", "Oslo"] * 15})):
+            future.result(timeout=30)
+    with Consumer(cluster.bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False) as consumer:
+        consumer.subscribe(typed)
+        seen: list[object] = []
+        wait_until(lambda: seen.extend(consumer.poll(0.5)) or len(seen) >= 30, timeout=30, interval=0)
+        consumer.commit({(typed, 0): 20})
+
+    with ConsoleServer(cluster.bootstrap) as console:
+        base = console.url
+        _page(browser, base + "#cluster", "cluster", shots, ready="cluster")
+        text = browser.find_element(By.ID, "view").text
+        assert "Active controller" in text and text.count("live") == 3
+
+        _page(browser, base + "#topics", "topics", shots, ready="topics")
+        assert typed in browser.find_element(By.ID, "view").text
+        _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
+        with Admin(cluster.bootstrap) as admin:
+            assert admin.describe_topic(made).num_partitions == 2
+        _page(browser, base + "#topics", "topics-created", shots, ready="topics")
+        _confirm(browser, "config-form", {"topic": made, "key": "retention.ms", "value": "3600000"})
+        with Admin(cluster.bootstrap) as admin:
+            assert admin.describe_topic(made).config["retention.ms"] == "3600000"
+
+        _page(browser, base + f"#records/{typed}/0/5", "records", shots, ready="records")
+        header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#view table th")]
+        assert header == ["offset", "timestamp", "id", "city"]
+        first = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#view table tr:nth-child(2) td")]
+        assert first[0] == "5" and first[2] == "5" and first[3] == "Oslo"
+
+        _page(browser, base + "#groups", "groups", shots, ready="groups")
+        assert group in browser.find_element(By.ID, "view").text and "lag 10" in browser.find_element(By.ID, "view").text
+        _confirm(browser, "reset-form", {"group": group, "topic": typed, "to": "earliest"})
+        with Admin(cluster.bootstrap) as admin:
+            assert admin.list_group_offsets(group)[(typed, 0)].offset == 0
+
+        _page(browser, base + "#throughput", "throughput", shots, ready="throughput")
+        with Producer(cluster.bootstrap) as producer:
+            def moving() -> bool:
+                producer.send_batch(typed, pa.table({"id": [1] * 50, "city": ["x"] * 50}))[0].result(timeout=30)
+                rate = browser.find_element(By.ID, "rate").text
+                return rate.startswith("now ") and float(rate.split()[1]) > 0
+
+            wait_until(moving, timeout=30, interval=0.5, message="the throughput chart shows no traffic")
+        _check(browser, "throughput")
+        assert browser.save_screenshot(str(shots / "throughput-moving.png"))
+    assert sorted(p.name for p in shots.iterdir()) == ["cluster.png", "groups.png", "records.png", "throughput-moving.png",
+                                                        "throughput.png", "topics-created.png", "topics.png"]
+
+
+def test_console_command_serves_the_page(cluster: LocalCluster) -> None:
+    """``spark-log console --port 0`` prints where it serves and answers the page and the API."""
+    import os
+    import urllib.request
+
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOG_BOOTSTRAP=cluster.bootstrap)
+    proc = subprocess.Popen([sys.executable, "-m", "spark_log.cli", "console", "--port", "0"], env=env, cwd=REPO,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("spark-log console on http://127.0.0.1:"), line
+        url = line.split()[-1]
+        with urllib.request.urlopen(url, timeout=10) as page:
+            assert b"spark-log console" in page.read()
+        with urllib.request.urlopen(url + "api/cluster", timeout=10) as answer:
+            assert b'"brokers"' in answer.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
