@@ -21,10 +21,33 @@ final class Lz4Codecs implements CompressionCodec.Factory {
 
   @Override public CompressionCodec createCodec(CompressionUtil.CodecType type) {
     switch (type) {
-      case LZ4_FRAME: return new Lz4();
-      case ZSTD: return CommonsCompressionFactory.INSTANCE.createCodec(type);
+      case LZ4_FRAME: return new EmptySafe(new Lz4());
+      case ZSTD: return new EmptySafe(CommonsCompressionFactory.INSTANCE.createCodec(type));
       default: return NoCompressionCodec.INSTANCE;
     }
+  }
+
+  /** Empty buffers as Arrow C++ (pyarrow) writes and reads them: zero bytes, no length prefix
+   *  (Arrow Java writes an 8-byte zero prefix, which pyarrow then fails to decompress). */
+  static final class EmptySafe implements CompressionCodec {
+    private final CompressionCodec inner;
+
+    EmptySafe(CompressionCodec inner) { this.inner = inner; }
+
+    @Override public ArrowBuf compress(BufferAllocator allocator, ArrowBuf uncompressed) {
+      if (uncompressed.writerIndex() == 0) {
+        uncompressed.close();
+        return allocator.getEmpty();
+      }
+      return inner.compress(allocator, uncompressed);
+    }
+
+    @Override public ArrowBuf decompress(BufferAllocator allocator, ArrowBuf compressed) {
+      if (compressed.writerIndex() == 0) return compressed;
+      return inner.decompress(allocator, compressed);
+    }
+
+    @Override public CompressionUtil.CodecType getCodecType() { return inner.getCodecType(); }
   }
 
   @Override public CompressionCodec createCodec(CompressionUtil.CodecType type, int level) { return createCodec(type); }
