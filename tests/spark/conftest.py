@@ -42,29 +42,65 @@ def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         subprocess.run([*launcher, "down", "--data-dir", str(data_dir)], timeout=120, stdout=subprocess.DEVNULL)
 
 
+def _unregistered_jar(tmp: Path) -> str | None:
+    """The JVM connector's classes without its DataSourceRegister entry: on the test session's
+    classpath it is reachable by class name (``connectors.session.JVM_CLASS``) while
+    ``spark-log`` stays the Python data source, so one session tests both."""
+    import zipfile
+
+    from connectors.session import jvm_jar
+
+    jar = jvm_jar()
+    if jar is None:
+        return None
+    out = tmp / "spark-log-jvm-classes.jar"
+    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            if not item.filename.startswith("META-INF/services/"):
+                target.writestr(item, source.read(item.filename))
+    return str(out)
+
+
 @pytest.fixture(scope="session")
-def spark(log_cluster: Any) -> Iterator[Any]:
-    """The one local SparkSession of the test session, with ``spark-log`` registered."""
+def spark(log_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one local SparkSession of the test session, with the Python ``spark-log`` registered
+    and, when it was built, the JVM implementation reachable by class name (``fmt``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
     from connectors.session import local_session
 
+    jar = _unregistered_jar(tmp_path_factory.mktemp("jvm-connector"))
     session = local_session(
         log_cluster.bootstrap,
         app_name="spark-log-tests",
         master="local[2]",
+        connector="python",
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
+            **({"spark.jars": jar} if jar else {}),
         },
     )
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(params=["python", "jvm"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    """The format name of each implementation of spark-log: the Python data source, and the
+    JVM one (``connectors/jvm``, skipped when its jar was not built: no JDK)."""
+    if request.param == "python":
+        return "spark-log"
+    from connectors.session import JVM_CLASS, jvm_jar
+
+    if jvm_jar() is None:
+        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    return JVM_CLASS
 
 
 _counter = itertools.count()
