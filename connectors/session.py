@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Mapping
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["register", "local_session", "FORMAT", "JVM_CLASS", "jvm_jar", "jvm_available"]
+__all__ = ["register", "local_session", "FORMAT", "JVM_CLASS", "jvm_jar", "jvm_available", "unregistered_jvm_jar"]
 
 FORMAT = "spark-log"
 JVM_CLASS = "io.sparklog.spark.SparkLogProvider"
@@ -33,17 +33,35 @@ def jvm_jar() -> str | None:
     return _JVM_JAR if os.path.exists(_JVM_JAR) else None
 
 
+def unregistered_jvm_jar(directory: str) -> str | None:
+    """A copy of the JVM jar without its ``DataSourceRegister`` entry (None without the jar):
+    on a session's classpath its source is reachable only by class name (``JVM_CLASS``) while
+    ``spark-log`` stays the Python data source, so one session can run both (tests, bench)."""
+    import zipfile
+
+    jar = jvm_jar()
+    if jar is None:
+        return None
+    out = os.path.join(directory, "spark-log-jvm-classes.jar")
+    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            if not item.filename.startswith("META-INF/services/"):
+                target.writestr(item, source.read(item.filename))
+    return out
+
+
 def jvm_available(spark: "SparkSession") -> bool:
-    """Whether the session's JVM can load the JVM implementation (its jar is on the classpath):
-    then ``format("spark-log")`` resolves to it (a jar's DataSourceRegister wins over a Python
-    data source of the same name in PySpark 4.2)."""
+    """Whether ``format("spark-log")`` resolves to the JVM implementation on ``spark``: its jar
+    (with its ``DataSourceRegister`` entry) is on the classpath.  In PySpark 4.2 such a jar
+    silently wins over a Python data source of the same name."""
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        loader = jvm.org.apache.spark.util.Utils.getContextOrSparkClassLoader()
-        jvm.java.lang.Class.forName(JVM_CLASS, False, loader)
-        return True
-    except Exception:  # noqa: BLE001 - py4j raises its own error types for a missing class
+        conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+        found = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(FORMAT, conf)
+        return bool(found.getName() == JVM_CLASS)
+    except Exception:  # noqa: BLE001 - py4j raises its own error types when nothing serves the name
         return False
+
 
 # Filter pushdown for Python data sources is off by default in Spark; the batch reader
 # implements pushFilters, which Spark refuses to call unless this is on.

@@ -42,25 +42,6 @@ def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         subprocess.run([*launcher, "down", "--data-dir", str(data_dir)], timeout=120, stdout=subprocess.DEVNULL)
 
 
-def _unregistered_jar(tmp: Path) -> str | None:
-    """The JVM connector's classes without its DataSourceRegister entry: on the test session's
-    classpath it is reachable by class name (``connectors.session.JVM_CLASS``) while
-    ``spark-log`` stays the Python data source, so one session tests both."""
-    import zipfile
-
-    from connectors.session import jvm_jar
-
-    jar = jvm_jar()
-    if jar is None:
-        return None
-    out = tmp / "spark-log-jvm-classes.jar"
-    with zipfile.ZipFile(jar) as source, zipfile.ZipFile(out, "w") as target:
-        for item in source.infolist():
-            if not item.filename.startswith("META-INF/services/"):
-                target.writestr(item, source.read(item.filename))
-    return str(out)
-
-
 @pytest.fixture(scope="session")
 def spark(log_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The one local SparkSession of the test session, with the Python ``spark-log`` registered
@@ -68,9 +49,11 @@ def spark(log_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
-    from connectors.session import local_session
+    from connectors.session import local_session, unregistered_jvm_jar
 
-    jar = _unregistered_jar(tmp_path_factory.mktemp("jvm-connector"))
+    # the JVM connector's classes without its DataSourceRegister: reachable by class name while
+    # ``spark-log`` stays the Python data source, so one session tests both
+    jar = unregistered_jvm_jar(str(tmp_path_factory.mktemp("jvm-connector")))
     session = local_session(
         log_cluster.bootstrap,
         app_name="spark-log-tests",
