@@ -7,9 +7,30 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install test demo proto bench bench-compaction compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
+.PHONY: install jvm test demo proto bench bench-compaction compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
 
-install: $(STAMP)
+install: $(STAMP) jvm
+
+# The JVM implementation of the spark-log format (connectors/jvm): compiled with javac against
+# the jars pip's pyspark ships (no Maven).  Without javac (a JRE only) the jar is skipped and
+# Spark uses the Python connector; a compile failure warns and does not fail the install.
+JVM_DIR  := connectors/jvm
+JVM_JAR  := $(JVM_DIR)/build/spark-log-jvm.jar
+JVM_SRC  := $(shell find $(JVM_DIR)/src $(JVM_DIR)/resources -type f 2>/dev/null)
+jvm: $(JVM_JAR)
+
+$(JVM_JAR): $(JVM_SRC) $(STAMP)
+	@if ! command -v javac >/dev/null 2>&1 || ! command -v jar >/dev/null 2>&1; then \
+	  echo "spark-log: no javac/jar (a JDK 17 is needed, not only a JRE): skipping $(JVM_JAR); the Python connector is used"; \
+	else \
+	  jars=$$($(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))') && \
+	  rm -rf $(JVM_DIR)/build/classes && mkdir -p $(JVM_DIR)/build/classes && \
+	  if javac -nowarn -Xlint:none --release 17 -cp "$$jars/*" -d $(JVM_DIR)/build/classes $$(find $(JVM_DIR)/src -name '*.java') 2>$(JVM_DIR)/build/javac.log; then \
+	    cp -r $(JVM_DIR)/resources/. $(JVM_DIR)/build/classes/ && jar cf $@ -C $(JVM_DIR)/build/classes . && echo "spark-log: built $@"; \
+	  else \
+	    rm -f $@; echo "spark-log: javac failed (see $(JVM_DIR)/build/javac.log): skipping $(JVM_JAR); the Python connector is used"; \
+	  fi; \
+	fi
 
 # --compile-bytecode, and compileall before test/demo: with PYTHONDONTWRITEBYTECODE set (as on
 # CI machines) no .pyc would ever be cached, and every broker, CLI and Spark Python worker
@@ -84,4 +105,4 @@ stop-soak: install
 	SPARK_LOG_STOP_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/fault/test_bounded_stop.py -q -p no:randomly
 
 clean:
-	rm -rf $(VENV) .spark-log
+	rm -rf $(VENV) .spark-log $(JVM_DIR)/build

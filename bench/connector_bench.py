@@ -57,6 +57,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from connectors.session import JVM_CLASS, jvm_jar
+
 from bench.connector_ceiling import DiscardSource, MemorySource, keyvalue_batch
 
 _CHUNK = 20_000  # rows per produced frame (and per ceiling batch)
@@ -176,6 +178,10 @@ def read_sides(spark: Any, bootstrap: str, topic: str, files: Path, rows: int) -
         "spark-log": lambda ck: _available_now(
             spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger).load(), "noop", ck),
+        **({"spark-log-jvm": lambda ck: _available_now(
+            spark.readStream.format(JVM_CLASS).option("bootstrap", bootstrap).option("subscribe", topic)
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger).load(), "noop", ck)}
+           if jvm_jar() is not None else {}),
         "parquet": lambda ck: _available_now(
             spark.readStream.schema("key binary, value binary").option("maxFilesPerTrigger", "2").parquet(str(files)),
             "noop", ck),
@@ -249,11 +255,12 @@ def write_side(spark: Any, bootstrap: str, root: Path, rows: int, side: str, run
     written = (_TIMED_BATCHES + 1) * per_batch
     ck = root / f"ck-write-{side}-{run}"
     batches = _TIMED_BATCHES + 1
-    if side == "spark-log":
-        topic = f"bench-write-{os.getpid()}-{run}"
+    if side in ("spark-log", "spark-log-jvm"):
+        topic = f"bench-write-{os.getpid()}-{side}-{run}"
         with Admin(bootstrap) as admin:
             admin.create_topic(topic, partitions=2)
-        query = _until_batches(_rate_source(spark, per_batch), "spark-log", ck, batches, bootstrap=bootstrap, topic=topic)
+        fmt = "spark-log" if side == "spark-log" else JVM_CLASS
+        query = _until_batches(_rate_source(spark, per_batch), fmt, ck, batches, bootstrap=bootstrap, topic=topic)
         check_topic(bootstrap, topic, written, per_batch)
     elif side == "parquet":
         path = root / f"write-parquet-{run}"
@@ -315,7 +322,8 @@ def run(spark: Any, bootstrap: str, root: Path, rows: int, rounds: int) -> dict[
             if round_:
                 tallies["read"].setdefault(name, Tally()).add(got, millis, each)
     for round_ in range(rounds + 1):
-        for name in _rotated(["spark-log", "parquet", "ceiling"], round_):
+        sides = ["spark-log", "parquet", "ceiling"] + (["spark-log-jvm"] if jvm_jar() is not None else [])
+        for name in _rotated(sides, round_):
             got, millis, each = write_side(spark, bootstrap, root, rows, name, round_)
             if round_:
                 tallies["write"].setdefault(name, Tally()).add(got, millis, each)
@@ -341,10 +349,12 @@ def main(argv: list[str] | None = None) -> None:
         clusters = _cluster(args.bootstrap, root)
         bootstrap = next(clusters)
         try:
-            from connectors.session import local_session
+            from connectors.session import local_session, unregistered_jvm_jar
 
-            spark = local_session(bootstrap, app_name="connector-bench",
-                                  conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
+            jar = unregistered_jvm_jar(str(root))  # the JVM implementation by class name, beside the Python one
+            spark = local_session(bootstrap, app_name="connector-bench", connector="python",
+                                  conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false",
+                                        **({"spark.jars": jar} if jar else {})})
             spark.sparkContext.setLogLevel("ERROR")
             spark.dataSource.register(MemorySource)
             spark.dataSource.register(DiscardSource)
@@ -369,6 +379,17 @@ def main(argv: list[str] | None = None) -> None:
               f"{ours.median_rate / theirs.median_rate:4.2f}x) | python-DS ceiling {top.rate:10,.0f} rows/s, "
               f"spark-log/ceiling {ours.rate / top.rate:4.2f}, ceiling/parquet {top.rate / theirs.rate:4.2f} "
               f"(median trigger {ours.median_rate / top.median_rate:4.2f}, {top.median_rate / theirs.median_rate:4.2f})")
+    for what, key, peer in (("readStream  topic -> noop ", "read", "parquet source"),
+                            ("writeStream rate -> topic ", "write", "parquet sink  ")):
+        t = tallies[key]
+        if "spark-log-jvm" in t:
+            jvm, theirs, py = t["spark-log-jvm"], t["parquet"], t["spark-log"]
+            per_round = " ".join(f"{a / b:.2f}" for a, b in zip(jvm.rounds, theirs.rounds))
+            print(f"  {what} JVM       {jvm.rate:10,.0f} rows/s | {peer} {theirs.rate:10,.0f} rows/s | "
+                  f"ratio {jvm.rate / theirs.rate:5.2f}x (rounds {per_round}; median trigger "
+                  f"{jvm.median_rate / theirs.median_rate:4.2f}x) | JVM/Python {jvm.rate / py.rate:4.2f}x")
+        else:
+            print(f"  {what} JVM implementation not built (make install needs a JDK)")
     print(f"  projection 2 of 20 columns        {projected:12,} bytes  | all columns    {full:12,} bytes  | "
           f"{full / max(projected, 1):5.1f}x fewer")
     if args.details:

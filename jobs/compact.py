@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None, *, spark: SparkSession | None = None) ->
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (repo, os.environ.get("PYTHONPATH", "")) if p)
     from connectors.session import local_session
 
-    session = spark if spark is not None else local_session(args.bootstrap, app_name=f"compact-{args.topic}",
+    session = spark if spark is not None else local_session(args.bootstrap, app_name=f"compact-{args.topic}", connector="python",
                                                              master=args.master)
     try:
         report = compact_topic(session, args.topic, bootstrap=args.bootstrap, dry_run=args.dry_run,

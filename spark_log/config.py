@@ -271,6 +271,11 @@ class BrokerConfig:
     log_cleaner_io_max_bytes_per_second: int = 0  # log.cleaner.io.max.bytes.per.second; 0: no limit
     log_cleaner_dedupe_buffer_bytes: int = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
     log_cleaner_backoff_ms: int = 15_000  # log.cleaner.backoff.ms: idle threads look again after this
+    # The binary data listener for the JVM Spark connector (brokers/server/data_listener.py):
+    # auto: on unless security is configured (it has no TLS/SASL), on: required (refused with
+    # security), off: never.  data_port 0 picks a free port (written to <data_dir>/data.port).
+    data_listener: str = "auto"
+    data_port: int = 0
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -325,6 +330,8 @@ class BrokerConfig:
         _require(self.log_cleaner_dedupe_buffer_bytes >= 1024 * 1024, "log_cleaner_dedupe_buffer_bytes",
                  "must be at least 1 MiB")
         _require(self.log_cleaner_backoff_ms >= 1, "log_cleaner_backoff_ms", "must be >= 1")
+        _require(self.data_listener in ("auto", "on", "off"), "data_listener", "must be 'auto', 'on' or 'off'")
+        _require(0 <= self.data_port <= 65535, "data_port", "must be within 0..65535")
 
     def voters(self) -> dict[int, str]:
         """Controller voters as ``{node_id: "host:port"}``."""

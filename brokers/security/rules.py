@@ -266,6 +266,8 @@ RULES: dict[str, Rule] = {
     _ADMIN + "ListPartitionReassignments": Rule(_on_cluster(_O.DESCRIBE)),
     _ADMIN + "ElectLeaders": Rule(_on_cluster(_O.ALTER)),
     _COMPACTION + "Describe": Rule(_describe_compaction),
+    # where a broker's binary data listener is (brokers/server/data_listener.py): broker addresses, as Metadata shows
+    "/spark_log.data.v1.DataListener/Describe": Rule(_none),
     _COMPACTION + "Compact": Rule(_one_topic(_O.ALTER, "topic")),
     _COMPACTION + "OfferOffsetMap": Rule(_one_topic(_O.ALTER, "topic")),
     _SECURITY + "ScramStart": Rule(_none, exempt=True),

@@ -18,6 +18,7 @@ metadata subscription), ``stop`` (wakes long polls, closes every ``PartitionLog`
 """
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Protocol
@@ -44,9 +45,11 @@ from brokers.transactions import (
 )
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig
+from spark_log.proto import data_listener_pb2 as dpb
 
 from .admin import AdminHandler
 from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
+from .data_listener import DataListener, check_config, describe_handler
 from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
@@ -54,6 +57,8 @@ from .service import AdminServicer, BrokerServicer
 from .wire import broker_handler
 
 __all__ = ["BrokerServer", "BrokerHost", "register"]
+
+log = logging.getLogger(__name__)
 
 
 class BrokerHost(Protocol):
@@ -189,15 +194,34 @@ def register(host: BrokerHost) -> Callable[[], None]:
                               replication_factor=config.offsets_topic_replication_factor,
                               segment_bytes=config.offsets_topic_segment_bytes),
                           offsets_commit_timeout_ms=config.offsets_commit_timeout_ms)
+    refusal = check_config(config.data_listener, config)  # InvalidConfigError: "on" with security
+    servicer = server.broker_servicer
+    listener = DataListener(manager=server.manager, builder=server.builder, fetch=servicer.fetch,
+                            produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
+                            port=config.data_port, data_dir=host.data_dir, channels=host.channels)
+
+    def data_listener_info() -> dpb.DataListenerInfo:
+        info = listener.info()
+        if not info.port:
+            info.reason = refusal or "the data listener is not running"
+        return info
+
     server.add_to_server(host.server)
     host.metrics.register(server.counters)
     host.metrics.register(server.collector)
+    host.server.add_generic_rpc_handlers((describe_handler(data_listener_info),))
     server.start()
+    if refusal is None:
+        listener.start()
+    elif config.data_listener == "auto":
+        log.warning("broker %d: no data listener (the JVM Spark connector cannot reach this broker): %s",
+                    config.broker_id, refusal)
     budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
 
     def stop() -> None:
         host.metrics.unregister(server.collector)
         host.metrics.unregister(server.counters)
+        listener.stop(min(5.0, budget_s / 4))
         server.stop(budget_s)
 
     return stop

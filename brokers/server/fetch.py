@@ -55,14 +55,22 @@ class FetchHandler:
     def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> bytes:
         """Answer ``request`` (module docstring) as a serialised ``FetchResponse`` (see
         ``wire.py``); ``is_active`` false ends the wait early (the client went away)."""
-        if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
-            raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
-        if request.max_bytes < 0 or request.min_bytes < 0:
-            raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
         if request.replica_id >= 0:
             if self.follower_fetches is None:
                 raise InvalidRequestError("this broker does not serve follower fetches")
             return self.follower_fetches.handle(request, is_active=is_active).SerializeToString()
+        return encode_fetch_response(self.collect(request, is_active=is_active))
+
+    def collect(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> list[FetchPart]:
+        """A consumer fetch's answer as ``(result, payload field, payload)`` per partition:
+        what ``handle`` serialises, and what the data listener (``data_listener.py``)
+        encodes in its own framing."""
+        if request.replica_id >= 0:
+            raise InvalidRequestError("follower fetches are answered by handle(), not collect()")
+        if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
+            raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
+        if request.max_bytes < 0 or request.min_bytes < 0:
+            raise InvalidRequestError("min_bytes and max_bytes must be >= 0")
         isolation = (Isolation.READ_COMMITTED if request.isolation_level == pb.READ_COMMITTED
                      else Isolation.READ_UNCOMMITTED)
         pushdowns: dict[str, Pushdown] = {}
@@ -80,7 +88,7 @@ class FetchHandler:
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if scanned >= max(1, request.min_bytes) or failed or remaining_ms <= 0 or not is_active():
                 self._count(request, parts)
-                return encode_fetch_response(parts)
+                return parts
             self.manager.wait_for_data(seen, remaining_ms / 1000)
 
     def _count(self, request: pb.FetchRequest, parts: list[FetchPart]) -> None:

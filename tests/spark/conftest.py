@@ -43,28 +43,47 @@ def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def spark(log_cluster: Any) -> Iterator[Any]:
-    """The one local SparkSession of the test session, with ``spark-log`` registered."""
+def spark(log_cluster: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """The one local SparkSession of the test session, with the Python ``spark-log`` registered
+    and, when it was built, the JVM implementation reachable by class name (``fmt``)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")])
-    from connectors.session import local_session
+    from connectors.session import local_session, unregistered_jvm_jar
 
+    # the JVM connector's classes without its DataSourceRegister: reachable by class name while
+    # ``spark-log`` stays the Python data source, so one session tests both
+    jar = unregistered_jvm_jar(str(tmp_path_factory.mktemp("jvm-connector")))
     session = local_session(
         log_cluster.bootstrap,
         app_name="spark-log-tests",
         master="local[2]",
+        connector="python",
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
             "spark.sql.streaming.stopTimeout": "30s",
             "spark.python.worker.reuse": "true",
+            **({"spark.jars": jar} if jar else {}),
         },
     )
     try:
         yield session
     finally:
         session.stop()
+
+
+@pytest.fixture(params=["python", "jvm"])
+def fmt(request: pytest.FixtureRequest) -> str:
+    """The format name of each implementation of spark-log: the Python data source, and the
+    JVM one (``connectors/jvm``, skipped when its jar was not built: no JDK)."""
+    if request.param == "python":
+        return "spark-log"
+    from connectors.session import JVM_CLASS, jvm_jar
+
+    if jvm_jar() is None:
+        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    return JVM_CLASS
 
 
 _counter = itertools.count()

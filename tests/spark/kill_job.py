@@ -24,6 +24,7 @@ def _session() -> object:
     return local_session(
         os.environ.get("SPARK_LOG_BOOTSTRAP"),
         app_name="spark-log-kill-job",
+        connector="python",  # the kill tests exercise the Python sink (its Arrow batch size conf)
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "512m",

@@ -60,7 +60,7 @@ def main(argv: list[str]) -> int:
     from connectors.session import local_session
 
     (run_dir / "events").mkdir(exist_ok=True)
-    spark = local_session(None, app_name="spark-log-secret-job", conf={
+    spark = local_session(None, app_name="spark-log-secret-job", connector="python", conf={
         "spark.sql.shuffle.partitions": "2",
         "spark.driver.memory": "512m",
         "spark.eventLog.enabled": "true",

@@ -1,0 +1,521 @@
+"""The data listener: a small binary TCP protocol for the JVM Spark connector.
+
+Why: the JVM connector (``connectors/jvm``) can speak neither Python gRPC stubs nor
+protobuf without generated classes, and it wants the stored frames as they are.  So
+each broker also listens on a plain TCP port, next to its gRPC server, answering four
+requests through *the same handlers the gRPC servicer calls* (``FetchHandler.collect``,
+``ProduceHandler.handle``, ``ListOffsetsHandler.handle``, the metadata image and
+``MetadataBuilder``): nothing about fetch, produce or offsets is decided here.
+
+Where it is: ``<data_dir>/data.port`` (written once it listens, as ``broker.port`` for
+gRPC), and the ``DataListener.Describe`` gRPC method (``spark_log/proto/data_listener.proto``)
+on the broker's gRPC port, which is how a client holding only the bootstrap (gRPC)
+addresses finds it.  The METADATA answer names every live broker's data listener
+(brokers ask each other with ``Describe``, cached per broker address).
+
+Security: the listener has no TLS or SASL.  ``data_listener = "auto"`` (default) starts it
+only when the node's ``security_protocol`` is PLAINTEXT and no authorizer is on, and
+otherwise leaves it off (``Describe`` then answers port 0 with the reason); ``"on"`` with
+security configured refuses to start the broker (``InvalidConfigError``); ``"off"``
+never starts it.
+
+Wire format (every integer little-endian, as the frame header)::
+
+    request   u32 length | u8 api | u32 correlation id | payload
+    response  u32 length | u32 correlation id | i16 error code | str error message | payload
+
+``str`` and ``bytes`` are an i32 length and the bytes (UTF-8 for ``str``).  A non-zero
+error code (``spark_log.errors.ErrorCode``) is a whole-request failure with no payload;
+per-partition errors sit inside the payloads as ``i16 code, str message``.
+
+    METADATA (1)      req: i32 n (-1: all topics), n x str topic
+                      resp: i32 brokers x (i32 id, str grpc address, str data host, i32 data port,
+                            str rack, u8 fenced)
+                            i32 topics x (str name, i16 code, str message, str kind, u8 timestamp type,
+                            i32 n x str key column, i32 n x (i32 schema id, bytes IPC schema),
+                            i32 n x (i32 partition, i32 leader, i32 leader epoch, i32 n x i32 replica,
+                            i32 n x i32 isr))
+    LIST_OFFSETS (2)  req: i64 spec (-2 earliest, -1 latest, else ms), u8 isolation (1: committed),
+                           i32 n x (str topic, i32 partition)
+                      resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 offset)
+    FETCH (3)         req: i32 max wait ms, i32 min bytes, i32 max bytes, u8 isolation,
+                           i32 n x (str topic, i32 partition, i64 fetch offset, i64 max offset (0: none),
+                           i32 partition max bytes)
+                      resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 high watermark,
+                            i64 log start offset, i64 next fetch offset, bytes stored frames)
+    PRODUCE (4)       req: i16 acks, i32 timeout ms, i32 n x (str topic, i32 partition,
+                           i32 current leader epoch (-1: unchecked), bytes frames)
+                      resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 base offset,
+                            i64 last offset, u8 duplicate)
+
+Threads: one daemon thread per connection (a client keeps one connection per broker and
+sends one request at a time); a fetch long-polls on its connection's thread.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import socketserver
+import struct
+import threading
+from pathlib import Path
+from typing import Any, Callable
+
+import grpc
+
+from brokers.net.channels import Channels
+from spark_log.errors import InvalidConfigError, InvalidRequestError, SparkLogError, StorageError
+from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import data_listener_pb2 as dpb
+
+from .fetch import FetchHandler
+from .list_offsets import ListOffsetsHandler
+from .metadata import MetadataBuilder
+from .partition_manager import PartitionManager
+from .produce import ProduceHandler
+
+__all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE",
+           "describe_handler", "security_refusal"]
+
+log = logging.getLogger(__name__)
+
+PORT_FILE = "data.port"
+METADATA, LIST_OFFSETS, FETCH, PRODUCE = 1, 2, 3, 4
+MAX_REQUEST_BYTES = 256 << 20
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_I16 = struct.Struct("<h")
+_I64 = struct.Struct("<q")
+_U8 = struct.Struct("<B")
+_REQUEST_HEAD = struct.Struct("<BI")
+_DESCRIBE_TIMEOUT_S = 2.0
+
+
+def security_refusal(config: Any) -> str | None:
+    """Why the data listener cannot run under ``config.security`` (None: it can)."""
+    security = config.security
+    if security.security_protocol != "PLAINTEXT" or security.authorizer_enabled:
+        return (f"the data listener has no TLS/SASL/authorizer support yet and the node is configured with "
+                f"security_protocol={security.security_protocol}"
+                f"{' and an authorizer' if security.authorizer_enabled else ''}; the JVM connector cannot be used "
+                f"with this cluster (use the Python connector)")
+    return None
+
+
+class _Reader:
+    """Parses a request payload; ``InvalidRequestError`` on truncation."""
+
+    def __init__(self, data: memoryview) -> None:
+        self.data = data
+        self.at = 0
+
+    def _take(self, codec: struct.Struct) -> Any:
+        if self.at + codec.size > len(self.data):
+            raise InvalidRequestError("truncated data listener request")
+        (value,) = codec.unpack_from(self.data, self.at)
+        self.at += codec.size
+        return value
+
+    def i16(self) -> int:
+        return int(self._take(_I16))
+
+    def i32(self) -> int:
+        return int(self._take(_I32))
+
+    def i64(self) -> int:
+        return int(self._take(_I64))
+
+    def u8(self) -> int:
+        return int(self._take(_U8))
+
+    def raw(self) -> memoryview:
+        size = self.i32()
+        if size < 0 or self.at + size > len(self.data):
+            raise InvalidRequestError("bad length in data listener request")
+        out = self.data[self.at: self.at + size]
+        self.at += size
+        return out
+
+    def str(self) -> str:
+        return bytes(self.raw()).decode("utf-8")
+
+    def count(self) -> int:
+        n = self.i32()
+        if n < 0 or n > 1_000_000:
+            raise InvalidRequestError(f"bad count {n} in data listener request")
+        return n
+
+
+class _Writer:
+    def __init__(self) -> None:
+        self.chunks: list[bytes | memoryview] = []
+
+    def i16(self, v: int) -> None:
+        self.chunks.append(_I16.pack(v))
+
+    def i32(self, v: int) -> None:
+        self.chunks.append(_I32.pack(v))
+
+    def i64(self, v: int) -> None:
+        self.chunks.append(_I64.pack(v))
+
+    def u8(self, v: int) -> None:
+        self.chunks.append(_U8.pack(v))
+
+    def raw(self, data: bytes | memoryview | None) -> None:
+        size = len(data) if data is not None else 0
+        self.chunks.append(_I32.pack(size))
+        if size:
+            assert data is not None
+            self.chunks.append(data)
+
+    def str(self, text: str) -> None:
+        self.raw(text.encode("utf-8"))
+
+    def error(self, error: pb.Error | None) -> None:
+        if error is None or not error.code:
+            self.i16(0)
+            self.str("")
+        else:
+            self.i16(error.code)
+            self.str(error.message)
+
+
+class DataPeers:
+    """The data listener address of every broker, asked of each with ``DataListener.Describe``
+    and cached per gRPC address (a broker that restarts on the same address keeps its entry
+    until asking again fails)."""
+
+    def __init__(self, broker_id: int, own: Callable[[], dpb.DataListenerInfo], channels: Channels) -> None:
+        self.broker_id = broker_id
+        self._own = own
+        self._channels = channels
+        self._lock = threading.Lock()
+        self._known: dict[tuple[int, str], tuple[str, int]] = {}
+
+    def address(self, broker_id: int, grpc_address: str) -> tuple[str, int]:
+        if broker_id == self.broker_id:
+            info = self._own()
+            return info.host, info.port
+        key = (broker_id, grpc_address)
+        with self._lock:
+            found = self._known.get(key)
+        if found is not None:
+            return found
+        try:
+            channel = self._channels.open(grpc_address)
+            try:
+                call = channel.unary_unary("/spark_log.data.v1.DataListener/Describe",
+                                           request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
+                                           response_deserializer=dpb.DataListenerInfo.FromString)
+                info = call(dpb.DescribeDataListenerRequest(), timeout=_DESCRIBE_TIMEOUT_S)
+            finally:
+                channel.close()
+        except grpc.RpcError as exc:
+            log.info("broker %d (%s) did not say where its data listener is: %s", broker_id, grpc_address, exc)
+            return "", 0
+        answer = (info.host, info.port)
+        if info.port:
+            with self._lock:
+                self._known[key] = answer
+        return answer
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], listener: "DataListener") -> None:
+        self.listener = listener
+        super().__init__(address, _Connection)
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    server: _Server
+
+    def handle(self) -> None:
+        sock: socket.socket = self.request
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        listener = self.server.listener
+        listener._track(sock, True)
+        try:
+            while not listener.stopping:
+                head = _recv_exact(sock, 4)
+                if head is None:
+                    return
+                (size,) = _U32.unpack(head)
+                if size < _REQUEST_HEAD.size or size > MAX_REQUEST_BYTES:
+                    log.warning("data listener: refusing a %d-byte request from %s", size, self.client_address)
+                    return
+                body = _recv_exact(sock, size)
+                if body is None:
+                    return
+                api, correlation = _REQUEST_HEAD.unpack_from(body, 0)
+                answer = listener.answer(api, memoryview(body)[_REQUEST_HEAD.size:], is_active=lambda: not listener.stopping)
+                head_out = _Writer()
+                head_out.chunks.append(_U32.pack(correlation))
+                chunks = head_out.chunks + answer
+                total = sum(len(c) for c in chunks)
+                sock.sendall(_U32.pack(total))
+                for chunk in chunks:
+                    sock.sendall(chunk)
+        except OSError:
+            return
+        finally:
+            listener._track(sock, False)
+
+
+def _recv_exact(sock: socket.socket, size: int) -> bytearray | None:
+    out = bytearray(size)
+    view = memoryview(out)
+    got = 0
+    while got < size:
+        n = sock.recv_into(view[got:], size - got)
+        if n == 0:
+            return None
+        got += n
+    return out
+
+
+class DataListener:
+    """The data listener of one broker (module docstring).  ``start``/``stop``."""
+
+    def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder, fetch: FetchHandler,
+                 produce: ProduceHandler, list_offsets: ListOffsetsHandler, host: str, port: int,
+                 data_dir: Path, channels: Channels) -> None:
+        self.manager = manager
+        self.builder = builder
+        self.fetch = fetch
+        self.produce = produce
+        self.list_offsets = list_offsets
+        self.host = host
+        self.requested_port = port
+        self.data_dir = Path(data_dir)
+        self.port = 0
+        self.stopping = False
+        self.peers = DataPeers(manager.broker_id, self.info, channels)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+        self._sockets: set[socket.socket] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def port_file(self) -> Path:
+        return self.data_dir / PORT_FILE
+
+    def info(self) -> dpb.DataListenerInfo:
+        return dpb.DataListenerInfo(broker_id=self.manager.broker_id, host=self.host if self.port else "",
+                                    port=self.port)
+
+    def start(self) -> None:
+        self._server = _Server((self.host, self.requested_port), self)
+        self.port = int(self._server.server_address[1])
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name="data-listener", daemon=True)
+        self._thread.start()
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.port_file.with_suffix(".tmp")
+        tmp.write_text(f"{self.port}\n")
+        os.replace(tmp, self.port_file)
+        log.info("broker %d: data listener on %s:%d", self.manager.broker_id, self.host, self.port)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self.stopping = True
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        with self._lock:
+            for sock in list(self._sockets):
+                try:
+                    sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+        try:
+            self.port_file.unlink()
+        except FileNotFoundError:
+            pass
+
+    def _track(self, sock: socket.socket, add: bool) -> None:
+        with self._lock:
+            (self._sockets.add if add else self._sockets.discard)(sock)
+
+    # --- requests ---------------------------------------------------------------------
+
+    def answer(self, api: int, payload: memoryview, *, is_active: Callable[[], bool] = lambda: True) -> list[bytes | memoryview]:
+        """The response chunks after the correlation id: error code, message, payload."""
+        out = _Writer()
+        try:
+            request = _Reader(payload)
+            body = _Writer()
+            if api == METADATA:
+                self._metadata(request, body)
+            elif api == LIST_OFFSETS:
+                self._list_offsets(request, body)
+            elif api == FETCH:
+                self._fetch(request, body, is_active)
+            elif api == PRODUCE:
+                self._produce(request, body)
+            else:
+                raise InvalidRequestError(f"unknown data listener api {api}")
+        except SparkLogError as exc:
+            out.i16(int(exc.code))
+            out.str(exc.message)
+            return out.chunks
+        except Exception as exc:  # noqa: BLE001 - a typed error to the client, never a dropped connection
+            log.exception("data listener api %d failed", api)
+            error = StorageError(f"data listener request failed on the broker: {exc}")
+            out.i16(int(error.code))
+            out.str(error.message)
+            return out.chunks
+        out.i16(0)
+        out.str("")
+        return out.chunks + body.chunks
+
+    def _metadata(self, request: _Reader, out: _Writer) -> None:
+        if not self.manager.caught_up:
+            from spark_log.errors import BrokerNotAvailableError
+
+            raise BrokerNotAvailableError(f"broker {self.manager.broker_id} is catching up with the metadata log")
+        n = request.i32()
+        image = self.manager.image
+        names = sorted(image.topics) if n < 0 else [request.str() for _ in range(n)]
+        brokers = sorted(image.brokers.items())
+        out.i32(len(brokers))
+        for broker_id, info in brokers:
+            host, port = self.peers.address(broker_id, info.address) if not info.fenced else ("", 0)
+            out.i32(broker_id)
+            out.str(info.address)
+            out.str(host)
+            out.i32(port)
+            out.str(info.rack)
+            out.u8(1 if info.fenced else 0)
+        out.i32(len(names))
+        for name in names:
+            topic = image.topics.get(name)
+            out.str(name)
+            if topic is None:
+                out.i16(int(pb_unknown_code()))
+                out.str(f"unknown topic {name!r}")
+                out.str("")
+                out.u8(0)
+                out.i32(0)
+                out.i32(0)
+                out.i32(0)
+                continue
+            meta = self.builder.topic_meta(topic)
+            out.i16(0)
+            out.str("")
+            out.str(topic.kind)
+            out.u8(1 if topic.config.message_timestamp_type == "LogAppendTime" else 0)
+            out.i32(len(meta.key_columns))
+            for column in meta.key_columns:
+                out.str(column)
+            out.i32(len(meta.schemas))
+            for version in meta.schemas:
+                out.i32(version.schema_id)
+                out.raw(version.arrow_schema)
+            out.i32(len(meta.partitions))
+            for part in meta.partitions:
+                out.i32(part.partition)
+                out.i32(part.leader_id)
+                out.i32(part.leader_epoch)
+                out.i32(len(part.replicas))
+                for r in part.replicas:
+                    out.i32(r)
+                out.i32(len(part.isr))
+                for r in part.isr:
+                    out.i32(r)
+
+    def _list_offsets(self, request: _Reader, out: _Writer) -> None:
+        spec = request.i64()
+        isolation = request.u8()
+        n = request.count()
+        message = pb.ListOffsetsRequest(
+            isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
+            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec)
+                        for _ in range(n)])
+        response = self.list_offsets.handle(message)
+        out.i32(len(response.partitions))
+        for part in response.partitions:
+            out.str(part.topic)
+            out.i32(part.partition)
+            out.error(part.error if part.HasField("error") else None)
+            out.i64(part.offset)
+
+    def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool]) -> None:
+        max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32()
+        isolation = request.u8()
+        n = request.count()
+        partitions = []
+        for _ in range(n):
+            topic, partition = request.str(), request.i32()
+            fetch_offset, max_offset, partition_max_bytes = request.i64(), request.i64(), request.i32()
+            partitions.append(pb.FetchPartition(topic=topic, partition=partition, fetch_offset=fetch_offset,
+                                                max_offset=max_offset, partition_max_bytes=partition_max_bytes,
+                                                current_leader_epoch=-1))
+        message = pb.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
+                                  isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
+                                  partitions=partitions)
+        parts = self.fetch.collect(message, is_active=is_active)
+        out.i32(len(parts))
+        for result, _field, payload in parts:
+            out.str(result.topic)
+            out.i32(result.partition)
+            out.error(result.error if result.HasField("error") else None)
+            out.i64(result.high_watermark)
+            out.i64(result.log_start_offset)
+            out.i64(result.next_fetch_offset)
+            out.raw(payload)
+
+    def _produce(self, request: _Reader, out: _Writer) -> None:
+        acks, timeout_ms = request.i16(), request.i32()
+        n = request.count()
+        entries = []
+        for _ in range(n):
+            topic, partition, epoch = request.str(), request.i32(), request.i32()
+            entries.append(pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=epoch,
+                                               records=bytes(request.raw())))
+        response = self.produce.handle(pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries))
+        out.i32(len(response.partitions))
+        for part in response.partitions:
+            out.str(part.topic)
+            out.i32(part.partition)
+            out.error(part.error if part.HasField("error") else None)
+            out.i64(part.base_offset)
+            out.i64(part.last_offset)
+            out.u8(1 if part.duplicate else 0)
+
+
+def pb_unknown_code() -> int:
+    from spark_log.errors import ErrorCode
+
+    return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def describe_handler(info: Callable[[], dpb.DataListenerInfo]) -> grpc.GenericRpcHandler:
+    """The ``DataListener`` gRPC service: where this broker's data listener is."""
+    def describe(_request: dpb.DescribeDataListenerRequest, _context: grpc.ServicerContext) -> dpb.DataListenerInfo:
+        return info()
+
+    return grpc.method_handlers_generic_handler("spark_log.data.v1.DataListener", {
+        "Describe": grpc.unary_unary_rpc_method_handler(
+            describe, request_deserializer=dpb.DescribeDataListenerRequest.FromString,
+            response_serializer=dpb.DataListenerInfo.SerializeToString),
+    })
+
+
+def check_config(mode: str, config: Any) -> str | None:
+    """``None`` when the listener should start, else why not; ``InvalidConfigError`` for
+    ``data_listener = "on"`` on a node whose security the listener cannot honour."""
+    if mode == "off":
+        return "data_listener = off"
+    refusal = security_refusal(config)
+    if refusal is not None and mode == "on":
+        raise InvalidConfigError(f"data_listener = on: {refusal}", key="data_listener")
+    return refusal
+

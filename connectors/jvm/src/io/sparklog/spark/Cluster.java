@@ -1,0 +1,431 @@
+package io.sparklog.spark;
+
+import java.io.ByteArrayInputStream;
+import java.io.Closeable;
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+
+/** The brokers as the JVM connector sees them: metadata from a data listener, one
+ *  connection per broker, requests routed to partition leaders (retried on NOT_LEADER and
+ *  connection failures after a metadata refresh).  Not thread-safe: one per task / driver
+ *  object.
+ *
+ *  Discovery: the bootstrap option holds brokers' gRPC addresses; the data listener of one
+ *  of them is found with the gRPC method {@code spark_log.data.v1.DataListener/Describe}
+ *  (called through the gRPC runtime pip's pyspark ships, shaded in spark-connect), once per
+ *  JVM and bootstrap; its METADATA answer then names every broker's data listener. */
+final class Cluster implements Closeable {
+  static final class Broker {
+    final int id;
+    final String address;
+    final String dataHost;
+    final int dataPort;
+
+    Broker(int id, String address, String dataHost, int dataPort) {
+      this.id = id; this.address = address; this.dataHost = dataHost; this.dataPort = dataPort;
+    }
+
+    String host() {
+      int colon = address.lastIndexOf(':');
+      return colon < 0 ? address : address.substring(0, colon);
+    }
+  }
+
+  static final class PartitionMeta {
+    final int partition, leader, leaderEpoch;
+    final int[] replicas, isr;
+
+    PartitionMeta(int partition, int leader, int leaderEpoch, int[] replicas, int[] isr) {
+      this.partition = partition; this.leader = leader; this.leaderEpoch = leaderEpoch;
+      this.replicas = replicas; this.isr = isr;
+    }
+  }
+
+  static final class TopicMeta {
+    final String name, kind;
+    final int timestampType;
+    final List<String> keyColumns;
+    final TreeMap<Integer, Schema> schemas;
+    final List<PartitionMeta> partitions;
+
+    TopicMeta(String name, String kind, int timestampType, List<String> keyColumns, TreeMap<Integer, Schema> schemas,
+              List<PartitionMeta> partitions) {
+      this.name = name; this.kind = kind; this.timestampType = timestampType; this.keyColumns = keyColumns;
+      this.schemas = schemas; this.partitions = partitions;
+    }
+
+    /** The topic's latest schema (typed topics), null when it has none yet. */
+    Schema latest() { return schemas.isEmpty() ? null : schemas.lastEntry().getValue(); }
+
+    int latestSchemaId() { return schemas.isEmpty() ? -1 : schemas.lastKey(); }
+  }
+
+  private static final Map<String, String[]> DISCOVERED = new ConcurrentHashMap<>();
+  static final int IO_TIMEOUT_MS = 180_000;
+
+  private final String bootstrap;
+  private final Map<Integer, Broker> brokers = new HashMap<>();
+  private final Map<String, TopicMeta> topics = new HashMap<>();
+  private final Map<Integer, DataConnection> connections = new HashMap<>();
+
+  Cluster(String bootstrap) {
+    if (bootstrap == null || bootstrap.trim().isEmpty()) {
+      throw SparkLogException.config("bootstrap", "no broker address: give option 'bootstrap' or set SPARK_LOG_BOOTSTRAP");
+    }
+    this.bootstrap = bootstrap.trim();
+  }
+
+  // --- discovery -----------------------------------------------------------------------
+
+  private DataConnection anyConnection() {
+    for (DataConnection c : connections.values()) return c;
+    for (Broker b : brokers.values()) {
+      if (b.dataPort > 0) {
+        try {
+          return connection(b.id);
+        } catch (RuntimeException ignored) {
+          // try the next
+        }
+      }
+    }
+    String[] found = DISCOVERED.get(bootstrap);
+    if (found != null) {
+      try {
+        return new DataConnection(found[0], Integer.parseInt(found[1]), IO_TIMEOUT_MS);
+      } catch (IOException e) {
+        DISCOVERED.remove(bootstrap);
+      }
+    }
+    StringBuilder why = new StringBuilder();
+    for (String address : bootstrap.split(",")) {
+      address = address.trim();
+      try {
+        String[] where = describe(address);
+        DataConnection c = new DataConnection(where[0], Integer.parseInt(where[1]), IO_TIMEOUT_MS);
+        DISCOVERED.put(bootstrap, where);
+        return c;
+      } catch (SparkLogException e) {
+        why.append("; ").append(address).append(": ").append(e.getMessage());
+      } catch (Exception e) {
+        why.append("; ").append(address).append(": ").append(e);
+      }
+    }
+    throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
+        "no data listener reachable through bootstrap " + bootstrap + why);
+  }
+
+  /** {host, port} of the data listener of the broker whose gRPC address is {@code address}. */
+  static String[] describe(String address) throws Exception {
+    org.sparkproject.connect.grpc.ManagedChannel channel =
+        org.sparkproject.connect.grpc.netty.NettyChannelBuilder.forTarget(address).usePlaintext().build();
+    try {
+      org.sparkproject.connect.grpc.MethodDescriptor.Marshaller<byte[]> raw =
+          new org.sparkproject.connect.grpc.MethodDescriptor.Marshaller<byte[]>() {
+            @Override public InputStream stream(byte[] value) { return new ByteArrayInputStream(value); }
+            @Override public byte[] parse(InputStream stream) {
+              try { return stream.readAllBytes(); } catch (IOException e) { throw new RuntimeException(e); }
+            }
+          };
+      org.sparkproject.connect.grpc.MethodDescriptor<byte[], byte[]> method =
+          org.sparkproject.connect.grpc.MethodDescriptor.<byte[], byte[]>newBuilder()
+              .setType(org.sparkproject.connect.grpc.MethodDescriptor.MethodType.UNARY)
+              .setFullMethodName("spark_log.data.v1.DataListener/Describe")
+              .setRequestMarshaller(raw).setResponseMarshaller(raw).build();
+      byte[] answer = org.sparkproject.connect.grpc.stub.ClientCalls.blockingUnaryCall(
+          channel, method, org.sparkproject.connect.grpc.CallOptions.DEFAULT.withDeadlineAfter(10, TimeUnit.SECONDS),
+          new byte[0]);
+      // DataListenerInfo: 1 broker_id (varint), 2 host (string), 3 port (varint), 4 reason (string)
+      String host = "", reason = "";
+      long port = 0;
+      int at = 0;
+      while (at < answer.length) {
+        long[] key = varint(answer, at);
+        at = (int) key[1];
+        int field = (int) (key[0] >>> 3), wire = (int) (key[0] & 7);
+        if (wire == 0) {
+          long[] v = varint(answer, at);
+          at = (int) v[1];
+          if (field == 3) port = v[0];
+        } else if (wire == 2) {
+          long[] n = varint(answer, at);
+          at = (int) n[1];
+          String text = new String(answer, at, (int) n[0], java.nio.charset.StandardCharsets.UTF_8);
+          at += (int) n[0];
+          if (field == 2) host = text;
+          if (field == 4) reason = text;
+        } else {
+          throw new IOException("unexpected protobuf wire type " + wire);
+        }
+      }
+      if (port == 0) {
+        throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
+            "broker " + address + " runs no data listener: " + reason);
+      }
+      return new String[] {host, Long.toString(port)};
+    } finally {
+      channel.shutdownNow();
+      channel.awaitTermination(5, TimeUnit.SECONDS);
+    }
+  }
+
+  private static long[] varint(byte[] b, int at) {
+    long value = 0;
+    int shift = 0;
+    while (true) {
+      int x = b[at++] & 0xFF;
+      value |= (long) (x & 0x7F) << shift;
+      if ((x & 0x80) == 0) return new long[] {value, at};
+      shift += 7;
+    }
+  }
+
+  // --- metadata ------------------------------------------------------------------------
+
+  /** Refresh metadata of {@code names} (null: every topic). */
+  Map<String, TopicMeta> refresh(Collection<String> names) {
+    Buf req = new Buf();
+    if (names == null) {
+      req.i32(-1);
+    } else {
+      req.i32(names.size());
+      for (String n : names) req.str(n);
+    }
+    ByteBuffer r = callAny(DataConnection.METADATA, req);
+    brokers.clear();
+    int nb = r.getInt();
+    for (int i = 0; i < nb; i++) {
+      int id = r.getInt();
+      String address = Buf.str(r), dataHost = Buf.str(r);
+      int dataPort = r.getInt();
+      Buf.str(r);
+      r.get();
+      brokers.put(id, new Broker(id, address, dataHost, dataPort));
+    }
+    Map<String, TopicMeta> out = new LinkedHashMap<>();
+    int nt = r.getInt();
+    for (int i = 0; i < nt; i++) {
+      String name = Buf.str(r);
+      short code = r.getShort();
+      String message = Buf.str(r);
+      String kind = Buf.str(r);
+      int tsType = r.get();
+      List<String> keys = new ArrayList<>();
+      for (int k = r.getInt(); k > 0; k--) keys.add(Buf.str(r));
+      TreeMap<Integer, Schema> schemas = new TreeMap<>();
+      for (int k = r.getInt(); k > 0; k--) {
+        int id = r.getInt();
+        schemas.put(id, readSchema(Buf.bytes(r)));
+      }
+      List<PartitionMeta> parts = new ArrayList<>();
+      for (int k = r.getInt(); k > 0; k--) {
+        int p = r.getInt(), leader = r.getInt(), epoch = r.getInt();
+        int[] replicas = new int[r.getInt()];
+        for (int j = 0; j < replicas.length; j++) replicas[j] = r.getInt();
+        int[] isr = new int[r.getInt()];
+        for (int j = 0; j < isr.length; j++) isr[j] = r.getInt();
+        parts.add(new PartitionMeta(p, leader, epoch, replicas, isr));
+      }
+      if (code != 0) {
+        topics.remove(name);
+        if (names != null) throw SparkLogException.of(code, message);
+        continue;
+      }
+      TopicMeta meta = new TopicMeta(name, kind, tsType, keys, schemas, parts);
+      topics.put(name, meta);
+      out.put(name, meta);
+    }
+    return out;
+  }
+
+  static Schema readSchema(byte[] ipc) {
+    try {
+      return MessageSerializer.deserializeSchema(new ReadChannel(Channels.newChannel(new ByteArrayInputStream(ipc))));
+    } catch (IOException e) {
+      throw new SparkLogException("InvalidSchemaError", 24, "cannot read a topic schema: " + e);
+    }
+  }
+
+  TopicMeta topic(String name, boolean refresh) {
+    TopicMeta meta = topics.get(name);
+    if (meta == null || refresh) {
+      refresh(java.util.Collections.singletonList(name));
+      meta = topics.get(name);
+    }
+    return meta;
+  }
+
+  List<String> allTopics() { return new ArrayList<>(refresh(null).keySet()); }
+
+  Map<Integer, Broker> brokers() { return brokers; }
+
+  private ByteBuffer callAny(int api, Buf req) {
+    IOException last = null;
+    for (int attempt = 0; attempt < 3; attempt++) {
+      DataConnection c = anyConnection();
+      try {
+        return c.call(api, req);
+      } catch (IOException e) {
+        last = e;
+        c.close();
+        connections.values().remove(c);
+        DISCOVERED.remove(bootstrap);
+      }
+    }
+    throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, "metadata: " + last);
+  }
+
+  DataConnection connection(int brokerId) {
+    DataConnection c = connections.get(brokerId);
+    if (c != null) return c;
+    Broker b = brokers.get(brokerId);
+    if (b == null || b.dataPort <= 0) {
+      throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
+          "broker " + brokerId + " has no reachable data listener");
+    }
+    try {
+      c = new DataConnection(b.dataHost, b.dataPort, IO_TIMEOUT_MS);
+    } catch (IOException e) {
+      throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
+          "broker " + brokerId + " at " + b.dataHost + ":" + b.dataPort + ": " + e);
+    }
+    connections.put(brokerId, c);
+    return c;
+  }
+
+  int leader(String topic, int partition, boolean refresh) {
+    TopicMeta meta = topic(topic, refresh);
+    for (PartitionMeta p : meta.partitions) {
+      if (p.partition == partition) return p.leader;
+    }
+    throw new SparkLogException("UnknownTopicOrPartitionError", ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION,
+        topic + "-" + partition + " does not exist");
+  }
+
+  /** Call {@code api} on the leader of topic-partition; retried (metadata refreshed) on
+   *  connection failures and whole-request retriable errors, for up to {@code deadlineMs}. */
+  ByteBuffer callLeader(String topic, int partition, int api, Buf req, long deadlineMs) {
+    boolean refresh = false;
+    long backoff = 50;
+    while (true) {
+      int leader = leader(topic, partition, refresh);
+      try {
+        if (leader < 0) {
+          throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, topic + "-" + partition + " has no leader");
+        }
+        DataConnection c = connection(leader);
+        try {
+          return c.call(api, req);
+        } catch (IOException e) {
+          c.close();
+          connections.remove(leader);
+          throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, e.toString());
+        }
+      } catch (SparkLogException e) {
+        if (!e.retriable() || System.currentTimeMillis() > deadlineMs) throw e;
+        refresh = true;
+        sleep(backoff);
+        backoff = Math.min(1000, backoff * 2);
+      }
+    }
+  }
+
+  static void sleep(long ms) {
+    try {
+      Thread.sleep(ms);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RuntimeException(e);
+    }
+  }
+
+  /** Offsets ({@code spec}: -2 earliest, -1 latest) of {@code parts}, asked of each leader;
+   *  retriable per-partition errors are retried after a metadata refresh. */
+  Map<TopicPartition, Long> listOffsets(Collection<TopicPartition> parts, long spec, boolean committed) {
+    Map<TopicPartition, Long> out = new TreeMap<>();
+    List<TopicPartition> todo = new ArrayList<>(parts);
+    long deadline = System.currentTimeMillis() + 60_000;
+    boolean refresh = false;
+    while (!todo.isEmpty()) {
+      Map<Integer, List<TopicPartition>> byLeader = new TreeMap<>();
+      for (TopicPartition tp : todo) {
+        byLeader.computeIfAbsent(leader(tp.topic, tp.partition, refresh), k -> new ArrayList<>()).add(tp);
+      }
+      refresh = false;
+      List<TopicPartition> again = new ArrayList<>();
+      SparkLogException lastError = null;
+      for (Map.Entry<Integer, List<TopicPartition>> e : byLeader.entrySet()) {
+        Buf req = new Buf().i64(spec).u8(committed ? 1 : 0).i32(e.getValue().size());
+        for (TopicPartition tp : e.getValue()) req.str(tp.topic).i32(tp.partition);
+        ByteBuffer r;
+        try {
+          if (e.getKey() < 0) throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, "no leader");
+          DataConnection c = connection(e.getKey());
+          try {
+            r = c.call(DataConnection.LIST_OFFSETS, req);
+          } catch (IOException io) {
+            c.close();
+            connections.remove(e.getKey());
+            throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, io.toString());
+          }
+        } catch (SparkLogException err) {
+          if (!err.retriable()) throw err;
+          again.addAll(e.getValue());
+          lastError = err;
+          continue;
+        }
+        for (int n = r.getInt(); n > 0; n--) {
+          String t = Buf.str(r);
+          int p = r.getInt();
+          short code = r.getShort();
+          String message = Buf.str(r);
+          long offset = r.getLong();
+          if (code == 0) {
+            out.put(new TopicPartition(t, p), offset);
+          } else if (ErrorCodes.retriable(code)) {
+            again.add(new TopicPartition(t, p));
+            lastError = SparkLogException.of(code, message);
+          } else {
+            throw SparkLogException.of(code, message);
+          }
+        }
+      }
+      todo = again;
+      if (!todo.isEmpty()) {
+        if (System.currentTimeMillis() > deadline) throw lastError;
+        refresh = true;
+        sleep(100);
+      }
+    }
+    return out;
+  }
+
+  /** Every partition of {@code topics}. */
+  List<TopicPartition> partitionsOf(Collection<String> names) {
+    List<TopicPartition> out = new ArrayList<>();
+    for (String t : names) {
+      for (PartitionMeta p : topic(t, false).partitions) out.add(new TopicPartition(t, p.partition));
+    }
+    return out;
+  }
+
+  @Override
+  public void close() {
+    for (DataConnection c : connections.values()) c.close();
+    connections.clear();
+  }
+}

@@ -1,0 +1,294 @@
+package io.sparklog.spark;
+
+import java.io.ByteArrayInputStream;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.zip.CRC32C;
+
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.VectorLoader;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.ipc.ReadChannel;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.execution.vectorized.ConstantColumnVector;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.util.ArrowUtils;
+import org.apache.spark.sql.vectorized.ColumnVector;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.unsafe.types.UTF8String;
+
+/** One Spark task: the records [start, end) of one topic partition as ColumnarBatches, one per
+ *  stored frame: the frame's Arrow body is loaded by Arrow Java and handed to Spark as
+ *  ArrowColumnVectors (no per-row conversion); topic/partition/timestampType are constant
+ *  vectors, offset a computed one.  Frames are checked (magic, version, CRC-32C) as the Python
+ *  consumer checks them; control frames and frames without records are passed over. */
+final class RangeReader implements PartitionReader<ColumnarBatch> {
+  private static final int MAX_BYTES = 16 << 20;
+  private final ReadPlan plan;
+  private final StructType schema;
+  private final Scans.RangePartition part;
+  private final Cluster cluster;
+  private final BufferAllocator allocator;
+  private final ArrayDeque<ColumnarBatch> ready = new ArrayDeque<>();
+  private final List<VectorSchemaRoot> readyRoots = new ArrayList<>();
+  private VectorSchemaRoot current;
+  private ColumnarBatch batch;
+  private long position;
+  private final boolean failOnDataLoss;
+  private final long pollTimeoutMs;
+  private final int timestampType;
+  private final boolean typed;
+
+  RangeReader(ReadPlan plan, StructType schema, Scans.RangePartition part) {
+    this.plan = plan;
+    this.schema = schema;
+    this.part = part;
+    this.cluster = new Cluster(plan.bootstrap);
+    this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log " + part, 0, Long.MAX_VALUE);
+    this.position = part.start;
+    this.failOnDataLoss = plan.options.bool("failOnDataLoss", true);
+    Long poll = plan.options.longOpt("pollTimeoutMs", 1);
+    this.pollTimeoutMs = poll == null ? 120_000 : poll;
+    this.timestampType = plan.timestampTypes.getOrDefault(part.topic, 0);
+    this.typed = plan.kind.equals("typed");
+  }
+
+  @Override
+  public boolean next() throws IOException {
+    release();
+    long lastProgress = System.currentTimeMillis();
+    while (ready.isEmpty()) {
+      if (position >= part.end) return false;
+      long before = position;
+      fetch();
+      if (position > before || !ready.isEmpty()) {
+        lastProgress = System.currentTimeMillis();
+      } else if (System.currentTimeMillis() - lastProgress > pollTimeoutMs) {
+        throw new SparkLogException("RequestTimeoutError", ErrorCodes.REQUEST_TIMEOUT, part.topic + "-" + part.partition
+            + ": no records after offset " + position + " for " + pollTimeoutMs + " ms while reading up to " + part.end
+            + " (pollTimeoutMs)");
+      }
+    }
+    batch = ready.poll();
+    current = readyRoots.remove(0);
+    return true;
+  }
+
+  @Override public ColumnarBatch get() { return batch; }
+
+  private void release() {
+    if (batch != null) batch.close();  // closes the constant vectors; Arrow vectors are the root's
+    batch = null;
+    if (current != null) current.close();
+    current = null;
+  }
+
+  private void fetch() {
+    Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
+        .str(part.topic).i32(part.partition).i64(position).i64(part.end).i32(0);
+    ByteBuffer r = cluster.callLeader(part.topic, part.partition, DataConnection.FETCH, req,
+        System.currentTimeMillis() + pollTimeoutMs);
+    r.getInt();
+    Buf.str(r);
+    r.getInt();
+    short code = r.getShort();
+    String message = Buf.str(r);
+    r.getLong();
+    long logStart = r.getLong();
+    long next = r.getLong();
+    ByteBuffer frames = Buf.slice(r);
+    if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) {
+      afterLoss();
+      return;
+    }
+    if (code != 0) {
+      if (ErrorCodes.retriable(code)) {
+        cluster.topic(part.topic, true);
+        Cluster.sleep(50);
+        return;
+      }
+      throw SparkLogException.of(code, part.topic + "-" + part.partition + ": " + message);
+    }
+    decode(frames);
+    if (next > position) position = Math.min(next, part.end);
+  }
+
+  private void afterLoss() {
+    TopicPartition tp = new TopicPartition(part.topic, part.partition);
+    long earliest = cluster.listOffsets(java.util.Collections.singletonList(tp), -2, false).get(tp);
+    String what;
+    long resume;
+    if (earliest <= position) {
+      what = tp + ": offset " + position + " is past the end of the log (was the topic recreated?)";
+      resume = part.end;
+    } else {
+      what = tp + ": records [" + position + ", " + Math.min(earliest, part.end) + ") were deleted (retention) before this "
+          + "query read them";
+      resume = earliest;
+    }
+    if (failOnDataLoss) {
+      throw new SparkLogException("OffsetOutOfRangeError", 11, "data loss: " + what
+          + ". Set failOnDataLoss=false to skip them and go on.");
+    }
+    position = Math.min(resume, part.end);
+  }
+
+  private void decode(ByteBuffer frames) {
+    frames.order(ByteOrder.LITTLE_ENDIAN);
+    int at = 0;
+    int limit = frames.limit();
+    CRC32C crc = new CRC32C();
+    while (at < limit) {
+      if (limit - at < 64) throw corrupt(at, "truncated header");
+      long base = frames.getLong(at);
+      int length = frames.getInt(at + 8);
+      int version = frames.get(at + 18);
+      if (frames.get(at + 16) != 'S' || frames.get(at + 17) != 'L' || (version != 1 && version != 2) || length < 72
+          || length > limit - at) {
+        throw corrupt(at, "bad magic, version or length");
+      }
+      int attributes = frames.getShort(at + 24) & 0xFFFF;
+      int count = frames.getInt(at + 28);
+      long firstTs = frames.getLong(at + 32);
+      int schemaId = frames.getInt(at + 60);
+      long storedCrc = frames.getInt(at + 20) & 0xFFFFFFFFL;
+      ByteBuffer covered = frames.duplicate();
+      covered.position(at + 24).limit(at + length);
+      crc.reset();
+      crc.update(covered);
+      if (crc.getValue() != storedCrc) throw corrupt(at, "CRC mismatch at offset " + base);
+      long span = version == 1 ? count : (long) frames.getInt(at + 64) + 1;
+      long next = base + span;
+      int frameAt = at;
+      at += length;
+      if ((attributes & 0x20) != 0 || count == 0 || next <= position || base >= part.end) continue;
+      long[] offsets = null;
+      int bodyStart = 64;
+      if (version == 2) {
+        offsets = new long[count];
+        for (int i = 0; i < count; i++) offsets[i] = base + (frames.getInt(frameAt + 72 + 4 * i) & 0xFFFFFFFFL);
+        bodyStart = 72 + ((4 * count + 7) & ~7);
+      }
+      int lo = 0, hi = count;
+      if (offsets == null) {
+        lo = (int) Math.max(0, position - base);
+        hi = (int) Math.min(count, part.end - base);
+      } else {
+        while (lo < count && offsets[lo] < position) lo++;
+        while (hi > lo && offsets[hi - 1] >= part.end) hi--;
+      }
+      if (hi <= lo) continue;
+      emit(frames, frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, firstTs, count);
+    }
+  }
+
+  private SparkLogException corrupt(int at, String what) {
+    return new SparkLogException("CorruptRecordError", 13, part.topic + "-" + part.partition + ": frame at byte " + at
+        + " of a fetch answer: " + what);
+  }
+
+  private void emit(ByteBuffer frames, int bodyAt, int bodyLength, int schemaId, long base, long[] offsets, int lo, int hi,
+                    long firstTs, int count) {
+    Schema arrow = cluster.topic(part.topic, false).schemas.get(schemaId);
+    if (arrow == null) arrow = cluster.topic(part.topic, true).schemas.get(schemaId);
+    if (arrow == null) {
+      throw new SparkLogException("SchemaMismatchError", 14, part.topic + "-" + part.partition + ": unknown schema id " + schemaId);
+    }
+    byte[] body = new byte[bodyLength];
+    ByteBuffer src = frames.duplicate();
+    src.position(bodyAt);
+    src.get(body);
+    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
+    try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(
+        new ReadChannel(Channels.newChannel(new ByteArrayInputStream(body))), allocator)) {
+      if (records == null) throw new IOException("no record batch message");
+      new VectorLoader(root, Lz4Codecs.INSTANCE).load(records);
+    } catch (IOException | RuntimeException e) {
+      root.close();
+      if (e instanceof SparkLogException) throw (SparkLogException) e;
+      throw new SparkLogException("CorruptRecordError", 13, part.topic + "-" + part.partition + ": frame at offset " + base
+          + " does not hold a valid Arrow batch: " + e);
+    }
+    if (root.getRowCount() != count) {
+      root.close();
+      throw new SparkLogException("CorruptRecordError", 13, "frame at offset " + base + " claims " + count + " records, holds "
+          + root.getRowCount());
+    }
+    if (lo > 0 || hi < count) {
+      VectorSchemaRoot sliced = root.slice(lo, hi - lo);
+      root.close();
+      root = sliced;
+    }
+    int rows = hi - lo;
+    ColumnVector[] columns = new ColumnVector[schema.length()];
+    int i = 0;
+    for (StructField f : schema.fields()) {
+      columns[i++] = column(root, f, rows, base, offsets, lo, firstTs);
+    }
+    ColumnarBatch out = new ColumnarBatch(columns, rows);
+    ready.add(out);
+    readyRoots.add(root);
+  }
+
+  private ColumnVector column(VectorSchemaRoot root, StructField f, int rows, long base, long[] offsets, int lo, long firstTs) {
+    switch (f.name()) {
+      case "topic": {
+        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.StringType);
+        v.setUtf8String(UTF8String.fromString(part.topic));
+        return v;
+      }
+      case "partition": {
+        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
+        v.setInt(part.partition);
+        return v;
+      }
+      case "offset":
+        return new Vectors.Offsets(base, offsets, lo);
+      case "timestampType":
+        if (!typed) {
+          ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
+          v.setInt(timestampType);
+          return v;
+        }
+        break;
+      case "timestamp":
+        if (typed) {
+          ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.TimestampType);
+          v.setLong(firstTs * 1000);
+          return v;
+        }
+        break;
+      default:
+        break;
+    }
+    FieldVector vector = root.getVector(f.name());
+    if (vector == null) {  // a column an older schema version lacks
+      ConstantColumnVector v = new ConstantColumnVector(rows, f.dataType());
+      v.setNull();
+      return v;
+    }
+    return Vectors.wrap(vector, f.dataType());
+  }
+
+  @Override
+  public void close() {
+    release();
+    for (ColumnarBatch b : ready) b.close();
+    ready.clear();
+    for (VectorSchemaRoot r : readyRoots) r.close();
+    readyRoots.clear();
+    cluster.close();
+    allocator.close();
+  }
+}

@@ -1,0 +1,269 @@
+package io.sparklog.spark;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
+import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+import org.apache.spark.storage.BlockManagerId;
+
+/** Scan planning: column pruning, batch reads and micro-batch streams (connectors/reader.py). */
+final class Scans {
+  private Scans() {}
+
+  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns {
+    private final ReadPlan plan;
+    private StructType required;
+
+    Builder(ReadPlan plan) { this.plan = plan; this.required = plan.fullSchema; }
+
+    @Override public void pruneColumns(StructType requiredSchema) {
+      StructType out = new StructType();
+      for (StructField f : plan.fullSchema.fields()) {
+        if (requiredSchema.getFieldIndex(f.name()).isDefined()) out = out.add(f);
+      }
+      required = out;
+    }
+
+    @Override public Scan build() { return new SparkLogScan(plan, required); }
+  }
+
+  static final class SparkLogScan implements Scan {
+    private final ReadPlan plan;
+    private final StructType schema;
+
+    SparkLogScan(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+
+    @Override public StructType readSchema() { return schema; }
+
+    @Override public String description() { return "spark-log(JVM) " + plan.options.values.keySet(); }
+
+    @Override public Batch toBatch() {
+      plan.options.checkBatch();
+      return new RangeBatch(plan, schema);
+    }
+
+    @Override public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+      plan.options.checkStreaming();
+      return new Stream(plan, schema);
+    }
+  }
+
+  /** Preferred locations of a partition: the executors on the hosts of its replicas (leader
+   *  first, then the in-sync replicas) as {@code executor_<host>_<id>}, else those hosts. */
+  static final class Locality {
+    private final Map<String, List<String>> executors = new HashMap<>();
+
+    Locality() {
+      try {
+        SparkEnv env = SparkEnv.get();
+        if (env == null) return;
+        BlockManagerId self = env.blockManager().blockManagerId();
+        for (BlockManagerId id : scala.jdk.javaapi.CollectionConverters.asJava(env.blockManager().master().getPeers(self))) {
+          if (id.isDriver()) continue;
+          executors.computeIfAbsent(id.host(), h -> new ArrayList<>()).add("executor_" + id.host() + "_" + id.executorId());
+        }
+      } catch (RuntimeException ignored) {
+        // no executors known: hosts only
+      }
+    }
+
+    String[] of(Cluster cluster, TopicPartition tp) {
+      Cluster.TopicMeta meta = cluster.topic(tp.topic, false);
+      LinkedHashSet<Integer> replicas = new LinkedHashSet<>();
+      for (Cluster.PartitionMeta p : meta.partitions) {
+        if (p.partition != tp.partition) continue;
+        if (p.leader >= 0) replicas.add(p.leader);
+        for (int r : p.isr) replicas.add(r);
+      }
+      LinkedHashSet<String> out = new LinkedHashSet<>();
+      LinkedHashSet<String> hosts = new LinkedHashSet<>();
+      for (int r : replicas) {
+        Cluster.Broker b = cluster.brokers().get(r);
+        if (b == null) continue;
+        hosts.add(b.host());
+        List<String> found = executors.get(b.host());
+        if (found != null) {
+          // a broker's own executor first: several brokers on one host (local clusters) spread by broker id
+          List<String> sorted = new ArrayList<>(found);
+          java.util.Collections.rotate(sorted, -(r % Math.max(1, sorted.size())));
+          out.addAll(sorted);
+        }
+      }
+      return (out.isEmpty() ? hosts : out).toArray(new String[0]);
+    }
+  }
+
+  static List<InputPartition> partitions(ReadPlan plan, StructType schema, Map<TopicPartition, Long> start,
+                                         Map<TopicPartition, Long> end) {
+    Long min = plan.options.longOpt("minPartitions", 1);
+    List<Object[]> ranges = ReadPlan.planRanges(start, end, min == null ? 1 : min.intValue(),
+        plan.options.longOpt("maxRecordsPerPartition", 1));
+    Locality locality = new Locality();
+    List<InputPartition> out = new ArrayList<>();
+    for (Object[] r : ranges) {
+      TopicPartition tp = (TopicPartition) r[0];
+      out.add(new RangePartition(tp.topic, tp.partition, (long) r[1], (long) r[2], locality.of(plan.cluster(), tp)));
+    }
+    return out;
+  }
+
+  static final class RangeBatch implements Batch {
+    private final ReadPlan plan;
+    private final StructType schema;
+
+    RangeBatch(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+
+    @SuppressWarnings("unchecked")
+    @Override public InputPartition[] planInputPartitions() {
+      try {
+        TreeMap<TopicPartition, Long> begin = plan.starting("earliest");
+        TreeMap<TopicPartition, Long> latest = plan.latest();
+        Object ending = plan.options.spec("endingOffsets", java.util.Arrays.asList("latest"));
+        TreeMap<TopicPartition, Long> end = ending == null || ending.equals("latest") ? latest
+            : ReadPlan.resolve((TreeMap<TopicPartition, Long>) ending, plan.earliest(), latest, "endingOffsets");
+        return partitions(plan, schema, begin, end).toArray(new InputPartition[0]);
+      } finally {
+        plan.close();
+      }
+    }
+
+    @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
+  }
+
+  static final class SparkLogOffset extends Offset {
+    final TreeMap<TopicPartition, Long> offsets;
+    private final String json;
+
+    SparkLogOffset(Map<TopicPartition, Long> offsets) {
+      this.offsets = new TreeMap<>(offsets);
+      this.json = Json.offsets(this.offsets);
+    }
+
+    @Override public String json() { return json; }
+  }
+
+  static final class Stream implements MicroBatchStream, SupportsTriggerAvailableNow {
+    private final ReadPlan plan;
+    private final StructType schema;
+    private TreeMap<TopicPartition, Long> target;
+    private TreeMap<TopicPartition, Long> lastLatest;
+
+    Stream(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+
+    @Override public Offset initialOffset() { return new SparkLogOffset(plan.starting("latest")); }
+
+    @Override public Offset deserializeOffset(String json) {
+      try {
+        return new SparkLogOffset(Json.parseOffsets(json));
+      } catch (IllegalArgumentException e) {
+        throw new SparkLogException("InvalidConfigError", 3, "offsets are not valid: " + e.getMessage());
+      }
+    }
+
+    @Override public Offset latestOffset() { throw new UnsupportedOperationException("latestOffset(start, limit) is used"); }
+
+    @Override public ReadLimit getDefaultReadLimit() {
+      Long max = plan.options.longOpt("maxOffsetsPerTrigger", 1);
+      return max != null ? ReadLimit.maxRows(max) : ReadLimit.allAvailable();
+    }
+
+    @Override public void prepareForTriggerAvailableNow() { target = plan.latest(); }
+
+    @Override public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+      TreeMap<TopicPartition, Long> begin = ((SparkLogOffset) startOffset).offsets;
+      TreeMap<TopicPartition, Long> latest = target != null ? target : plan.latest();
+      lastLatest = latest;
+      boolean failOnDataLoss = plan.options.bool("failOnDataLoss", true);
+      List<String> lost = new ArrayList<>();
+      for (Map.Entry<TopicPartition, Long> e : begin.entrySet()) {
+        Long now = latest.get(e.getKey());
+        if (now == null) lost.add(e.getKey() + " no longer exists");
+        else if (now < e.getValue()) lost.add(e.getKey() + " ends at " + now + " < " + e.getValue() + " already read");
+      }
+      if (failOnDataLoss && !lost.isEmpty()) {
+        throw new SparkLogException("OffsetOutOfRangeError", 11, "data loss: " + String.join("; ", lost)
+            + ". Set failOnDataLoss=false to go on without it.");
+      }
+      TreeMap<TopicPartition, Long> end = new TreeMap<>(latest);
+      if (!(limit instanceof ReadAllAvailable)) {
+        Long maxRows = limit instanceof ReadMaxRows ? Long.valueOf(((ReadMaxRows) limit).maxRows())
+            : plan.options.longOpt("maxOffsetsPerTrigger", 1);
+        if (maxRows != null) end = ReadPlan.limitRows(begin, end, maxRows);
+      }
+      TreeMap<TopicPartition, Long> merged = new TreeMap<>();
+      for (Map.Entry<TopicPartition, Long> e : begin.entrySet()) {
+        if (latest.containsKey(e.getKey())) merged.put(e.getKey(), e.getValue());
+      }
+      merged.putAll(end);
+      return new SparkLogOffset(merged);
+    }
+
+    @Override public Offset reportLatestOffset() {
+      return new SparkLogOffset(lastLatest != null ? lastLatest : plan.latest());
+    }
+
+    @Override public InputPartition[] planInputPartitions(Offset start, Offset end) {
+      return partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
+          .toArray(new InputPartition[0]);
+    }
+
+    @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
+
+    @Override public void commit(Offset end) {}
+
+    @Override public void stop() { plan.close(); }
+  }
+
+  static final class RangePartition implements InputPartition {
+    final String topic;
+    final int partition;
+    final long start, end;
+    final String[] locations;
+
+    RangePartition(String topic, int partition, long start, long end, String[] locations) {
+      this.topic = topic; this.partition = partition; this.start = start; this.end = end; this.locations = locations;
+    }
+
+    @Override public String[] preferredLocations() { return locations; }
+
+    @Override public String toString() { return topic + "-" + partition + "[" + start + ", " + end + ")"; }
+  }
+
+  static final class ReaderFactory implements PartitionReaderFactory {
+    private final ReadPlan plan;
+    private final StructType schema;
+
+    ReaderFactory(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+
+    @Override public PartitionReader<InternalRow> createReader(InputPartition partition) {
+      throw new UnsupportedOperationException("spark-log reads columnar batches");
+    }
+
+    @Override public boolean supportColumnarReads(InputPartition partition) { return true; }
+
+    @Override public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+      return new RangeReader(plan, schema, (RangePartition) partition);
+    }
+  }
+}

@@ -1,0 +1,526 @@
+package io.sparklog.spark;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.Channels;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.UUID;
+import java.util.zip.CRC32C;
+
+import org.apache.arrow.memory.BufferAllocator;
+import org.apache.arrow.vector.FieldVector;
+import org.apache.arrow.vector.TimeStampMilliVector;
+import org.apache.arrow.vector.VarBinaryVector;
+import org.apache.arrow.vector.VectorSchemaRoot;
+import org.apache.arrow.vector.VectorUnloader;
+import org.apache.arrow.vector.compression.CompressionCodec;
+import org.apache.arrow.vector.compression.CompressionUtil;
+import org.apache.arrow.vector.compression.NoCompressionCodec;
+import org.apache.arrow.vector.ipc.WriteChannel;
+import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageSerializer;
+import org.apache.arrow.vector.types.pojo.ArrowType;
+import org.apache.arrow.vector.types.pojo.Field;
+import org.apache.arrow.vector.types.pojo.Schema;
+import org.apache.spark.TaskContext;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.LogicalWriteInfo;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.DataType;
+import org.apache.spark.sql.types.IntegerType;
+import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.StringType;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.types.TimestampType;
+import org.apache.spark.sql.util.ArrowUtils;
+
+/** The sink: the exactly-once idempotent scheme of connectors/writer.py.  Each write task is an
+ *  idempotent producer whose id and epoch come from (query id, Spark partition, batch id)
+ *  (Identity.producer: the same function as writer.producer_identity), frames are cut
+ *  deterministically (the task's rows in chunks of CHUNK_ROWS, as Spark's Arrow batches reach the
+ *  Python sink; one frame per chunk and partition, sliced when larger than batchSize), and
+ *  sequences run from 0 per partition in input order, so a re-run task's frames are
+ *  acknowledged as duplicates by the brokers.  Rows without a key go to partition
+ *  (spark partition + chunk index) % partitions. */
+final class Writes {
+  private Writes() {}
+
+  static final int CHUNK_ROWS = 10_000;
+  static final List<String> ROUTING = Arrays.asList("topic", "partition", "offset", "timestamp", "timestampType");
+
+  static final class Builder implements WriteBuilder {
+    private final LogicalWriteInfo info;
+
+    Builder(LogicalWriteInfo info) { this.info = info; }
+
+    @Override public Write build() {
+      Target target = new Target(Options.parse(info.options(), Options.WRITER), info.schema());
+      return new Write() {
+        @Override public BatchWrite toBatch() { return new Sink(target, UUID.randomUUID().toString().replace("-", ""), false); }
+
+        @Override public StreamingWrite toStreaming() { return new Sink(target, info.queryId(), true); }
+      };
+    }
+  }
+
+  /** What the driver resolved at start (connectors/writer.py resolve_target). */
+  static final class Target implements Serializable {
+    final String bootstrap, topic, kind, schemaJson;
+    final int schemaId, partitions, acks, timeoutMs, codec;
+    final long batchSize;
+    final int keyOrdinal, valueOrdinal, partitionOrdinal, timestampOrdinal;
+    final boolean keyIsString, valueIsString;
+    final int[] dataOrdinals, keyOrdinals;
+    final StructType input;
+
+    Target(Options o, StructType input) {
+      this.input = input;
+      bootstrap = o.bootstrap();
+      topic = o.get("topic");
+      if (topic == null) {
+        throw SparkLogException.config("topic", "is required by the JVM implementation (rows naming their own topic: use "
+            + "the Python connector)");
+      }
+      String a = o.has("acks") ? o.get("acks").trim().toLowerCase(Locale.ROOT) : "all";
+      if (a.equals("0")) throw SparkLogException.config("acks", "cannot be 0: the sink must know a write landed to be exactly-once");
+      if (!a.equals("all") && !a.equals("-1") && !a.equals("1")) throw SparkLogException.config("acks", "must be all, -1 or 1, got '" + a + "'");
+      acks = a.equals("1") ? 1 : -1;
+      String c = o.has("compression") ? o.get("compression").trim().toLowerCase(Locale.ROOT) : "lz4";
+      switch (c) {
+        case "lz4": codec = 1; break;
+        case "zstd": codec = 2; break;
+        case "none": case "uncompressed": codec = 0; break;
+        default: throw SparkLogException.config("compression", "must be lz4, zstd or none, got '" + c + "'");
+      }
+      Long bs = o.longOpt("batchSize", 1);
+      batchSize = bs == null ? 4L << 20 : bs;
+      Long t = o.longOpt("timeoutMs", 1);
+      timeoutMs = t == null ? 120_000 : (int) Math.min(Integer.MAX_VALUE, t);
+      if (o.has("partitions") || o.has("replicationFactor")) {
+        throw SparkLogException.config(o.has("partitions") ? "partitions" : "replicationFactor", "applies with createTopic=true only");
+      }
+      Cluster cluster = new Cluster(bootstrap);
+      Cluster.TopicMeta meta;
+      try {
+        meta = cluster.topic(topic, true);
+      } catch (SparkLogException e) {
+        if (e.code == ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION) {
+          throw new SparkLogException("UnknownTopicOrPartitionError", e.code, "topic '" + topic + "' does not exist; create "
+              + "it first (Admin.create_topic or `spark-log topics create`)");
+        }
+        throw e;
+      } finally {
+        cluster.close();
+      }
+      kind = meta.kind;
+      partitions = meta.partitions.size();
+      partitionOrdinal = ordinal(input, "partition");
+      if (partitionOrdinal >= 0) {
+        DataType pt = input.fields()[partitionOrdinal].dataType();
+        if (!(pt instanceof IntegerType) && !(pt instanceof LongType)) {
+          throw new SparkLogException("SchemaMismatchError", 14, "column 'partition' must be an integer, got " + pt.simpleString());
+        }
+      }
+      List<String> names = Arrays.asList(input.fieldNames());
+      if (kind.equals("bytes")) {
+        if (o.has("keyColumns") && !o.names("keyColumns").equals(List.of("key"))) {
+          throw SparkLogException.config("keyColumns", "applies to typed topics; bytes topics hash the 'key' column");
+        }
+        valueOrdinal = ordinal(input, "value");
+        if (valueOrdinal < 0) {
+          throw new SparkLogException("SchemaMismatchError", 14, "topic '" + topic + "' is a bytes topic (key, value, headers, "
+              + "timestamp) and the DataFrame has no 'value' column (it has " + names + ")");
+        }
+        keyOrdinal = ordinal(input, "key");
+        keyIsString = keyOrdinal >= 0 && binaryOrString(input, keyOrdinal, "key");
+        valueIsString = binaryOrString(input, valueOrdinal, "value");
+        if (ordinal(input, "headers") >= 0) {
+          throw SparkLogException.config("headers", "a 'headers' column is not written by the JVM implementation yet; use the "
+              + "Python connector");
+        }
+        timestampOrdinal = ordinal(input, "timestamp");
+        if (timestampOrdinal >= 0 && !(input.fields()[timestampOrdinal].dataType() instanceof TimestampType)) {
+          throw new SparkLogException("SchemaMismatchError", 14, "column 'timestamp' must be a timestamp");
+        }
+        Schema stored = meta.schemas.get(0);
+        schemaId = 0;
+        schemaJson = stored.toJson();
+        dataOrdinals = null;
+        keyOrdinals = null;
+      } else {
+        Schema schema = meta.latest();
+        if (schema == null) {
+          throw new SparkLogException("NoSchemaError", 25, "typed topic '" + topic + "' has no schema yet; the JVM writer does not "
+              + "register one: write once with the Python connector or register it with Admin.register_schema");
+        }
+        schemaId = meta.latestSchemaId();
+        schemaJson = schema.toJson();
+        List<String> data = new ArrayList<>();
+        for (String n : names) if (!ROUTING.contains(n)) data.add(n);
+        List<String> want = new ArrayList<>();
+        for (Field f : schema.getFields()) want.add(f.getName());
+        List<String> missing = new ArrayList<>(want), unknown = new ArrayList<>(data);
+        missing.removeAll(data);
+        unknown.removeAll(want);
+        if (!missing.isEmpty() || !unknown.isEmpty()) {
+          throw new SparkLogException("SchemaMismatchError", 14, "the DataFrame does not match topic '" + topic + "': missing "
+              + "columns " + missing + ", unexpected " + unknown);
+        }
+        dataOrdinals = new int[want.size()];
+        for (int i = 0; i < want.size(); i++) {
+          Field f = schema.getFields().get(i);
+          dataOrdinals[i] = ordinal(input, f.getName());
+          DataType dt = input.fields()[dataOrdinals[i]].dataType();
+          ArrowType have = ArrowUtils.toArrowType(dt, "UTC", false);
+          if (!have.equals(f.getType())) {
+            throw new SparkLogException("SchemaMismatchError", 14, "column '" + f.getName() + "' of topic '" + topic + "' is "
+                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have + "): the JVM writer needs the "
+                + "topic's exact types, cast the column or use the Python connector");
+          }
+        }
+        List<String> keys = o.names("keyColumns") != null ? o.names("keyColumns") : meta.keyColumns;
+        keyOrdinals = new int[keys.size()];
+        for (int i = 0; i < keys.size(); i++) {
+          keyOrdinals[i] = ordinal(input, keys.get(i));
+          if (keyOrdinals[i] < 0) throw SparkLogException.config("keyColumns", "names columns the DataFrame lacks: " + keys);
+        }
+        keyOrdinal = valueOrdinal = timestampOrdinal = -1;
+        keyIsString = valueIsString = false;
+      }
+    }
+
+    private static int ordinal(StructType s, String name) {
+      String[] names = s.fieldNames();
+      for (int i = 0; i < names.length; i++) if (names[i].equals(name)) return i;
+      return -1;
+    }
+
+    private static boolean binaryOrString(StructType s, int i, String name) {
+      DataType t = s.fields()[i].dataType();
+      if (t instanceof StringType) return true;
+      if (t instanceof BinaryType) return false;
+      throw new SparkLogException("SchemaMismatchError", 14, "column '" + name + "' must be binary or string, got " + t.simpleString());
+    }
+  }
+
+  static final class Commit implements WriterCommitMessage {
+    final int sparkPartition;
+    final long rows, frames, producerId;
+    final int producerEpoch;
+
+    Commit(int sparkPartition, long rows, long frames, long producerId, int producerEpoch) {
+      this.sparkPartition = sparkPartition; this.rows = rows; this.frames = frames; this.producerId = producerId;
+      this.producerEpoch = producerEpoch;
+    }
+  }
+
+  static final class Sink implements BatchWrite, StreamingWrite {
+    private final Target target;
+    private final String id;
+    private final boolean streaming;
+
+    Sink(Target target, String id, boolean streaming) { this.target = target; this.id = id; this.streaming = streaming; }
+
+    @Override public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+
+    @Override public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+
+    @Override public boolean useCommitCoordinator() { return false; }
+
+    @Override public void commit(WriterCommitMessage[] messages) {}
+
+    @Override public void abort(WriterCommitMessage[] messages) {}
+
+    @Override public void commit(long epochId, WriterCommitMessage[] messages) {}
+
+    @Override public void abort(long epochId, WriterCommitMessage[] messages) {}
+  }
+
+  static final class Factory implements DataWriterFactory, StreamingDataWriterFactory {
+    private final Target target;
+    private final String id;
+
+    Factory(Target target, String id) { this.target = target; this.id = id; }
+
+    @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+      long[] identity = Identity.producer(id, partitionId, 0);
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+    }
+
+    @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+      TaskContext ctx = TaskContext.get();
+      String query = ctx != null ? ctx.getLocalProperty("sql.streaming.queryId") : null;
+      String batch = ctx != null ? ctx.getLocalProperty("streaming.sql.batchId") : null;
+      long batchId = batch != null ? Long.parseLong(batch) : epochId;
+      long[] identity = Identity.producer(query != null ? query : id, partitionId, batchId);
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+    }
+  }
+
+  /** One partition's rows of the current chunk. */
+  private static final class Pending {
+    final VectorSchemaRoot root;
+    final ArrowWriter writer;  // typed topics
+    int rows;
+    long firstTs = Long.MIN_VALUE, maxTs = Long.MIN_VALUE;
+
+    Pending(VectorSchemaRoot root, boolean typed) {
+      this.root = root;
+      this.writer = typed ? ArrowWriter.create(root) : null;
+      if (!typed) {
+        for (FieldVector v : root.getFieldVectors()) v.allocateNew();
+      }
+    }
+  }
+
+  static final class TaskWriter implements DataWriter<InternalRow> {
+    private final Target target;
+    private final int sparkPartition;
+    private final long producerId;
+    private final int producerEpoch;
+    private final Schema schema;
+    private final BufferAllocator allocator;
+    private final Cluster cluster;
+    private final CompressionCodec codec;
+    private final Map<Integer, Pending> pending = new TreeMap<>();
+    private final Map<Integer, Integer> sequences = new HashMap<>();
+    private final MappedRow mapped;
+    private final long now = System.currentTimeMillis();
+    private long rows, frames, chunk;
+    private int inChunk;
+
+    TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch) {
+      this.target = target;
+      this.sparkPartition = sparkPartition;
+      this.producerId = producerId;
+      this.producerEpoch = producerEpoch;
+      try {
+        this.schema = Schema.fromJSON(target.schemaJson);
+      } catch (IOException e) {
+        throw new RuntimeException(e);
+      }
+      this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log writer " + sparkPartition, 0, Long.MAX_VALUE);
+      this.cluster = new Cluster(target.bootstrap);
+      this.codec = target.codec == 0 ? NoCompressionCodec.INSTANCE
+          : Lz4Codecs.INSTANCE.createCodec(target.codec == 1 ? CompressionUtil.CodecType.LZ4_FRAME : CompressionUtil.CodecType.ZSTD);
+      this.mapped = target.dataOrdinals != null ? new MappedRow(target.dataOrdinals) : null;
+    }
+
+    private int route(InternalRow row) {
+      int n = target.partitions;
+      if (target.partitionOrdinal >= 0 && !row.isNullAt(target.partitionOrdinal)) {
+        long given = target.input.fields()[target.partitionOrdinal].dataType() instanceof LongType
+            ? row.getLong(target.partitionOrdinal) : row.getInt(target.partitionOrdinal);
+        if (given >= n) {
+          throw new SparkLogException("InvalidConfigError", 3, "column 'partition' holds " + given + ", but the topic has " + n
+              + " partitions");
+        }
+        if (given >= 0) return (int) given;
+      }
+      byte[] key = null;
+      if (target.kind.equals("bytes")) {
+        if (target.keyOrdinal >= 0 && !row.isNullAt(target.keyOrdinal)) {
+          key = target.keyIsString ? row.getUTF8String(target.keyOrdinal).getBytes() : row.getBinary(target.keyOrdinal);
+        }
+      } else if (target.keyOrdinals.length > 0) {
+        boolean present = false;
+        ByteArrayOutputStream joined = new ByteArrayOutputStream();
+        for (int i = 0; i < target.keyOrdinals.length; i++) {
+          int k = target.keyOrdinals[i];
+          if (i > 0) joined.write(0x1f);
+          if (row.isNullAt(k)) continue;
+          present = true;
+          Object v = row.get(k, target.input.fields()[k].dataType());
+          byte[] b = v instanceof byte[] ? (byte[]) v : String.valueOf(v).getBytes(StandardCharsets.UTF_8);
+          joined.write(b, 0, b.length);
+        }
+        if (present) key = joined.toByteArray();
+      }
+      if (key != null) return (Identity.murmur2(key) & 0x7fffffff) % n;
+      return (int) ((sparkPartition + chunk) % n);
+    }
+
+    @Override
+    public void write(InternalRow row) throws IOException {
+      int p = route(row);
+      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null));
+      int i = buf.rows;
+      if (mapped != null) {
+        buf.writer.write(mapped.of(row));
+        if (buf.firstTs == Long.MIN_VALUE) buf.firstTs = buf.maxTs = now;
+      } else {
+        VarBinaryVector key = (VarBinaryVector) buf.root.getVector("key");
+        VarBinaryVector value = (VarBinaryVector) buf.root.getVector("value");
+        TimeStampMilliVector ts = (TimeStampMilliVector) buf.root.getVector("timestamp");
+        if (target.keyOrdinal < 0 || row.isNullAt(target.keyOrdinal)) key.setNull(i);
+        else key.setSafe(i, target.keyIsString ? row.getUTF8String(target.keyOrdinal).getBytes() : row.getBinary(target.keyOrdinal));
+        if (row.isNullAt(target.valueOrdinal)) value.setNull(i);
+        else value.setSafe(i, target.valueIsString ? row.getUTF8String(target.valueOrdinal).getBytes() : row.getBinary(target.valueOrdinal));
+        long millis = target.timestampOrdinal >= 0 && !row.isNullAt(target.timestampOrdinal)
+            ? Math.floorDiv(row.getLong(target.timestampOrdinal), 1000) : now;
+        ts.setSafe(i, millis);
+        buf.root.getVector("headers").setNull(i);
+        if (buf.firstTs == Long.MIN_VALUE) buf.firstTs = millis;
+        buf.maxTs = Math.max(buf.maxTs, millis);
+      }
+      buf.rows++;
+      rows++;
+      if (++inChunk == CHUNK_ROWS) flush();
+    }
+
+    private void flush() throws IOException {
+      Map<Integer, List<byte[]>> framesByPartition = new TreeMap<>();
+      for (Map.Entry<Integer, Pending> e : pending.entrySet()) {
+        Pending buf = e.getValue();
+        if (buf.writer != null) {
+          buf.writer.finish();
+        } else {
+          for (FieldVector v : buf.root.getFieldVectors()) v.setValueCount(buf.rows);
+          buf.root.setRowCount(buf.rows);
+        }
+        framesByPartition.put(e.getKey(), encode(e.getKey(), buf));
+        buf.root.close();
+      }
+      pending.clear();
+      send(framesByPartition);
+      inChunk = 0;
+      chunk++;
+    }
+
+    private List<byte[]> encode(int partition, Pending buf) throws IOException {
+      long size = 0;
+      for (FieldVector v : buf.root.getFieldVectors()) size += v.getBufferSize();
+      int pieces = (int) Math.max(1, Math.min(buf.rows, (size + target.batchSize - 1) / target.batchSize));
+      int per = (buf.rows + pieces - 1) / pieces;
+      List<byte[]> out = new ArrayList<>();
+      for (int start = 0; start < buf.rows; start += per) {
+        int n = Math.min(per, buf.rows - start);
+        VectorSchemaRoot piece = pieces == 1 ? buf.root : buf.root.slice(start, n);
+        try {
+          out.add(frame(partition, piece, n, buf.firstTs, buf.maxTs));
+        } finally {
+          if (piece != buf.root) piece.close();
+        }
+      }
+      return out;
+    }
+
+    private byte[] frame(int partition, VectorSchemaRoot root, int count, long firstTs, long maxTs) throws IOException {
+      ByteArrayOutputStream body = new ByteArrayOutputStream();
+      body.write(new byte[64]);
+      try (ArrowRecordBatch batch = new VectorUnloader(root, true, codec, true).getRecordBatch()) {
+        MessageSerializer.serialize(new WriteChannel(Channels.newChannel(body)), batch);
+      }
+      byte[] frame = body.toByteArray();
+      int sequence = sequences.getOrDefault(partition, 0);
+      sequences.put(partition, sequence + count);
+      ByteBuffer h = ByteBuffer.wrap(frame).order(ByteOrder.LITTLE_ENDIAN);
+      h.putLong(0, 0L).putInt(8, frame.length).putInt(12, -1);
+      h.put(16, (byte) 'S').put(17, (byte) 'L').put(18, (byte) 1).put(19, (byte) 0);
+      h.putShort(24, (short) target.codec).putShort(26, (short) producerEpoch).putInt(28, count);
+      h.putLong(32, firstTs).putLong(40, maxTs).putLong(48, producerId).putInt(56, sequence).putInt(60, target.schemaId);
+      CRC32C crc = new CRC32C();
+      crc.update(frame, 24, frame.length - 24);
+      h.putInt(20, (int) crc.getValue());
+      frames++;
+      return frame;
+    }
+
+    private void send(Map<Integer, List<byte[]>> byPartition) {
+      Map<Integer, List<byte[]>> todo = new TreeMap<>(byPartition);
+      long deadline = System.currentTimeMillis() + target.timeoutMs;
+      boolean refresh = false;
+      long backoff = 50;
+      while (!todo.isEmpty()) {
+        Map<Integer, List<Integer>> byLeader = new TreeMap<>();
+        for (int p : todo.keySet()) byLeader.computeIfAbsent(cluster.leader(target.topic, p, refresh), k -> new ArrayList<>()).add(p);
+        refresh = false;
+        SparkLogException last = null;
+        Map<Integer, List<byte[]>> again = new TreeMap<>();
+        for (Map.Entry<Integer, List<Integer>> e : byLeader.entrySet()) {
+          Buf req = new Buf().i16(target.acks).i32(target.timeoutMs).i32(e.getValue().size());
+          for (int p : e.getValue()) {
+            int size = 0;
+            for (byte[] f : todo.get(p)) size += f.length;
+            req.str(target.topic).i32(p).i32(-1).i32(size);
+            for (byte[] f : todo.get(p)) req.raw(f);
+          }
+          ByteBuffer r;
+          try {
+            if (e.getKey() < 0) throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, "no leader");
+            DataConnection c = cluster.connection(e.getKey());
+            try {
+              r = c.call(DataConnection.PRODUCE, req);
+            } catch (IOException io) {
+              c.close();
+              throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, io.toString());
+            }
+          } catch (SparkLogException err) {
+            if (!err.retriable()) throw err;
+            for (int p : e.getValue()) again.put(p, todo.get(p));
+            last = err;
+            continue;
+          }
+          for (int n = r.getInt(); n > 0; n--) {
+            Buf.str(r);
+            int p = r.getInt();
+            short code = r.getShort();
+            String message = Buf.str(r);
+            r.getLong();
+            r.getLong();
+            r.get();
+            if (code == 0) continue;
+            SparkLogException err = SparkLogException.of(code, target.topic + "-" + p + ": " + message);
+            if (!err.retriable()) throw err;
+            again.put(p, todo.get(p));
+            last = err;
+          }
+        }
+        todo = again;
+        if (!todo.isEmpty()) {
+          if (System.currentTimeMillis() > deadline) throw last;
+          refresh = true;
+          Cluster.sleep(backoff);
+          backoff = Math.min(1000, backoff * 2);
+        }
+      }
+    }
+
+    @Override
+    public WriterCommitMessage commit() throws IOException {
+      if (!pending.isEmpty()) flush();
+      return new Commit(sparkPartition, rows, frames, producerId, producerEpoch);
+    }
+
+    @Override public void abort() {}
+
+    @Override
+    public void close() {
+      for (Pending p : pending.values()) p.root.close();
+      pending.clear();
+      cluster.close();
+      allocator.close();
+    }
+  }
+}
