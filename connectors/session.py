@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,8 +55,8 @@ def jvm_available(spark: "SparkSession") -> bool:
     (with its ``DataSourceRegister`` entry) is on the classpath.  In PySpark 4.2 such a jar
     silently wins over a Python data source of the same name."""
     try:
-        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+        jvm: Any = getattr(spark.sparkContext, "_jvm")
+        conf: Any = getattr(spark, "_jsparkSession").sessionState().conf()
         found = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(FORMAT, conf)
         return bool(found.getName() == JVM_CLASS)
     except Exception:  # noqa: BLE001 - py4j raises its own error types when nothing serves the name

@@ -42,7 +42,10 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                            i32 n x (str topic, i32 partition, i64 fetch offset, i64 max offset (0: none),
                            i32 partition max bytes)
                       resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 high watermark,
-                            i64 log start offset, i64 next fetch offset, bytes stored frames)
+                            i64 log start offset, i64 next fetch offset, bytes stored frames,
+                            i32 n x (i64 producer id, i64 first offset, i64 abort marker offset): the
+                            aborted transactions among the frames (read_committed; the reader drops
+                            their transactional frames))
     PRODUCE (4)       req: i16 acks, i32 timeout ms, i32 n x (str topic, i32 partition,
                            i32 current leader epoch (-1: unchecked), bytes frames)
                       resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 base offset,
@@ -471,6 +474,11 @@ class DataListener:
             out.i64(result.log_start_offset)
             out.i64(result.next_fetch_offset)
             out.raw(payload)
+            out.i32(len(result.aborted_transactions))
+            for txn in result.aborted_transactions:
+                out.i64(txn.producer_id)
+                out.i64(txn.first_offset)
+                out.i64(txn.last_offset)
 
     def _produce(self, request: _Reader, out: _Writer) -> None:
         acks, timeout_ms = request.i16(), request.i32()

@@ -124,3 +124,24 @@ def test_security_refuses_the_listener() -> None:
     with pytest.raises(InvalidConfigError) as refused:
         check_config("on", secure)
     assert refused.value.details.get("key") == "data_listener"
+
+
+def test_read_committed_fetch_lists_the_aborted_transactions(cluster: LocalCluster, topic_name: str) -> None:
+    """The JVM reader drops an aborted transaction's frames by the list the listener sends."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    with Producer(cluster.bootstrap, transactional_id=f"dl-{topic_name}") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"aborted", partition=0)
+        producer.abort_transaction()
+        producer.begin_transaction()
+        producer.send(topic_name, b"committed", partition=0)
+        producer.commit_transaction()
+        pid = producer.producer_id
+    with _leader_client(cluster, topic_name) as client:
+        code, message, _hw, _next, frames = client.fetch(topic_name, 0, 0, committed=True)
+        assert code == 0, message
+        assert client.last_aborted == [(pid, 0, 1)]  # the record at 0, its abort marker at 1
+        client.fetch(topic_name, 0, 0)
+        assert client.last_aborted == []  # read_uncommitted: nothing listed

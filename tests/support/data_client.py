@@ -81,6 +81,7 @@ class DataClient:
     def __init__(self, host: str, port: int, timeout_s: float = 30.0) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self._correlation = 0
+        self.last_aborted: list[tuple[int, int, int]] = []
 
     def close(self) -> None:
         self.sock.close()
@@ -147,15 +148,18 @@ class DataClient:
         return out
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_offset: int = 0, max_wait_ms: int = 0,
-              max_bytes: int = 1 << 20) -> tuple[int, str, int, int, bytes]:
-        """``(error code, message, high watermark, next fetch offset, stored frames)``"""
-        payload = (_I32.pack(max_wait_ms) + _I32.pack(1) + _I32.pack(max_bytes) + _U8.pack(0) + _I32.pack(1)
+              max_bytes: int = 1 << 20, committed: bool = False) -> tuple[int, str, int, int, bytes]:
+        """``(error code, message, high watermark, next fetch offset, stored frames)``; the
+        aborted transactions of a ``committed`` (read_committed) fetch land in ``last_aborted``."""
+        payload = (_I32.pack(max_wait_ms) + _I32.pack(1) + _I32.pack(max_bytes) + _U8.pack(int(committed)) + _I32.pack(1)
                    + _s(topic) + _I32.pack(partition) + _I64.pack(offset) + _I64.pack(max_offset) + _I32.pack(0))
         r = self.call(3, payload)
         assert r.take(_I32) == 1
         _t, _p, code, message = r.str(), r.take(_I32), r.take(_I16), r.str()
         hw, _start, next_offset = r.take(_I64), r.take(_I64), r.take(_I64)
-        return code, message, hw, next_offset, r.raw()
+        frames = r.raw()
+        self.last_aborted = [(r.take(_I64), r.take(_I64), r.take(_I64)) for _ in range(r.take(_I32))]
+        return code, message, hw, next_offset, frames
 
     def produce(self, topic: str, partition: int, frames: bytes, *, acks: int = -1,
                 timeout_ms: int = 10_000) -> tuple[int, str, int, int, bool]:

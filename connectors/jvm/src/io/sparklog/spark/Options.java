@@ -23,10 +23,11 @@ final class Options implements Serializable {
       "minPartitions", "maxRecordsPerPartition", "failOnDataLoss", "includeHeaders", "isolationLevel", "columns",
       "pushFilters", "pollTimeoutMs", "groupId");
   static final List<String> WRITER = Arrays.asList("bootstrap", "topic", "keyColumns", "acks", "compression",
-      "batchSize", "timeoutMs", "tombstoneColumn", "createTopic", "partitions", "replicationFactor");
+      "batchSize", "timeoutMs", "tombstoneColumn", "createTopic", "partitions", "replicationFactor", "transactional",
+      "transactionTimeoutMs");
   /** Accepted names the JVM implementation refuses (use the Python connector for them). */
   static final Set<String> NOT_YET = new TreeSet<>(Arrays.asList("startingTimestamp", "maxBytesPerTrigger", "groupId",
-      "tombstoneColumn", "createTopic"));
+      "tombstoneColumn", "createTopic", "transactional", "transactionTimeoutMs"));
   private static final Set<String> SPARK_OWNED = new TreeSet<>(Arrays.asList("path", "checkpointlocation", "queryname"));
 
   final Map<String, String> values;

@@ -108,6 +108,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     long logStart = r.getLong();
     long next = r.getLong();
     ByteBuffer frames = Buf.slice(r);
+    int abortedCount = r.getInt();
+    long[] aborted = new long[3 * abortedCount];  // (producer id, first offset, abort marker offset) each
+    for (int i = 0; i < aborted.length; i++) aborted[i] = r.getLong();
     if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) {
       afterLoss();
       return;
@@ -120,7 +123,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       }
       throw SparkLogException.of(code, part.topic + "-" + part.partition + ": " + message);
     }
-    decode(frames);
+    decode(frames, aborted);
     if (next > position) position = Math.min(next, part.end);
   }
 
@@ -144,7 +147,14 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     position = Math.min(resume, part.end);
   }
 
-  private void decode(ByteBuffer frames) {
+  private static boolean isAborted(long producerId, long base, long[] aborted) {
+    for (int i = 0; i < aborted.length; i += 3) {
+      if (aborted[i] == producerId && aborted[i + 1] <= base && base <= aborted[i + 2]) return true;
+    }
+    return false;
+  }
+
+  private void decode(ByteBuffer frames, long[] aborted) {
     frames.order(ByteOrder.LITTLE_ENDIAN);
     int at = 0;
     int limit = frames.limit();
@@ -173,6 +183,10 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       int frameAt = at;
       at += length;
       if ((attributes & 0x20) != 0 || count == 0 || next <= position || base >= part.end) continue;
+      // read_committed: the frames of aborted transactions are dropped (transactional bit 0x10, producer id at 48)
+      if ((attributes & 0x10) != 0 && aborted.length > 0 && isAborted(frames.getLong(at - length + 48), base, aborted)) {
+        continue;
+      }
       long[] offsets = null;
       int bodyStart = 64;
       if (version == 2) {
