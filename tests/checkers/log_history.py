@@ -30,6 +30,22 @@ is a pure function returning the named anomalies, after Jepsen's Kafka workload:
   (the log was cut below it and nothing was written there again): a consumer saw a record
   that does not exist.  (A different value at that offset is ``inconsistent-offsets``.)
 
+Transactions (``check_transactions``, after Jepsen's analyses of Kafka's transactions): a
+``Txn`` is one transaction's writes (partition, value) and its outcome as the client knows
+it (``committed``: commit returned; ``aborted``: abort returned, or it never reached its
+commit and a newer producer of its id took over; ``unknown``: commit was called and did not
+answer); ``commit_called`` is when commit was called (monotonic seconds, or None).  Reads
+are ``Poll``s of ``read_committed`` consumers (``at``: when the poll returned) and a
+``FinalRead`` of each partition under ``read_committed``:
+
+- ``aborted-read``: a value of an aborted transaction was read;
+- ``dirty-read``: a poll that returned before its transaction's commit was called held one
+  of its values (a read of an open transaction);
+- ``lost-committed-write``: a committed transaction's value is not in the final read;
+- ``partial-transaction``: the final read holds some but not all of a transaction's values
+  (committed or unknown: all or nothing);
+- ``duplicate``: one value at two offsets (as above).
+
 Every anomaly carries the offending operations so a failure message can print them.
 """
 from __future__ import annotations
@@ -59,6 +75,7 @@ class Poll:
     partition: Partition
     records: tuple[tuple[int, bytes], ...]  # (offset, value) in the order returned
     after_seek: bool = False  # the consumer seeked (or was reassigned) before this poll
+    at: float | None = None  # when the poll returned (monotonic seconds): transactions' dirty reads
 
 
 @dataclass(frozen=True)
@@ -67,7 +84,15 @@ class FinalRead:
     records: tuple[tuple[int, bytes], ...]  # the whole partition, from its start
 
 
-Op = Send | Poll | FinalRead
+@dataclass(frozen=True)
+class Txn:
+    txn: Hashable
+    writes: tuple[tuple[Partition, bytes], ...]
+    outcome: str  # "committed" | "aborted" | "unknown"
+    commit_called: float | None = None
+
+
+Op = Send | Poll | FinalRead | Txn
 
 
 @dataclass(frozen=True)
@@ -293,3 +318,50 @@ def _check_unseen(sends: Sequence[Send], polls: Sequence[Poll], finals: dict[Par
     for send in sends:
         if send.ok and (send.partition, send.value) not in observed:
             out.items.append(Anomaly("unseen", f"acked {send.value!r} on {send.partition!r} never read", (send,)))
+
+
+def check_transactions(history: Iterable[Op]) -> Anomalies:
+    """The transactional anomalies of ``history`` (module docstring): its ``Txn``s against
+    its ``read_committed`` polls and final reads."""
+    ops = list(history)
+    out = Anomalies()
+    txns = [op for op in ops if isinstance(op, Txn)]
+    polls = [op for op in ops if isinstance(op, Poll)]
+    finals = {op.partition: op for op in ops if isinstance(op, FinalRead)}
+    owner: dict[bytes, Txn] = {}
+    for txn in txns:
+        for _, value in txn.writes:
+            owner[value] = txn
+    _check_duplicates(polls, finals, out)
+    for poll in polls:
+        for offset, value in poll.records:
+            txn = owner.get(value)
+            if txn is None:
+                continue
+            if txn.outcome == "aborted":
+                out.items.append(Anomaly("aborted-read", f"{value!r} of aborted transaction {txn.txn!r} was read at "
+                                         f"offset {offset}", (txn, poll)))
+            elif poll.at is not None and (txn.commit_called is None or poll.at < txn.commit_called):
+                out.items.append(Anomaly("dirty-read", f"{value!r} of transaction {txn.txn!r} was read before its "
+                                         "commit was called", (txn, poll)))
+    final_values: dict[Partition, set[bytes]] = {p: {v for _, v in f.records} for p, f in finals.items()}
+    for partition, final in finals.items():
+        for offset, value in final.records:
+            txn = owner.get(value)
+            if txn is not None and txn.outcome == "aborted":
+                out.items.append(Anomaly("aborted-read", f"{value!r} of aborted transaction {txn.txn!r} is in the "
+                                         f"final read at offset {offset}", (txn,)))
+    for txn in txns:
+        present = [(p, v) for p, v in txn.writes if v in final_values.get(p, set())]
+        missing = [(p, v) for p, v in txn.writes if p not in finals]
+        if missing:
+            out.items.append(Anomaly("no-final-read", f"transaction {txn.txn!r} wrote to partitions without a final "
+                                     "read", (txn,)))
+            continue
+        if txn.outcome == "committed" and len(present) < len(txn.writes):
+            out.items.append(Anomaly("lost-committed-write", f"committed transaction {txn.txn!r}: "
+                                     f"{len(txn.writes) - len(present)} of {len(txn.writes)} values missing", (txn,)))
+        elif txn.outcome == "unknown" and 0 < len(present) < len(txn.writes):
+            out.items.append(Anomaly("partial-transaction", f"transaction {txn.txn!r}: {len(present)} of "
+                                     f"{len(txn.writes)} values visible", (txn,)))
+    return out

@@ -142,3 +142,29 @@ def test_long_histories_are_checked() -> None:
     assert not check(history)
     history.append(Poll("c", 0, ((n - 1, b"%d" % (n - 1)),)))  # a re-read without a seek
     assert check(history).kinds() == {"nonmonotonic-poll"}
+
+
+# -- transactions -------------------------------------------------------------------------------
+
+def test_transactions_valid_history_has_no_anomalies() -> None:
+    from tests.checkers.log_history import Txn, check_transactions
+
+    ops = [Txn("t1", (("p0", b"a"), ("p1", b"b")), "committed", commit_called=5.0),
+           Txn("t2", (("p0", b"c"),), "aborted"),
+           Txn("t3", (("p1", b"d"),), "unknown", commit_called=7.0),
+           Poll("c", "p0", ((0, b"a"),), at=6.0),
+           FinalRead("p0", ((0, b"a"),)), FinalRead("p1", ((0, b"b"),))]
+    assert not check_transactions(ops)
+
+
+def test_transactions_anomalies_are_found() -> None:
+    from tests.checkers.log_history import Txn, check_transactions
+
+    ops = [Txn("t1", (("p0", b"a"), ("p1", b"b")), "committed", commit_called=5.0),
+           Txn("t2", (("p0", b"c"),), "aborted"),
+           Txn("t3", (("p0", b"d"), ("p1", b"e")), "unknown", commit_called=7.0),
+           Poll("c", "p0", ((0, b"a"),), at=4.0),          # before t1's commit was called
+           Poll("c", "p0", ((1, b"c"),), at=8.0),          # an aborted value
+           FinalRead("p0", ((0, b"a"), (1, b"c"), (2, b"d"))), FinalRead("p1", ())]
+    kinds = check_transactions(ops).kinds()
+    assert kinds == {"dirty-read", "aborted-read", "lost-committed-write", "partial-transaction"}
