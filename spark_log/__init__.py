@@ -28,6 +28,7 @@ from ._group_admin import GroupDescription as GroupDescription
 from ._group_admin import GroupListing as GroupListing
 from ._group_admin import GroupMember as GroupMember
 from ._group_admin import GroupPartition as GroupPartition
+from ._group_session import ConsumerGroupMetadata as ConsumerGroupMetadata
 from ._group_session import OffsetAndMetadata as OffsetAndMetadata
 from ._producer import Producer as Producer
 from ._reassignment import ElectionResult as ElectionResult
@@ -51,6 +52,7 @@ __all__ = [
     "BrokerConfig",
     "ClientSecurity",
     "Consumer",
+    "ConsumerGroupMetadata",
     "ConsumerRecord",
     "ElectionResult",
     "GroupDescription",

@@ -69,7 +69,7 @@ from ._client_metrics import ClientMetrics
 from ._client import Cluster, error_from_pb
 from ._group_client import GroupRpc
 from ._group_member import GroupSubscription
-from ._group_session import Callback, GroupSession, OffsetAndMetadata, OffsetsArg
+from ._group_session import Callback, ConsumerGroupMetadata, GroupSession, OffsetAndMetadata, OffsetsArg
 from ._poll_buffer import PollBuffer
 from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
@@ -237,6 +237,11 @@ class Consumer:
         if self._closed:
             raise errors.InvalidRequestError("consumer is closed")
         return self._group
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """This consumer in its group (group id, member id, member epoch), for
+        ``Producer.send_offsets_to_transaction``."""
+        return self._require_group("group_metadata").metadata()
 
     def commit(self, offsets: OffsetsArg | None = None, *, metadata: str = "") -> None:
         """Commit ``offsets`` (``{(topic, partition): offset | (offset, metadata) |

@@ -68,6 +68,17 @@ class ConsumerHooks(Protocol):
 OffsetsArg = Mapping[TopicPartition, "int | OffsetAndMetadata | tuple[int, str]"]
 
 
+@dataclass(frozen=True, slots=True)
+class ConsumerGroupMetadata:
+    """Who a consumer is in its group (``Consumer.group_metadata``), for
+    ``Producer.send_offsets_to_transaction``: a consumer that ``assign``-ed its partitions
+    has no member id (epoch -1)."""
+
+    group_id: str
+    member_id: str = ""
+    member_epoch: int = -1
+
+
 class GroupSession:
     """The group state of one consumer (module docstring)."""
 
@@ -93,6 +104,11 @@ class GroupSession:
         self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"commit-{group_id}")
 
     # -- subscription -----------------------------------------------------------------------
+
+    def metadata(self) -> ConsumerGroupMetadata:
+        if not self.subscribed:
+            return ConsumerGroupMetadata(self.membership.group_id)
+        return ConsumerGroupMetadata(self.membership.group_id, self.membership.member_id, self.membership.epoch)
 
     def subscribe(self, subscription: GroupSubscription, on_assigned: Callback | None,
                   on_revoked: Callback | None) -> None:

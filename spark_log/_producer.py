@@ -71,6 +71,7 @@ from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .clock import Clock, SystemClock
 from ._producer_txn import ProducerTransactions
+from ._group_session import ConsumerGroupMetadata
 from .errors import (
     InvalidConfigError,
     OutOfOrderSequenceError,
@@ -324,10 +325,17 @@ class Producer:
             self._next_seq.clear()
         return True
 
-    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
-        """Commit ``offsets`` ((topic, partition) -> next offset to read) to consumer group
-        ``group_id`` if and only if this transaction commits (consume-transform-produce)."""
-        self._transactions().add_offsets(offsets, group_id)
+    def send_offsets_to_transaction(self, offsets: Mapping[tuple[str, int], int],
+                                    group: "str | ConsumerGroupMetadata") -> None:
+        """Commit ``offsets`` ((topic, partition) -> next offset to read) to a consumer group
+        if and only if this transaction commits (consume-transform-produce).  ``group`` is
+        the consumer's ``group_metadata()`` (the group's coordinator checks the member's
+        epoch now, as for the member's own commit: a fenced member gets
+        ``FencedMemberEpochError``) or, for a group without members, its id."""
+        if isinstance(group, str):
+            self._transactions().add_offsets(offsets, group)
+        else:
+            self._transactions().add_offsets(offsets, group.group_id, group.member_id, group.member_epoch)
 
     def commit_transaction(self) -> None:
         """Flush, then commit: every record of the transaction becomes visible to

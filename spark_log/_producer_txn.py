@@ -118,12 +118,15 @@ class ProducerTransactions:
         with self._lock:
             self._added.add((topic, partition))
 
-    def add_offsets(self, offsets: Mapping[tuple[str, int], int], group_id: str) -> None:
+    def add_offsets(self, offsets: Mapping[tuple[str, int], int], group_id: str, member_id: str = "",
+                    member_epoch: int = -1) -> None:
         self._check(TxnPhase.IN_TRANSACTION)
+        if not offsets:
+            raise errors.InvalidRequestError("send_offsets_to_transaction needs at least one offset")
         request = tpb.AddOffsetsRequest(
             transactional_id=self.transactional_id, producer_id=self.producer_id, producer_epoch=self.epoch,
-            group_id=group_id, offsets=[tpb.GroupOffset(topic=t, partition=p, offset=int(o))
-                                        for (t, p), o in sorted(offsets.items())])
+            group_id=group_id, member_id=member_id, member_epoch=member_epoch,
+            offsets=[tpb.GroupOffset(topic=t, partition=p, offset=int(o)) for (t, p), o in sorted(offsets.items())])
         try:
             self.rpc.call(self.transactional_id, "AddOffsets", request)
         except errors.SparkLogError as exc:

@@ -264,6 +264,12 @@ class GroupCoordinator:
         wall = self._clock.wall_ms()
         self._decide(request.group_id, lambda core, now: core.commit_offsets(request, wall_ms=wall, topics=self._topics()))
 
+    def validate_commit(self, request: CommitOffsets) -> None:
+        """Raise what ``commit_offsets`` would refuse ``request`` with; write nothing (the
+        core is pure: its outcome is dropped)."""
+        wall = self._clock.wall_ms()
+        self._read(request.group_id, lambda core: core.commit_offsets(request, wall_ms=wall, topics=self._topics()))
+
     def delete_group(self, group_id: str) -> None:
         self._decide(group_id, lambda core, now: core.delete_group(group_id))
 

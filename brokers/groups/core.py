@@ -302,7 +302,9 @@ class GroupShard:
                 raise OffsetMetadataTooLargeError(f"offset metadata for {topic}-{partition} is over {limit} bytes")
         group = self._groups.get(gid)
         members = group.members if group is not None else {}
-        if not request.member_id:
+        if request.transactional:
+            pass  # the member was checked when the transaction added these offsets (validate)
+        elif not request.member_id:
             if request.member_epoch != -1:
                 raise InvalidRequestError("a commit without a member id must carry member epoch -1")
             if members:

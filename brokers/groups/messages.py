@@ -53,6 +53,7 @@ class CommitOffsets:
     offsets: Mapping[TopicPartition, CommittedOffset]
     member_id: str = ""
     member_epoch: int = -1
+    transactional: bool = False  # a committed transaction's offsets: checked when added, written regardless
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,17 @@ def _member_pb(m: Member) -> pb.MemberDescription:
         pending_revocation=to_pb_partitions(m.pending_revocation), session_timeout_ms=m.session_timeout_ms)
 
 
+def _commit_of(request: pb.OffsetCommitRequest, *, transactional: bool) -> CommitOffsets:
+    offsets: dict[TopicPartition, CommittedOffset] = {}
+    for p in request.partitions:
+        tp = (p.topic, int(p.partition))
+        if tp in offsets:
+            raise errors.InvalidRequestError(f"an offset commit names {p.topic}-{p.partition} twice")
+        offsets[tp] = CommittedOffset(int(p.offset), p.metadata, -1, int(p.leader_epoch))
+    return CommitOffsets(group_id=request.group_id, offsets=offsets, member_id=request.member_id,
+                         member_epoch=request.member_epoch, transactional=transactional)
+
+
 def describe_pb(view: GroupView, coordinator_id: int) -> pb.DescribeGroupResponse:
     group = view.group
     return pb.DescribeGroupResponse(
@@ -97,6 +108,7 @@ class GroupServicer:
             "FindCoordinator": unary(self.FindCoordinator, pb.FindCoordinatorRequest),
             "ConsumerGroupHeartbeat": unary(self.ConsumerGroupHeartbeat, pb.ConsumerGroupHeartbeatRequest),
             "OffsetCommit": unary(self.OffsetCommit, pb.OffsetCommitRequest),
+            "TxnOffsetCommit": unary(self.TxnOffsetCommit, pb.OffsetCommitRequest),
             "OffsetFetch": unary(self.OffsetFetch, pb.OffsetFetchRequest),
             "ListGroups": unary(self.ListGroups, pb.ListGroupsRequest),
             "DescribeGroup": unary(self.DescribeGroup, pb.DescribeGroupRequest),
@@ -132,17 +144,20 @@ class GroupServicer:
     def OffsetCommit(self, request: pb.OffsetCommitRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
         def answer() -> pb.OffsetCommitResponse:
-            offsets: dict[TopicPartition, CommittedOffset] = {}
-            for p in request.partitions:
-                tp = (p.topic, int(p.partition))
-                if tp in offsets:
-                    raise errors.InvalidRequestError(f"an offset commit names {p.topic}-{p.partition} twice")
-                offsets[tp] = CommittedOffset(int(p.offset), p.metadata, -1, int(p.leader_epoch))
-            self.coordinator.commit_offsets(CommitOffsets(group_id=request.group_id, offsets=offsets,
-                                                          member_id=request.member_id,
-                                                          member_epoch=request.member_epoch))
+            commit = _commit_of(request, transactional=False)
+            if request.validate_only:
+                self.coordinator.validate_commit(commit)
+            else:
+                self.coordinator.commit_offsets(commit)
             return pb.OffsetCommitResponse()
         return _guard(context, "OffsetCommit", answer)
+
+    def TxnOffsetCommit(self, request: pb.OffsetCommitRequest,  # noqa: N802
+                        context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
+        def answer() -> pb.OffsetCommitResponse:
+            self.coordinator.commit_offsets(_commit_of(request, transactional=True))
+            return pb.OffsetCommitResponse()
+        return _guard(context, "TxnOffsetCommit", answer)
 
     def OffsetFetch(self, request: pb.OffsetFetchRequest,  # noqa: N802
                     context: grpc.ServicerContext) -> pb.OffsetFetchResponse:

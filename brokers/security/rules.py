@@ -44,6 +44,7 @@ The table (Kafka's choices where Kafka has the same request):
     GroupCoordinator.ListGroups     filtered by DESCRIBE on each group
     GroupCoordinator.DeleteGroup    DELETE the group
     GroupCoordinator.OffsetDelete   DELETE the group and READ each topic
+    GroupCoordinator.TxnOffsetCommit  CLUSTER_ACTION (transaction coordinators only)
     TransactionCoordinator.FindCoordinator / DescribeTxn        DESCRIBE the transactional id
     TransactionCoordinator.InitProducerId / JoinTxn / EndTxn    WRITE the transactional id
     TransactionCoordinator.AddPartitions  WRITE the id and each topic (verify_only: a node, or WRITE the id)
@@ -284,6 +285,7 @@ RULES: dict[str, Rule] = {
     _GROUPS + "FindCoordinator": Rule(_on_group(_O.DESCRIBE)),
     _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE)),
     _GROUPS + "ConsumerGroupHeartbeat": Rule(_on_group(_O.READ)),
+    _GROUPS + "TxnOffsetCommit": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     _GROUPS + "OffsetCommit": Rule(_group_and_topics(_O.READ, _O.READ, lambda r: [p.topic for p in r.partitions])),
     _GROUPS + "OffsetFetch": Rule(_group_and_topics(_O.DESCRIBE, _O.DESCRIBE, lambda r: [t.topic for t in r.partitions]),
                                   response_filter=_offset_fetch_filter),

@@ -34,6 +34,7 @@ from brokers.metrics.collectors import BrokerCollector
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
+from brokers.transactions.offsets import GroupOffsetsLink
 from brokers.transactions import (
     MarkerHandler,
     MarkerSender,
@@ -121,13 +122,18 @@ class BrokerServer:
         def create_topic(name: str, partitions: int, replication_factor: int, config: Mapping[str, str]) -> None:
             controller.create_topic(name, partitions=partitions, replication_factor=replication_factor, config=config)
 
+        self.groups = GroupCoordinator(broker_id=broker_id, partitions=self.manager, create_topic=create_topic,
+                                       config=group_config, topic=offsets_topic, clock=clock,
+                                       commit_timeout_ms=offsets_commit_timeout_ms)
+        self.group_servicer = GroupServicer(self.groups)
         manager = self.manager
         self.marker_handler = MarkerHandler(lambda topic, index: manager.get(topic, index), manager.wake_all)
         self.transactions = TransactionCoordinator(
             broker_id=broker_id, partitions=manager, create_topic=create_topic, clock=clock,
             config=txn_config(settings), commit_timeout_ms=offsets_commit_timeout_ms,
             markers=MarkerSender(broker_id=broker_id, image=lambda: manager.image, local=self.marker_handler,
-                                 channels=channels))
+                                 channels=channels),
+            offsets=GroupOffsetsLink(broker_id=broker_id, groups=self.groups, channels=channels))
         self.verifier = TxnVerifier(broker_id=broker_id, image=lambda: manager.image, local=self.transactions,
                                     channels=channels)
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
@@ -139,10 +145,6 @@ class BrokerServer:
             controller=controller, image=lambda: metadata.image,
             wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
             builder=self.builder))
-        self.groups = GroupCoordinator(broker_id=broker_id, partitions=self.manager, create_topic=create_topic,
-                                       config=group_config, topic=offsets_topic, clock=clock,
-                                       commit_timeout_ms=offsets_commit_timeout_ms)
-        self.group_servicer = GroupServicer(self.groups)
         self.txn_servicer = TxnServicer(self.transactions)
         self.marker_servicer = MarkerServicer(self.marker_handler)
         self.collector = BrokerCollector(partitions=self.manager, isr=self.replicas.isr, groups=self.groups,

@@ -35,6 +35,8 @@ from spark_log.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     FencedEpochError,
+    InvalidRequestError,
+    InvalidTxnStateError,
     NotCoordinatorError,
     NotLeaderError,
     RequestTimeoutError,
@@ -45,18 +47,15 @@ from spark_log.errors import (
 
 from .core import Outcome, TxnShard, check_transactional_id
 from .markers import MarkerSender
+from .offsets import GroupOffsetsLink
 from .model import INTERNAL_TOPIC, GroupOffset, TopicPartition, TxnConfig, TxnMeta, TxnState, partition_for
 from .records import decode, to_frame
 
-__all__ = ["TransactionCoordinator", "Coordinates", "OffsetsCommitter"]
+__all__ = ["TransactionCoordinator", "Coordinates"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-OffsetsCommitter = Callable[[list[GroupOffset]], None]
-"""Commits a transaction's ``send_offsets_to_transaction`` offsets to their groups."""
-
 
 @dataclass(frozen=True, slots=True)
 class Coordinates:
@@ -84,7 +83,7 @@ class TransactionCoordinator:
     def __init__(self, *, broker_id: int, partitions: PartitionSource, create_topic: CreateTopic,
                  markers: MarkerSender, config: TxnConfig | None = None, clock: Clock | None = None,
                  commit_timeout_ms: int = 10_000, tick_ms: int = 50, load_wait_ms: int = 60_000,
-                 commit_offsets: OffsetsCommitter | None = None) -> None:
+                 offsets: GroupOffsetsLink | None = None) -> None:
         self.broker_id = broker_id
         self.config = config or TxnConfig()
         self._partitions = partitions
@@ -94,7 +93,7 @@ class TransactionCoordinator:
         self._commit_timeout_ms = commit_timeout_ms
         self._tick_ms = tick_ms
         self._load_wait_ms = load_wait_ms
-        self._commit_offsets = commit_offsets
+        self._offsets = offsets
         self._lock = threading.Lock()
         self._shards: dict[int, _Shard] = {}
         self._creating = threading.Lock()
@@ -120,6 +119,8 @@ class TransactionCoordinator:
         for shard in shards:
             shard.closed = True
         self._markers.close()
+        if self._offsets is not None:
+            self._offsets.close()
         with self._completed:
             self._completed.notify_all()
 
@@ -230,9 +231,18 @@ class TransactionCoordinator:
                                                                             now, _new_producer_id))
         return answer
 
-    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, offsets: list[GroupOffset]) -> None:
-        if self._commit_offsets is None:
-            raise NotCoordinatorError("this broker cannot commit group offsets with a transaction")
+    def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, offsets: list[GroupOffset], *,
+                    member_id: str = "", member_epoch: int = -1) -> None:
+        """send_offsets_to_transaction: the group's coordinator checks the commit now (as
+        the member's own), the offsets ride in the transaction and are written to the
+        group when it commits (``offsets.py``)."""
+        if self._offsets is None:
+            raise InvalidTxnStateError("this broker cannot commit group offsets with a transaction")
+        groups = {o.group_id for o in offsets}
+        if len(groups) != 1 or not offsets:
+            raise InvalidRequestError("send_offsets_to_transaction takes the offsets of one group")
+        self._read(transactional_id, lambda core: core.add_offsets(transactional_id, producer_id, epoch, offsets, 0))
+        self._offsets.validate(groups.pop(), member_id, member_epoch, offsets)
         self._decide(transactional_id,
                      lambda core, now: core.add_offsets(transactional_id, producer_id, epoch, offsets, now))
 
@@ -383,8 +393,8 @@ class TransactionCoordinator:
             pending = shard.core.preparing()
         for meta in pending:
             if self._write_markers(shard, meta):
-                if meta.state is TxnState.PREPARE_COMMIT and meta.offsets and self._commit_offsets is not None:
-                    self._commit_offsets(list(meta.offsets))
+                if meta.state is TxnState.PREPARE_COMMIT and meta.offsets and self._offsets is not None:
+                    self._offsets.commit(list(meta.offsets))  # raises (retried next tick) until the group takes them
                 self._finish(shard, meta.transactional_id)
                 with self._completed:
                     self._completed.notify_all()

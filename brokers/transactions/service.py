@@ -104,7 +104,7 @@ class TxnServicer:
             offsets = [GroupOffset(request.group_id, o.topic, o.partition, o.offset, o.metadata)
                        for o in request.offsets]
             self.coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
-                                         offsets)
+                                         offsets, member_id=request.member_id, member_epoch=request.member_epoch)
             return pb.AddOffsetsResponse()
         return _guard(context, "AddOffsets", answer)
 

@@ -85,16 +85,18 @@ class CommitPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., metadata: _Optional[str] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "member_epoch", "partitions")
+    __slots__ = ("group_id", "member_id", "member_epoch", "partitions", "validate_only")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     member_epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[CommitPartition]
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[CommitPartition, _Mapping]]] = ...) -> None: ...
+    validate_only: bool
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[CommitPartition, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
 
 class OffsetCommitResponse(_message.Message):
     __slots__ = ()

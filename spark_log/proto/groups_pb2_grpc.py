@@ -49,6 +49,11 @@ class GroupCoordinatorStub:
                 request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.TxnOffsetCommit = channel.unary_unary(
+                '/spark_log.groups.v1.GroupCoordinator/TxnOffsetCommit',
+                request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/spark_log.groups.v1.GroupCoordinator/OffsetFetch',
                 request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetFetchRequest.SerializeToString,
@@ -94,6 +99,15 @@ class GroupCoordinatorServicer:
 
     def OffsetCommit(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def TxnOffsetCommit(self, request, context):
+        """A transaction coordinator's commit of offsets a committed transaction carried
+        (send_offsets_to_transaction): checked when they were added, written whatever the
+        member's epoch is now (Kafka's pending transactional offsets).  Nodes only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -144,6 +158,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
             ),
             'OffsetCommit': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetCommit,
+                    request_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
+                    servicer.TxnOffsetCommit,
                     request_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.FromString,
                     response_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
             ),
@@ -252,6 +271,33 @@ class GroupCoordinator:
             request,
             target,
             '/spark_log.groups.v1.GroupCoordinator/OffsetCommit',
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TxnOffsetCommit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.groups.v1.GroupCoordinator/TxnOffsetCommit',
             spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
             spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
             options,

@@ -219,3 +219,45 @@ def test_compaction_drops_aborted_records_and_keeps_the_committed_value(bootstra
         wait_until(lambda: held.extend((r.offset, r.value) for r in consumer.poll(0.2)) or
                    consumer.position(topic_name, 0) >= end, timeout=15, message="could not read the log")
     assert not [offset for offset, value in held if value.startswith(b"aborted") and offset < cleaned]
+
+
+def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstrap: str, admin: Admin,
+                                                                        topic_name: str) -> None:
+    """send_offsets_to_transaction: a group's committed offsets move if and only if the
+    transaction commits; a member fenced by its group cannot add them."""
+    source, sink, group = topic_name + "-in", topic_name + "-out", f"g-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(source, partitions=1, replication_factor=3)
+    admin.create_topic(sink, partitions=1, replication_factor=3)
+    with Producer(bootstrap) as plain:
+        for i in range(20):
+            plain.send(source, f"in-{i}".encode(), partition=0)
+        plain.flush()
+    with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                  isolation_level="read_committed") as consumer, \
+            Producer(bootstrap, transactional_id=_tid()) as producer:
+        consumer.subscribe([source])
+        producer.init_transactions()
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= 20, timeout=30, message="nothing consumed")
+        meta = consumer.group_metadata()
+        assert meta.group_id == group and meta.member_id and meta.member_epoch > 0
+        # an aborted attempt moves nothing
+        producer.begin_transaction()
+        for record in got[:10]:
+            producer.send(sink, record.value.upper(), partition=0)
+        producer.send_offsets_to_transaction({(source, 0): got[9].offset + 1}, meta)
+        producer.abort_transaction()
+        assert admin.list_group_offsets(group) == {}
+        # the committed one moves the group's offset with the output
+        producer.begin_transaction()
+        for record in got[:10]:
+            producer.send(sink, record.value.upper(), partition=0)
+        producer.send_offsets_to_transaction({(source, 0): got[9].offset + 1}, meta)
+        producer.commit_transaction()
+        assert admin.list_group_offsets(group)[(source, 0)].offset == got[9].offset + 1
+        producer.begin_transaction()
+        with pytest.raises(errors.FencedEpochError):  # an epoch the group never gave is refused when added
+            producer.send_offsets_to_transaction({(source, 0): 15}, type(meta)(group, meta.member_id,
+                                                                               meta.member_epoch + 5))
+        producer.abort_transaction()
+    assert _read_all(bootstrap, sink, 1, "read_committed") == [f"IN-{i}".encode() for i in range(10)]
