@@ -19,7 +19,9 @@ Thread-safety: every public method may be called from any thread.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -54,6 +56,27 @@ from .records import decode, to_frame
 __all__ = ["TransactionCoordinator", "Coordinates"]
 
 log = logging.getLogger(__name__)
+
+_CRASH_AT = os.environ.get("SPARK_LOG_TXN_CRASH_AT", "")
+_CRASH_ONCE = os.environ.get("SPARK_LOG_TXN_CRASH_ONCE", "")
+
+
+def crash_point(name: str) -> None:
+    """kill -9 of this broker at a named point, for failover tests: only when
+    ``SPARK_LOG_TXN_CRASH_AT`` names it, and only once per cluster when
+    ``SPARK_LOG_TXN_CRASH_ONCE`` names a file (created, fsynced, then the process dies; a
+    restarted broker that finds the file goes on).  Production never sets them."""
+    if _CRASH_AT != name:
+        return
+    if _CRASH_ONCE:
+        try:
+            fd = os.open(_CRASH_ONCE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return
+        os.write(fd, f"{name}\n".encode())
+        os.fsync(fd)
+        os.close(fd)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 T = TypeVar("T")
 
@@ -392,6 +415,7 @@ class TransactionCoordinator:
                 return
             pending = shard.core.preparing()
         for meta in pending:
+            crash_point("txn-prepared")  # tests: the coordinator dies with a prepared transaction
             if self._write_markers(shard, meta):
                 if meta.state is TxnState.PREPARE_COMMIT and meta.offsets and self._offsets is not None:
                     self._offsets.commit(list(meta.offsets))  # raises (retried next tick) until the group takes them

@@ -261,3 +261,37 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_successor(cluster: 
     ops: list[Op] = [*txns.values(), *_final_reads(bootstrap, topic)]
     anomalies = check_transactions(ops)
     assert not anomalies, str(anomalies)
+
+
+def test_a_new_coordinator_finishes_a_commit_its_predecessor_prepared(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The coordinator dies (kill -9, a named crash point) right after making a commit
+    durable (PrepareCommit) and before writing any marker; the producer's commit goes on to
+    the new coordinator, which finds the prepared transaction in its replay and writes every
+    marker: the whole transaction becomes visible, exactly once."""
+    once = tmp_path / "crashed"
+    monkeypatch.setenv("SPARK_LOG_TXN_CRASH_AT", "txn-prepared")
+    monkeypatch.setenv("SPARK_LOG_TXN_CRASH_ONCE", str(once))
+    cluster = LocalCluster(tmp_path / "cluster", brokers=3,
+                           extra_config={"heartbeat_interval_ms": 200, "session_timeout_ms": 2000,
+                                         "transaction_state_log_num_partitions": 1})
+    try:
+        cluster.up(timeout_s=60)
+        topic, bootstrap = "txn-prepared-crash", cluster.bootstrap
+        with Admin(bootstrap) as admin:
+            admin.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
+            with Producer(bootstrap, transactional_id="survives-its-coordinator") as producer:
+                producer.init_transactions()
+                producer.begin_transaction()
+                values = [f"v{p}-{i}".encode() for p in range(PARTITIONS) for i in range(5)]
+                for n, value in enumerate(values):
+                    producer.send(topic, value, partition=n // 5)
+                before = admin.describe_transaction("survives-its-coordinator")["coordinator_id"]
+                producer.commit_transaction()  # its first coordinator dies on the way
+            assert once.read_text() == "txn-prepared\n"
+            after = admin.describe_transaction("survives-its-coordinator")
+            assert after["coordinator_id"] != before and after["state"] == "CompleteCommit"
+        final = _final_reads(bootstrap, topic)
+        assert sorted(v for read in final for _, v in read.records) == sorted(values)
+    finally:
+        cluster.down(timeout_s=15)
