@@ -12,7 +12,7 @@ that raises changes nothing.  The shell (``partition.Partition``) holds the lock
 What it decides:
 
 - high watermark: ``min(LEO of every ISR member)`` (``ReplicaState``), capped by this
-  replica's LEO; the last stable offset is the high watermark until transactions exist
+  replica's LEO; the last stable offset is the first offset of the oldest open transaction (``txn_index.py``), capped by the HW
   (``last_stable_offset``, the one place to change then);
 - produce (``decide_produce``): leadership, epoch fencing of the producer's
   ``current_leader_epoch``, ``min.insync.replicas`` for acks=all, then the producer-sequence

@@ -5,8 +5,8 @@ answer is built from the leader's own state, read under the partition's lock in 
 
 - leader epoch, partition epoch, replicas, the ISR as this leader last applied it and any
   ISR expansion in flight (``pending_isr``);
-- log start offset, high watermark, last stable offset (``Partition``'s: the high
-  watermark until transactions exist, as Fetch answers) and the leader's log end offset;
+- log start offset, high watermark, last stable offset (``Partition``'s, as Fetch answers)
+  and the leader's log end offset;
 - per replica (the leader included) its log end offset as the leader knows it from that
   follower's last fetch (-1 when it has not fetched in this leader epoch) and how long ago it
   was last caught up (-1 unknown).
