@@ -51,7 +51,8 @@ from tests.support.wait import wait_until
 
 EXEMPT = {"/spark_log.security.v1.Security/ScramStart", "/spark_log.security.v1.Security/ScramFinish"}
 OPEN = {"/spark_log.security.v1.Security/WhoAmI", "/spark_log.broker.v1.Admin/ListTopics",
-        "/spark_log.groups.v1.GroupCoordinator/ListGroups"}
+        "/spark_log.groups.v1.GroupCoordinator/ListGroups",
+        "/spark_log.data.v1.DataListener/Describe"}  # where the JVM connector reaches a broker: any authenticated caller
 NAME = "secret-topic"
 UNDECLARED = "spark_log.test.Undeclared"
 

@@ -92,10 +92,15 @@ final class Cluster implements Closeable {
 
   // --- discovery -----------------------------------------------------------------------
 
-  private DataConnection anyConnection() {
-    for (DataConnection c : connections.values()) return c;
+  private DataConnection anyConnection() { return anyConnection(java.util.Collections.emptySet()); }
+
+  /** A connection to some broker's data listener, preferring one not in {@code avoid}
+   *  (brokers that just answered with a retriable error, e.g. one catching up with the
+   *  metadata log after a restart). */
+  private DataConnection anyConnection(java.util.Set<DataConnection> avoid) {
+    for (DataConnection c : connections.values()) if (!avoid.contains(c)) return c;
     for (Broker b : brokers.values()) {
-      if (b.dataPort > 0) {
+      if (b.dataPort > 0 && !connections.containsKey(b.id)) {
         try {
           return connection(b.id);
         } catch (RuntimeException ignored) {
@@ -103,6 +108,7 @@ final class Cluster implements Closeable {
         }
       }
     }
+    for (DataConnection c : connections.values()) return c;
     String[] found = DISCOVERED.get(bootstrap);
     if (found != null) {
       try {
@@ -273,10 +279,15 @@ final class Cluster implements Closeable {
 
   Map<Integer, Broker> brokers() { return brokers; }
 
+  /** Metadata calls go to any broker: a connection that fails is dropped, and a broker
+   *  that answers a retriable error (restarting, catching up, not registered yet) is passed
+   *  over for another, with a short backoff once every broker was tried, for up to 60 s. */
   private ByteBuffer callAny(int api, Buf req) {
-    IOException last = null;
-    for (int attempt = 0; attempt < 3; attempt++) {
-      DataConnection c = anyConnection();
+    long deadline = System.currentTimeMillis() + 60_000;
+    Exception last = null;
+    java.util.Set<DataConnection> refused = new java.util.HashSet<>();
+    while (true) {
+      DataConnection c = anyConnection(refused);
       try {
         return c.call(api, req);
       } catch (IOException e) {
@@ -284,7 +295,16 @@ final class Cluster implements Closeable {
         c.close();
         connections.values().remove(c);
         DISCOVERED.remove(bootstrap);
+      } catch (SparkLogException e) {
+        if (!ErrorCodes.retriable(e.code)) throw e;
+        last = e;
+        if (refused.contains(c)) {  // every broker refused: back off, then ask them all again
+          refused.clear();
+          sleep(100);
+        }
+        refused.add(c);
       }
+      if (System.currentTimeMillis() > deadline) break;
     }
     throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, "metadata: " + last);
   }
