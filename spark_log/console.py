@@ -23,6 +23,7 @@ with status 400 (a ``SparkLogError``) and are shown on the page.  POSTs must be 
 """
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import sys
@@ -34,12 +35,13 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import parse_qs, urlparse
 
-from .errors import InvalidRequestError, SparkLogError
+from .errors import InvalidRequestError, RequestTimeoutError, SparkLogError, UnknownTopicOrPartitionError
 
 __all__ = ["ConsoleServer", "serve"]
 
 _PAGE = Path(__file__).with_name("console_static") / "index.html"
 _MAX_RECORDS = 500
+_READ_TIMEOUT_S = 15.0
 
 
 def _jsonable(value: Any) -> Any:
@@ -62,6 +64,9 @@ class ConsoleServer:
 
         self.bootstrap = bootstrap
         self.admin = Admin(bootstrap)
+        #: the last requests answered (monotonic time, method, path, status, milliseconds): what a
+        #: failing browser test prints beside the page source and the browser's console log
+        self.requests: collections.deque[tuple[float, str, str, int, float]] = collections.deque(maxlen=200)
         console = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -108,14 +113,19 @@ class ConsoleServer:
     # -- HTTP ------------------------------------------------------------------------------
 
     def _handle(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        started = time.monotonic()
+        status = self._answer(request, method)
+        self.requests.append((started, method, request.path, int(status), (time.monotonic() - started) * 1000))
+
+    def _answer(self, request: BaseHTTPRequestHandler, method: str) -> HTTPStatus:
         parsed = urlparse(request.path)
         if method == "GET" and parsed.path in ("/", "/index.html"):
             self._send(request, HTTPStatus.OK, _PAGE.read_bytes(), "text/html; charset=utf-8")
-            return
+            return HTTPStatus.OK
         route = self._routes.get((method, parsed.path))
         if route is None:
             self._json(request, HTTPStatus.NOT_FOUND, {"error": f"no such endpoint: {method} {parsed.path}"})
-            return
+            return HTTPStatus.NOT_FOUND
         try:
             body: Any = None
             if method == "POST":
@@ -128,8 +138,9 @@ class ConsoleServer:
             answer = route(parse_qs(parsed.query), body)
         except (SparkLogError, ValueError, KeyError) as exc:
             self._json(request, HTTPStatus.BAD_REQUEST, {"error": str(exc)})
-            return
+            return HTTPStatus.BAD_REQUEST
         self._json(request, HTTPStatus.OK, answer)
+        return HTTPStatus.OK
 
     def _json(self, request: BaseHTTPRequestHandler, status: HTTPStatus, value: Any) -> None:
         self._send(request, status, json.dumps(_jsonable(value)).encode(), "application/json")
@@ -173,32 +184,48 @@ class ConsoleServer:
         return out
 
     def records(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        """Up to ``limit`` records of a partition from ``offset``: a bounded read up to the high
+        watermark the read starts with, so it ends when it got there (or got ``limit``
+        records), never on a guess that nothing more is coming; ``RequestTimeoutError`` if
+        the records below the high watermark could not be read in the request timeout."""
         from ._consumer import Consumer
 
         topic = query["topic"][0]
         partition = int(query.get("partition", ["0"])[0])
-        offset = int(query.get("offset", ["0"])[0])
+        offset = max(0, int(query.get("offset", ["0"])[0]))
         limit = min(_MAX_RECORDS, max(1, int(query.get("limit", ["50"])[0])))
+        earliest = self._partition_offset(topic, partition, "earliest")
+        end = self._partition_offset(topic, partition, "latest")
+        start = min(max(offset, earliest), end)
         rows: list[dict[str, Any]] = []
-        with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
-            consumer.assign([(topic, partition)])
-            consumer.seek(topic, partition, offset)
-            deadline = time.monotonic() + 3.0
-            while len(rows) < limit and time.monotonic() < deadline:
-                records = consumer.poll(0.3)
-                for record in records:
-                    row: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
-                    if isinstance(record.value, dict):
-                        row.update(record.value)
-                    else:
-                        row["key"], row["value"] = record.key, record.value
-                    rows.append(row)
-                if not records and rows:
-                    break
+        if start < end:
+            with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
+                consumer.assign([(topic, partition)])
+                consumer.seek(topic, partition, start, end=end)
+                deadline = time.monotonic() + _READ_TIMEOUT_S
+                while len(rows) < limit and consumer.position(topic, partition) < end:
+                    if time.monotonic() >= deadline:
+                        raise RequestTimeoutError(
+                            f"read {len(rows)} records of {topic}-{partition} from offset {start} in "
+                            f"{_READ_TIMEOUT_S:.0f} s; the high watermark is {end}")
+                    for record in consumer.poll(0.5):
+                        row: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
+                        if isinstance(record.value, dict):
+                            row.update(record.value)
+                        else:
+                            row["key"], row["value"] = record.key, record.value
+                        rows.append(row)
         rows = rows[:limit]
         columns = list(rows[0]) if rows else []
-        return {"topic": topic, "partition": partition, "offset": offset, "columns": columns,
+        return {"topic": topic, "partition": partition, "offset": start, "high_watermark": end,
+                "log_start_offset": earliest, "columns": columns,
                 "rows": [[row.get(c) for c in columns] for row in rows]}
+
+    def _partition_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        offsets = self.admin.list_offsets(topic, spec)
+        if partition not in offsets:
+            raise UnknownTopicOrPartitionError(f"{topic} has no partition {partition}")
+        return offsets[partition]
 
     def groups(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

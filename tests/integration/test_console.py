@@ -7,11 +7,13 @@ log entries, a failed request among them) or an error shown on it.  Never skippe
 missing browser is a failure."""
 from __future__ import annotations
 
+import contextlib
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -49,11 +51,27 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         session.quit()
 
 
+_STATE = ("const v = document.getElementById('view'); "
+          "return v ? [v.getAttribute('data-loaded'), v.getAttribute('data-render'), "
+          "document.getElementById('error') !== null] : [null, null, false];")
+
+
 def _page(browser: WebDriver, url: str, name: str, shots: Path, *, ready: str) -> None:
-    """Open ``url``, wait until the view says it loaded ``ready``, screenshot it, check it."""
-    browser.get(url)
-    WebDriverWait(browser, 30).until(
-        lambda b: b.find_element(By.ID, "view").get_attribute("data-loaded") == ready or b.find_elements(By.ID, "error"))
+    """Open ``url``, wait until the view has been drawn anew as ``ready`` (a fresh
+    ``data-render``: a view drawn before the navigation does not count), screenshot it, check
+    it.  Asking for the URL already shown is a same-document navigation that fires no
+    ``hashchange``: the page is reloaded instead."""
+    before = browser.execute_script(_STATE)[1]
+    if browser.current_url == url:
+        browser.refresh()
+    else:
+        browser.get(url)
+
+    def drawn(b: WebDriver) -> bool:
+        loaded, render, error = b.execute_script(_STATE)
+        return error or (loaded == ready and render is not None and render != before)
+
+    WebDriverWait(browser, 30).until(drawn, message=f"{name}: {url} was not drawn as {ready!r}")
     _check(browser, name)
     assert browser.save_screenshot(str(shots / f"{name}.png"))
 
@@ -65,20 +83,49 @@ def _check(browser: WebDriver, name: str) -> None:
     assert not severe, f"{name}: console errors: {severe}"
 
 
-def _confirm(browser: WebDriver, form: str, values: dict[str, str]) -> None:
+def _confirm(browser: WebDriver, form: str, values: dict[str, str]) -> str:
+    """Fill ``form``, submit, confirm; the page clears its status when the dialog opens and
+    shows ``#done`` once the action answered and the view was drawn again.  Returns the text."""
     for field, text in values.items():
         box = browser.find_element(By.CSS_SELECTOR, f"#{form} [name={field}]")
         if box.tag_name == "select":
-            box.find_element(By.CSS_SELECTOR, f"option[value={text}], option").click()
             browser.execute_script("arguments[0].value = arguments[1]", box, text)
         else:
             box.clear()
             box.send_keys(text)
     browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
     WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "confirm").is_displayed())
+    assert not browser.find_elements(By.CSS_SELECTOR, "#status *"), "the status was not cleared for the action"
     browser.find_element(By.ID, "confirm-yes").click()
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"))
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"),
+                                     message=f"{form}: the action did not finish")
     _check(browser, form)
+    return browser.find_element(By.ID, "done").text
+
+
+def _converges(check: Callable[[], bool], what: str) -> None:
+    """The console's answer comes from the broker that applied the change; another broker applies
+    the committed metadata a moment later (asynchronously, by design): wait for it, with a deadline."""
+    wait_until(check, timeout=15, interval=0.05, message=what)
+
+
+@contextlib.contextmanager
+def _diagnosed(browser: WebDriver, console: ConsoleServer, where: Path) -> Iterator[None]:
+    """On a failure, save what the page showed (source, browser log, screenshot) and the console
+    server's request log under ``where`` and print their path (pytest shows it with the failure)."""
+    try:
+        yield
+    except BaseException:
+        where.mkdir(exist_ok=True)
+        (where / "page.html").write_text(browser.page_source)
+        (where / "browser-log.json").write_text(json.dumps(browser.get_log("browser"), indent=1))
+        browser.save_screenshot(str(where / "failure.png"))
+        start = console.requests[0][0] if console.requests else 0.0
+        (where / "requests.txt").write_text("".join(f"{t - start:8.3f}s {m} {p} {s} {ms:.0f} ms\n"
+                                                    for t, m, p, s, ms in list(console.requests)))
+        print(f"console diagnostics in {where}: url {browser.current_url}")
+        print((where / "requests.txt").read_text())
+        raise
 
 
 def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, browser: WebDriver, tmp_path: Path) -> None:
@@ -97,7 +144,7 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         wait_until(lambda: seen.extend(consumer.poll(0.5)) or len(seen) >= 30, timeout=30, interval=0)
         consumer.commit({(typed, 0): 20})
 
-    with ConsoleServer(cluster.bootstrap) as console:
+    with ConsoleServer(cluster.bootstrap) as console, _diagnosed(browser, console, tmp_path / "diagnostics"):
         base = console.url
         _page(browser, base + "#cluster", "cluster", shots, ready="cluster")
         text = browser.find_element(By.ID, "view").text
@@ -105,13 +152,17 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
 
         _page(browser, base + "#topics", "topics", shots, ready="topics")
         assert typed in browser.find_element(By.ID, "view").text
-        _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
+        done = _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
+        assert json.loads(done) == {"created": made, "partitions": 2}
+        assert made in browser.find_element(By.ID, "view").text, "the view was not drawn again after the action"
         with Admin(cluster.bootstrap) as admin:
-            assert admin.describe_topic(made).num_partitions == 2
+            _converges(lambda: admin.describe_topic(made, live=False).num_partitions == 2, f"{made} not created")
         _page(browser, base + "#topics", "topics-created", shots, ready="topics")
-        _confirm(browser, "config-form", {"topic": made, "key": "retention.ms", "value": "3600000"})
+        done = _confirm(browser, "config-form", {"topic": made, "key": "retention.ms", "value": "3600000"})
+        assert json.loads(done) == {"topic": made, "config": {"retention.ms": "3600000"}}
         with Admin(cluster.bootstrap) as admin:
-            assert admin.describe_topic(made).config["retention.ms"] == "3600000"
+            _converges(lambda: admin.describe_topic(made, live=False).config["retention.ms"] == "3600000",
+                       f"retention.ms of {made} not altered")
 
         _page(browser, base + f"#records/{typed}/0/5", "records", shots, ready="records")
         header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#view table th")]
@@ -121,7 +172,8 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
 
         _page(browser, base + "#groups", "groups", shots, ready="groups")
         assert group in browser.find_element(By.ID, "view").text and "lag 10" in browser.find_element(By.ID, "view").text
-        _confirm(browser, "reset-form", {"group": group, "topic": typed, "to": "earliest"})
+        done = _confirm(browser, "reset-form", {"group": group, "topic": typed, "to": "earliest"})
+        assert json.loads(done)["offsets"] == [[typed, 0, 0]]
         with Admin(cluster.bootstrap) as admin:
             assert admin.list_group_offsets(group)[(typed, 0)].offset == 0
 
