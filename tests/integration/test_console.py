@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -25,7 +27,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
+from spark_log.acls import Operation, PatternType, ResourceType
 from spark_log.console import ConsoleServer
+from tests.support.secure_cluster import SecuredCluster
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -189,6 +193,103 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         assert browser.save_screenshot(str(shots / "throughput-moving.png"))
     assert sorted(p.name for p in shots.iterdir()) == ["cluster.png", "groups.png", "records.png", "throughput-moving.png",
                                                         "throughput.png", "topics-created.png", "topics.png"]
+
+
+def _confirm_refused(browser: WebDriver, form: str, values: dict[str, str]) -> str:
+    """As ``_confirm`` for an action the cluster refuses: the page shows the error (and only
+    that: no console error, no crash); returns its text."""
+    for field, text in values.items():
+        box = browser.find_element(By.CSS_SELECTOR, f"#{form} [name={field}]")
+        box.clear()
+        box.send_keys(text)
+    browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "confirm").is_displayed())
+    browser.find_element(By.ID, "confirm-yes").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"),
+                                     message=f"{form}: the action did not finish")
+    assert not browser.find_elements(By.ID, "done"), f"{form}: the refused action was reported done"
+    severe = [entry for entry in browser.get_log("browser")
+              if entry["level"] == "SEVERE" and "status of 400" not in entry["message"]]
+    assert not severe, f"{form}: console errors besides the refusal's answer: {severe}"
+    return browser.find_element(By.ID, "error").text
+
+
+@contextlib.contextmanager
+def _console_process(bootstrap: str, *args: str) -> Iterator[str]:
+    """``spark-log [args] console --port 0`` as an operator runs it; yields its URL."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOG_BOOTSTRAP=bootstrap)
+    env.pop("SPARK_LOG_CLIENT_CONFIG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "spark_log.cli", *args, "console", "--port", "0"], env=env, cwd=REPO,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("spark-log console on http://127.0.0.1:"), line + proc.stderr.read()
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_console_on_a_tls_and_acl_cluster(sasl_cluster: SecuredCluster, browser: WebDriver, tmp_path: Path) -> None:
+    """The console started with ``--command-config`` (a SCRAM user over TLS, as every CLI
+    command takes it) shows what that principal's ACLs let it see, browses records by offset
+    and by time, and shows a refused action as an error."""
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    tag = uuid.uuid4().hex[:6]
+    visible, hidden, user = f"console-sec-{tag}", f"console-hidden-{tag}", f"console-ops-{tag}"
+    base_ms = 1_700_000_000_000          # 2023-11-14T22:13:20Z; record i at base + i s
+    with sasl_cluster.admin() as admin:
+        admin.create_topic(visible, partitions=1, replication_factor=3)
+        admin.create_topic(hidden, partitions=1, replication_factor=3)
+    with Producer(sasl_cluster.bootstrap, security=sasl_cluster.admin_security) as producer:
+        for i in range(10):
+            producer.send(visible, f"v{i}", key=f"k{i}", timestamp=base_ms + i * 1000)
+        producer.flush()
+    password = uuid.uuid4().hex
+    sasl_cluster.user(user, password)
+    sasl_cluster.allow(f"User:{user}", ResourceType.TOPIC, "console-sec-", Operation.DESCRIBE, Operation.READ,
+                       pattern=PatternType.PREFIXED)
+    properties = tmp_path / "console.properties"
+    properties.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={sasl_cluster.ca_file}\n"
+                          f"sasl.mechanism=SCRAM-SHA-256\nsasl.username={user}\nsasl.password={password}\n")
+
+    with _console_process(sasl_cluster.bootstrap, "--command-config", str(properties)) as base:
+        _page(browser, base + "#cluster", "secure-cluster", shots, ready="cluster")
+        assert browser.find_element(By.ID, "view").text.count("live") == 3
+
+        _page(browser, base + "#topics", "secure-topics", shots, ready="topics")
+        text = browser.find_element(By.ID, "view").text
+        assert visible in text and hidden not in text, "the topics page shows what the user may DESCRIBE, only"
+
+        _page(browser, base + f"#records/{visible}/0/3", "secure-records", shots, ready="records")
+        first = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#view table tr:nth-child(2) td")]
+        assert first[0] == "3" and first[1] == "2023-11-14T22:13:23.000Z" and first[-1] == "v3", first
+
+        # from a time, through the page's form: the first record at or after 22:13:25.5 is offset 6
+        before = browser.execute_script(_STATE)[1]
+        box = browser.find_element(By.CSS_SELECTOR, "#seek-form [name=time]")
+        browser.execute_script("arguments[0].value = arguments[1]", box, "2023-11-14T22:13:25.500")
+        assert box.get_attribute("value") in ("2023-11-14T22:13:25.500", "2023-11-14T22:13:25.5"), "the field took it"
+        browser.find_element(By.CSS_SELECTOR, "#seek-form button[type=submit]").click()
+        WebDriverWait(browser, 30).until(lambda b: b.execute_script(_STATE)[1] not in (None, before)
+                                         or b.find_elements(By.ID, "error"))
+        _check(browser, "secure-records-by-time")
+        assert browser.current_url.endswith(f"#records/{visible}/0/time/{base_ms + 5500}")
+        assert "(offset 6)" in browser.find_element(By.ID, "records-from").text
+        rows = browser.find_elements(By.CSS_SELECTOR, "#view table tr")
+        assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows[1:]] == ["6", "7", "8", "9"]
+        assert browser.save_screenshot(str(shots / "secure-records-by-time.png"))
+
+        # not allowed to create topics: the page shows the refusal
+        _page(browser, base + "#topics", "secure-topics-again", shots, ready="topics")
+        refused = _confirm_refused(browser, "create-form", {"name": f"console-sec-new-{tag}", "partitions": "1",
+                                                            "replication_factor": "1"})
+        assert "AUTHORIZATION" in refused.upper(), refused
+        assert browser.save_screenshot(str(shots / "secure-refused.png"))
+    with sasl_cluster.admin() as admin:
+        assert f"console-sec-new-{tag}" not in admin.list_topics()
 
 
 def test_console_command_serves_the_page(cluster: LocalCluster) -> None:
