@@ -6,7 +6,7 @@ Layout under ``data_dir`` (default ``.spark-log``)::
     bootstrap             "127.0.0.1:p1,127.0.0.1:p2,..." (clients find it without flags)
     node-<id>/broker.toml the node's BrokerConfig
     node-<id>/node.log    its stdout/stderr
-    node-<id>/metrics.port  the port of its Prometheus /metrics (``metrics_url``)
+    node-<id>/metrics.port  the port of its Prometheus /metrics (``metrics_url``; metrics.scheme: http or https)
     node-<id>/...         its data (metadata log, partitions)
     tls/, client.properties   a secured cluster's CA, certificates and admin client settings
                           (``secure.py``: ``up --tls [--mtls] [--sasl] [--authorizer]``)
@@ -252,13 +252,15 @@ class LocalCluster:
         return reason, answering, len(live_everywhere)
 
     def metrics_url(self, node_id: int) -> str | None:
-        """``http://127.0.0.1:<port>/metrics`` of a running node (its ``metrics.port``
-        file, written once it serves); None when it serves no metrics or is not running."""
+        """``http[s]://127.0.0.1:<port>/metrics`` of a running node (its ``metrics.port`` and
+        ``metrics.scheme`` files, written once it serves: https on a TLS cluster); None when it
+        serves no metrics or is not running."""
         try:
             port = int((self.node_dir(node_id) / "metrics.port").read_text())
+            scheme = (self.node_dir(node_id) / "metrics.scheme").read_text().strip()
         except (OSError, ValueError):
             return None
-        return f"http://{HOST}:{port}/metrics"
+        return f"{scheme}://{HOST}:{port}/metrics"
 
     def status(self) -> list[tuple[int, int, int, bool]]:
         """``(node_id, port, pid, alive)`` per node."""
