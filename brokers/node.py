@@ -75,6 +75,7 @@ from brokers.controller.controller import QuorumController
 from brokers.controller.heartbeater import BrokerHeartbeater
 from brokers.metadata.publisher import MetadataListener
 from brokers.metrics import NodeMetrics
+from brokers.metrics.server import MetricsTls
 from brokers.metrics.collectors import NodeCollector
 from brokers.raft.driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS, Channels
@@ -248,7 +249,7 @@ class Node:
                 interval_ms=config.heartbeat_interval_ms,
             )
             self.heartbeater.start()
-        self.metrics.start(config.host, config.metrics_port, self.data_dir)
+        self.metrics.start(config.host, config.metrics_port, self.data_dir, tls=self._metrics_tls())
         tmp = self.port_file.with_suffix(".tmp")
         tmp.write_text(f"{self.port}\n")
         os.replace(tmp, self.port_file)
@@ -258,8 +259,24 @@ class Node:
             self.address,
             "+".join(config.process_roles),
             ", ".join(f"{i}@{a}" for i, a in sorted(self.voters.items())),
-            f"; metrics on http://{config.host}:{self.metrics.port}/metrics" if self.metrics.port else "",
+            f"; metrics on {self.metrics.scheme}://{config.host}:{self.metrics.port}/metrics"
+            if self.metrics.port else "",
         )
+
+    def _metrics_tls(self) -> MetricsTls | None:
+        """HTTPS for /metrics when the listener uses TLS (``metrics_allow_plaintext`` keeps it HTTP)."""
+        security, files = self.config.security, self.security.files
+        if not security.tls or files is None:
+            return None
+        if self.config.metrics_allow_plaintext:
+            if self.config.metrics_port >= 0:
+                log.warning("node %d: /metrics is plain HTTP on a %s broker (metrics_allow_plaintext = true)",
+                            self.config.broker_id, security.security_protocol)
+            return None
+        return MetricsTls(certfile=security.ssl_certfile, keyfile=security.ssl_keyfile,
+                          cafile=security.ssl_cafile or None,
+                          client_auth_required=security.ssl_client_auth == "required",
+                          generation=lambda: files.current().generation)
 
     def stop(self, grace_s: float = 1.0) -> None:
         """Stop in reverse order: heartbeats and the controller client, broker services, controller, Raft, server.

@@ -398,7 +398,7 @@ class Admin:
 
     def alter_partition_reassignments(
         self, reassignments: Mapping[tuple[str, int], Sequence[int] | None], *, wait: bool = False,
-        timeout_s: float | None = None,
+        timeout_s: float | None = None, on_progress: Callable[[int, int], None] | None = None,
     ) -> dict[tuple[str, int], _reassignment.PartitionReassignment]:
         """Move partitions to new replica sets online: ``{(topic, partition): [broker ids]}``
         starts (or replaces) a reassignment, ``None`` cancels one (a no-op if none is
@@ -406,10 +406,11 @@ class Admin:
         partition's state after the request; with ``wait``, returns once every reassignment
         completed (``RequestTimeoutError`` after ``timeout_s``, default the request timeout;
         the moves continue).  Refusals: ``UnknownTopicOrPartitionError``,
-        ``InvalidRequestError`` (duplicate, unknown or negative broker ids, an empty list)."""
+        ``InvalidRequestError`` (duplicate, unknown or negative broker ids, an empty list).
+        ``on_progress(done, total)``: with ``wait``, as ``wait_for_reassignments``."""
         out = _reassignment.alter(self._call, reassignments)
         if wait:
-            self.wait_for_reassignments(list(out), timeout_s=timeout_s)
+            self.wait_for_reassignments(list(out), timeout_s=timeout_s, on_progress=on_progress)
         return out
 
     def list_partition_reassignments(self, topic: str | None = None
@@ -418,9 +419,35 @@ class Admin:
         return _reassignment.list_pending(self._call, topic)
 
     def wait_for_reassignments(self, partitions: Sequence[tuple[str, int]] | None = None, *,
-                               timeout_s: float | None = None) -> None:
-        """Wait until none of ``partitions`` (every partition if None) is being reassigned."""
-        _reassignment.wait_done(self._call, partitions, self._timeout_s if timeout_s is None else timeout_s)
+                               timeout_s: float | None = None,
+                               on_progress: Callable[[int, int], None] | None = None) -> None:
+        """Wait until none of ``partitions`` (every partition if None) is being reassigned.
+
+        ``on_progress(done, total)`` after each look: per replica being added, the offsets
+        it copied up to the leader's high watermark, plus one once it is in the ISR (so
+        ``total`` is high watermark + 1 a replica, and grows while producers write); a
+        partition whose reassignment completed counts as done.  The last call has
+        ``done == total``."""
+        last: dict[tuple[str, int], tuple[int, int]] = {}
+
+        def observe(pending: dict[tuple[str, int], _reassignment.PartitionReassignment]) -> None:
+            assert on_progress is not None
+            described = {topic: self.describe_topic(topic) for topic in sorted({t for t, _ in pending})}
+            for tp, state in pending.items():
+                p = described[tp[0]].partitions.get(tp[1])
+                if p is None or p.high_watermark is None:
+                    continue  # its leader did not answer: keep the last look
+                hw = p.high_watermark
+                ends = p.log_end_offsets or {}
+                done = sum(min(ends.get(r) or 0, hw) + (1 if r in p.isr else 0) for r in state.adding)
+                last[tp] = (done, (hw + 1) * len(state.adding))
+            for tp, (_, whole) in list(last.items()):
+                if tp not in pending:
+                    last[tp] = (whole, whole)
+            on_progress(sum(d for d, _ in last.values()), sum(w for _, w in last.values()))
+
+        _reassignment.wait_done(self._call, partitions, self._timeout_s if timeout_s is None else timeout_s,
+                                observe=observe if on_progress is not None else None)
 
     def elect_leaders(self, topic: str | None = None, partitions: Sequence[int] | None = None
                       ) -> dict[tuple[str, int], _reassignment.ElectionResult]:

@@ -13,8 +13,10 @@ line; ``json`` one JSON object a record (topic, partition, offset, timestamp, ke
 value, or a typed topic's columns); ``csv`` a header, then one row a record; ``table`` a
 table (rich) of what was read, printed once the command stops.
 
-Progress bars (rich, on stderr): ``produce --file`` (rows sent of the file's rows) and
-``topics compact --wait`` (partitions settled).  ``--progress`` forces them on, ``--no-progress``
+Progress bars (rich, on stderr): ``produce --file`` (rows sent of the file's rows),
+``topics compact --wait`` (partitions settled), ``topics reassign --wait`` (offsets the new
+replicas copied, plus one a replica once it is in sync) and ``dev up`` (nodes answering,
+then brokers every node sees live).  ``--progress`` forces them on, ``--no-progress``
 off; by default they show when stderr is a terminal.
 """
 from __future__ import annotations
@@ -101,6 +103,35 @@ def progress(description: str, total: int | None, *, enabled: bool | None) -> It
                   TimeElapsedColumn(), console=console, transient=False) as bar:
         task = bar.add_task(description, total=total)
         yield lambda n: bar.advance(task, n)
+        bar.refresh()
+
+
+@contextmanager
+def progress_steps(description: str, *, enabled: bool | None,
+                   file: TextIO | None = None) -> Iterator[Callable[..., None]]:
+    """A rich progress bar on stderr whose total may change as the work is measured; yields
+    ``update(completed, total, description=None)``.  ``enabled`` None: when stderr is a
+    terminal."""
+    out = file if file is not None else sys.stderr
+    show = out.isatty() if enabled is None else enabled
+    if not show:
+        yield lambda completed, total, description=None: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
+    console = Console(file=out, force_terminal=True if enabled else None, width=100)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+                  TimeElapsedColumn(), console=console, transient=False) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(completed: int, total: int, description: str | None = None) -> None:
+            if description is not None:
+                bar.update(task, completed=completed, total=total, description=description)
+            else:
+                bar.update(task, completed=completed, total=total)
+
+        yield update
         bar.refresh()
 
 

@@ -1,19 +1,22 @@
 """``spark-log topics reassign`` and ``spark-log topics elect-leaders`` (part of ``cli.py``).
 
-    spark-log topics reassign --topic T --partition P --replicas 2,3,4 [--wait [--timeout-ms MS]]
+    spark-log topics reassign --topic T --partition P --replicas 2,3,4 [--wait [--timeout-ms MS] [--[no-]progress]]
     spark-log topics reassign --topic T --partition P --cancel
     spark-log topics reassign --list [--topic T]
     spark-log topics elect-leaders [--topic T] [--partition P]
 
 ``reassign`` prints the partition's replica set after the request (``adding``/``removing``
 while it is pending); with ``--wait`` it returns once the move completed and prints the
-final replicas.  ``elect-leaders`` prints one line per partition: its leader, or why the
+final replicas, and shows a progress bar on stderr (on a terminal, or with ``--progress``):
+the offsets the new replicas copied up to the leader's high watermark, plus one a replica
+once it joined the ISR (``Admin.wait_for_reassignments``).  ``elect-leaders`` prints one line per partition: its leader, or why the
 preferred replica could not take over; it exits 0 either way (as Kafka's tool), 1 only
 for a refused request.
 """
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from .errors import InvalidConfigError
@@ -32,6 +35,9 @@ def add_parsers(actions: Any) -> None:
     reassign.add_argument("--list", action="store_true", help="list pending reassignments")
     reassign.add_argument("--wait", action="store_true", help="return once the reassignment completed")
     reassign.add_argument("--timeout-ms", type=int, default=120_000, help="with --wait (default 120000)")
+    reassign.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                          help="with --wait: a progress bar of the offsets the new replicas copied on stderr "
+                               "(default: on a terminal)")
     elect = actions.add_parser("elect-leaders", help="move leadership back to the preferred (first) replicas")
     elect.add_argument("--topic", default=None)
     elect.add_argument("--partition", type=int, action="append", default=None,
@@ -79,8 +85,24 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidConfigError("topics reassign takes either --replicas B1,B2,... or --cancel")
         key = (args.topic, args.partition)
         target = None if args.cancel else _replicas(args.replicas)
-        (state,) = admin.alter_partition_reassignments({key: target}, wait=args.wait,
-                                                       timeout_s=args.timeout_ms / 1000).values()
+        if args.progress and not args.wait:
+            raise InvalidConfigError("--progress shows the wait: add --wait")
+        from ._cli_io import progress_steps
+
+        show = args.wait and (sys.stderr.isatty() if args.progress is None else args.progress)
+        with progress_steps(f"reassigning {args.topic}-{args.partition}", enabled=show) as update:
+            seen = [0]
+
+            def on_progress(done: int, total: int) -> None:
+                if total:  # 0: not measured yet (no leader answered, or it completed before the first look)
+                    seen[0] = total
+                    update(done, total)
+
+            (state,) = admin.alter_partition_reassignments({key: target}, wait=args.wait,
+                                                           timeout_s=args.timeout_ms / 1000,
+                                                           on_progress=on_progress if show else None).values()
+            if show:
+                update(max(seen[0], 1), max(seen[0], 1))  # complete
         if args.wait:  # completed: the replica set is now the target
             print(f"{args.topic}-{args.partition}  replicas {list(state.target)}  (reassignment complete)")
             return 0

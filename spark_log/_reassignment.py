@@ -102,15 +102,20 @@ def list_pending(call: Call, topic: str | None) -> dict[TopicPartition, Partitio
     return {(r.topic, r.partition): _reassignment(r) for r in response.reassignments}
 
 
-def wait_done(call: Call, partitions: Sequence[TopicPartition] | None, timeout_s: float) -> None:
+def wait_done(call: Call, partitions: Sequence[TopicPartition] | None, timeout_s: float, *,
+              observe: Callable[[dict[TopicPartition, PartitionReassignment]], None] | None = None) -> None:
     """Wait until none of ``partitions`` (every partition if None) has a pending
-    reassignment; ``RequestTimeoutError`` after ``timeout_s``."""
+    reassignment; ``RequestTimeoutError`` after ``timeout_s``.  ``observe`` is called with
+    the pending ones at each look (last with ``{}``)."""
     wanted = None if partitions is None else {_key(tp) for tp in partitions}
     topics = sorted({t for t, _ in wanted}) if wanted is not None else [None]
     deadline = time.monotonic() + timeout_s
     delay = 0.05
     while True:
-        pending = [tp for topic in topics for tp in list_pending(call, topic) if wanted is None or tp in wanted]
+        pending = {tp: state for topic in topics for tp, state in list_pending(call, topic).items()
+                   if wanted is None or tp in wanted}
+        if observe is not None:
+            observe(pending)
         if not pending:
             return
         if time.monotonic() + delay > deadline:

@@ -1,7 +1,7 @@
 """The ``spark-log`` command line.
 
     spark-log broker --config FILE            run one node in the foreground (SIGTERM stops it)
-    spark-log dev up [--brokers 3] [--data-dir .spark-log] [--tls [--mtls] [--sasl] [--authorizer]]
+    spark-log dev up [--brokers 3] [--data-dir .spark-log] [--tls [--mtls] [--sasl] [--authorizer]] [--[no-]progress]
                                               start the local cluster (optionally secured)
     spark-log dev status | dev down           inspect / stop it (data survives down/up)
     spark-log topics create NAME [--partitions N] [--replication-factor R] [--config k=v ...]
@@ -69,6 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     dev.add_argument("--mtls", action="store_true", help="with --tls: require client certificates")
     dev.add_argument("--sasl", action="store_true", help="with --tls: SCRAM-SHA-256 authentication (SASL_SSL)")
     dev.add_argument("--authorizer", action="store_true", help="with --tls: ACLs on, deny by default")
+    dev.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                     help="up: a progress bar on stderr (default: on a terminal)")
 
     hosted = commands.add_parser(
         "spark-cluster", help="brokers hosted on a Spark cluster (start|stop|status; see python -m jobs.spark_cluster -h)",
@@ -381,6 +383,8 @@ def _dispatch(args: argparse.Namespace) -> int:
             if args.data_dir:
                 extra += ["--data-dir", args.data_dir]
             extra += [f"--{flag}" for flag in ("tls", "mtls", "sasl", "authorizer") if getattr(args, flag)]
+            if args.progress is not None:
+                extra.append("--progress" if args.progress else "--no-progress")
             return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
         if args.command == "topics":
             from . import _cli_compact, _cli_reassign

@@ -228,9 +228,13 @@ class BrokerConfig:
     broker_id: int
     host: str = "127.0.0.1"
     port: int = 0  # 0: pick a free port and write it to <data_dir>/broker.port
-    # Prometheus /metrics over HTTP on ``host``: -1 off; 0 a free port, written to
-    # <data_dir>/metrics.port (as ``port`` is to broker.port); else that port.
+    # Prometheus /metrics on ``host``: -1 off; 0 a free port, written to
+    # <data_dir>/metrics.port (as ``port`` is to broker.port); else that port.  When the
+    # listener uses TLS (security_protocol SSL or SASL_SSL), /metrics is HTTPS with the node's
+    # certificate and asks for a client certificate when the listener does; plain HTTP there
+    # only with metrics_allow_plaintext = true (brokers/metrics/server.py).
     metrics_port: int = 0
+    metrics_allow_plaintext: bool = False
     data_dir: str = ".spark-log/broker"
     rack: str = ""
     # Controller voters as "id@host:port" strings; empty means "this broker alone".

@@ -8,7 +8,11 @@ the existing clients:
     GET  /api/topics             topics, partitions (leader, replicas, ISR, HW, LEO, records),
                                  under-replicated and offline ones first
     GET  /api/records?topic=T&partition=P&offset=O&limit=N
-                                 records from an offset (typed topics: their columns)
+    GET  /api/records?topic=T&partition=P&time=MS|ISO-8601&limit=N
+                                 records from an offset, or from the first record whose
+                                 timestamp is at or after a time (ms since the epoch, or an
+                                 ISO-8601 time, UTC unless it names its offset; ListOffsets
+                                 by time); typed topics: their columns
     GET  /api/groups             groups with state, members and lag per partition
     GET  /api/throughput         each topic's summed high watermark now (the page charts the rate)
     POST /api/topics             {"name", "partitions", "replication_factor", "config"}: create
@@ -16,13 +20,21 @@ the existing clients:
     POST /api/reset-offsets      {"group", "topic", "to": "earliest"|"latest"}: reset a group
 
 The page asks for confirmation before each POST.  Errors come back as ``{"error": "..."}``
-with status 400 (a ``SparkLogError``) and are shown on the page.  POSTs must be JSON
-(``Content-Type: application/json``), which a cross-site form cannot send.  Binds
-127.0.0.1 by default; it reaches the cluster with the usual client settings (bootstrap,
-``--command-config``), so it works against a TLS/SASL cluster as its clients do.
+with status 400 (a ``SparkLogError``: an authorization refusal among them) and are shown on
+the page.  POSTs must be JSON (``Content-Type: application/json``), which a cross-site form
+cannot send.  Binds 127.0.0.1 by default.
+
+Security.  Every client the console opens (its ``Admin``, a ``Consumer`` per records page)
+uses ``security`` (a ``ClientSecurity``), else the usual resolution
+(``spark_log._client.resolve_security``): ``spark-log --command-config FILE console`` reads
+the Kafka-style client properties file as every other command does.  The console acts with
+that principal's rights (its ACLs decide what it may see and change); the page itself has no
+login, so a console holding a privileged principal's credentials must stay on a loopback
+address (the default) or behind an authenticating proxy.
 """
 from __future__ import annotations
 
+import collections
 import datetime as dt
 import json
 import sys
@@ -31,15 +43,39 @@ import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 from urllib.parse import parse_qs, urlparse
 
-from .errors import InvalidRequestError, SparkLogError
+from .errors import InvalidRequestError, RequestTimeoutError, SparkLogError, UnknownTopicOrPartitionError
+
+if TYPE_CHECKING:
+    from .security import ClientSecurity
 
 __all__ = ["ConsoleServer", "serve"]
 
 _PAGE = Path(__file__).with_name("console_static") / "index.html"
 _MAX_RECORDS = 500
+_READ_TIMEOUT_S = 15.0
+
+
+def parse_time_ms(text: str) -> int:
+    """Milliseconds since the epoch from ``text``: an integer (ms) or an ISO-8601 time (UTC
+    unless it names its offset); ``InvalidRequestError`` otherwise."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        value = int(text)
+    else:
+        try:
+            when = dt.datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+        except ValueError:
+            raise InvalidRequestError(f"time must be milliseconds since the epoch or an ISO-8601 time, got {text!r}") \
+                from None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.timezone.utc)
+        value = int(when.timestamp() * 1000)
+    if value < 0:
+        raise InvalidRequestError(f"time must not be before 1970, got {text!r}")
+    return value
 
 
 def _jsonable(value: Any) -> Any:
@@ -57,11 +93,16 @@ def _jsonable(value: Any) -> Any:
 class ConsoleServer:
     """The console's HTTP server; ``start()`` serves on a thread, ``url`` says where."""
 
-    def __init__(self, bootstrap: str | None = None, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, bootstrap: str | None = None, *, host: str = "127.0.0.1", port: int = 0,
+                 security: "ClientSecurity | None" = None) -> None:
         from ._admin import Admin
 
         self.bootstrap = bootstrap
-        self.admin = Admin(bootstrap)
+        self.security = security
+        self.admin = Admin(bootstrap, security=security)
+        #: the last requests answered (monotonic time, method, path, status, milliseconds): what a
+        #: failing browser test prints beside the page source and the browser's console log
+        self.requests: collections.deque[tuple[float, str, str, int, float]] = collections.deque(maxlen=200)
         console = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -108,14 +149,19 @@ class ConsoleServer:
     # -- HTTP ------------------------------------------------------------------------------
 
     def _handle(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        started = time.monotonic()
+        status = self._answer(request, method)
+        self.requests.append((started, method, request.path, int(status), (time.monotonic() - started) * 1000))
+
+    def _answer(self, request: BaseHTTPRequestHandler, method: str) -> HTTPStatus:
         parsed = urlparse(request.path)
         if method == "GET" and parsed.path in ("/", "/index.html"):
             self._send(request, HTTPStatus.OK, _PAGE.read_bytes(), "text/html; charset=utf-8")
-            return
+            return HTTPStatus.OK
         route = self._routes.get((method, parsed.path))
         if route is None:
             self._json(request, HTTPStatus.NOT_FOUND, {"error": f"no such endpoint: {method} {parsed.path}"})
-            return
+            return HTTPStatus.NOT_FOUND
         try:
             body: Any = None
             if method == "POST":
@@ -128,8 +174,9 @@ class ConsoleServer:
             answer = route(parse_qs(parsed.query), body)
         except (SparkLogError, ValueError, KeyError) as exc:
             self._json(request, HTTPStatus.BAD_REQUEST, {"error": str(exc)})
-            return
+            return HTTPStatus.BAD_REQUEST
         self._json(request, HTTPStatus.OK, answer)
+        return HTTPStatus.OK
 
     def _json(self, request: BaseHTTPRequestHandler, status: HTTPStatus, value: Any) -> None:
         self._send(request, status, json.dumps(_jsonable(value)).encode(), "application/json")
@@ -173,32 +220,52 @@ class ConsoleServer:
         return out
 
     def records(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        """Up to ``limit`` records of a partition from ``offset``: a bounded read up to the high
+        watermark the read starts with, so it ends when it got there (or got ``limit``
+        records), never on a guess that nothing more is coming; ``RequestTimeoutError`` if
+        the records below the high watermark could not be read in the request timeout."""
         from ._consumer import Consumer
 
         topic = query["topic"][0]
         partition = int(query.get("partition", ["0"])[0])
-        offset = int(query.get("offset", ["0"])[0])
         limit = min(_MAX_RECORDS, max(1, int(query.get("limit", ["50"])[0])))
+        earliest = self._partition_offset(topic, partition, "earliest")
+        end = self._partition_offset(topic, partition, "latest")
+        at = query.get("time", [None])[0]
+        time_ms = None if at is None else parse_time_ms(at)
+        # by time: the first offset whose timestamp is >= it (the high watermark when none is)
+        offset = self._partition_offset(topic, partition, time_ms) if time_ms is not None else \
+            max(0, int(query.get("offset", ["0"])[0]))
+        start = min(max(offset, earliest), end)
         rows: list[dict[str, Any]] = []
-        with Consumer(self.bootstrap, auto_offset_reset="earliest") as consumer:
-            consumer.assign([(topic, partition)])
-            consumer.seek(topic, partition, offset)
-            deadline = time.monotonic() + 3.0
-            while len(rows) < limit and time.monotonic() < deadline:
-                records = consumer.poll(0.3)
-                for record in records:
-                    row: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
-                    if isinstance(record.value, dict):
-                        row.update(record.value)
-                    else:
-                        row["key"], row["value"] = record.key, record.value
-                    rows.append(row)
-                if not records and rows:
-                    break
+        if start < end:
+            with Consumer(self.bootstrap, auto_offset_reset="earliest", security=self.security) as consumer:
+                consumer.assign([(topic, partition)])
+                consumer.seek(topic, partition, start, end=end)
+                deadline = time.monotonic() + _READ_TIMEOUT_S
+                while len(rows) < limit and consumer.position(topic, partition) < end:
+                    if time.monotonic() >= deadline:
+                        raise RequestTimeoutError(
+                            f"read {len(rows)} records of {topic}-{partition} from offset {start} in "
+                            f"{_READ_TIMEOUT_S:.0f} s; the high watermark is {end}")
+                    for record in consumer.poll(0.5):
+                        row: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
+                        if isinstance(record.value, dict):
+                            row.update(record.value)
+                        else:
+                            row["key"], row["value"] = record.key, record.value
+                        rows.append(row)
         rows = rows[:limit]
         columns = list(rows[0]) if rows else []
-        return {"topic": topic, "partition": partition, "offset": offset, "columns": columns,
+        return {"topic": topic, "partition": partition, "offset": start, "time": time_ms, "high_watermark": end,
+                "log_start_offset": earliest, "columns": columns,
                 "rows": [[row.get(c) for c in columns] for row in rows]}
+
+    def _partition_offset(self, topic: str, partition: int, spec: str | int) -> int:
+        offsets = self.admin.list_offsets(topic, spec)
+        if partition not in offsets:
+            raise UnknownTopicOrPartitionError(f"{topic} has no partition {partition}")
+        return offsets[partition]
 
     def groups(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

@@ -6,7 +6,7 @@ Layout under ``data_dir`` (default ``.spark-log``)::
     bootstrap             "127.0.0.1:p1,127.0.0.1:p2,..." (clients find it without flags)
     node-<id>/broker.toml the node's BrokerConfig
     node-<id>/node.log    its stdout/stderr
-    node-<id>/metrics.port  the port of its Prometheus /metrics (``metrics_url``)
+    node-<id>/metrics.port  the port of its Prometheus /metrics (``metrics_url``; metrics.scheme: http or https)
     node-<id>/...         its data (metadata log, partitions)
     tls/, client.properties   a secured cluster's CA, certificates and admin client settings
                           (``secure.py``: ``up --tls [--mtls] [--sasl] [--authorizer]``)
@@ -34,6 +34,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import grpc
 
@@ -171,8 +172,9 @@ class LocalCluster:
         node.pid = proc.pid
         self.procs[node.node_id] = proc
 
-    def up(self, *, timeout_s: float = 60.0) -> str:
-        """Start every node that is not running, wait until healthy, write ``bootstrap``."""
+    def up(self, *, timeout_s: float = 60.0, on_progress: Callable[[int, int, str], None] | None = None) -> str:
+        """Start every node that is not running, wait until healthy, write ``bootstrap``.
+        ``on_progress``: as ``wait_healthy``."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         secure.prepare(self.data_dir, self.security, [n.node_id for n in self.nodes])
         self._channels = secure.channels(self.data_dir, self.security)
@@ -180,7 +182,7 @@ class LocalCluster:
             if not (node.pid and _alive(node.pid)):
                 self.start_node(node)
         self._save()
-        self.wait_healthy(timeout_s=timeout_s)
+        self.wait_healthy(timeout_s=timeout_s, on_progress=on_progress)
         secure.prepare_admin(self.data_dir, self.security, f"{HOST}:{self.nodes[0].port}")
         (self.data_dir / BOOTSTRAP_FILE).write_text(self.bootstrap + "\n")
         return self.bootstrap
@@ -194,8 +196,12 @@ class LocalCluster:
         """The admin client's settings of a secured cluster (``secure.py``)."""
         return self.data_dir / secure.CLIENT_PROPERTIES
 
-    def wait_healthy(self, *, timeout_s: float = 60.0) -> None:
-        """Until every broker is registered and unfenced; raises ``TimeoutError`` naming why."""
+    def wait_healthy(self, *, timeout_s: float = 60.0,
+                     on_progress: Callable[[int, int, str], None] | None = None) -> None:
+        """Until every broker is registered and unfenced; raises ``TimeoutError`` naming why.
+        ``on_progress(done, total, step)`` after each look: out of ``2 * nodes``, the nodes that
+        answer, then the brokers every node sees live (registered and unfenced, with a
+        controller)."""
         deadline = time.monotonic() + timeout_s
         reason: str | None = "no answer yet"
         while time.monotonic() < deadline:
@@ -204,7 +210,11 @@ class LocalCluster:
                 if proc is not None and proc.poll() is not None:
                     raise RuntimeError(f"node {node.node_id} exited with code {proc.returncode}; see "
                                        f"{self.node_dir(node.node_id) / 'node.log'}")
-            reason = self._unhealthy_reason()
+            reason, answering, live = self._health()
+            if on_progress is not None:
+                n = len(self.nodes)
+                step = "nodes answering" if answering < n else ("brokers live" if reason is not None else "healthy")
+                on_progress(answering + (live if answering == n else 0), 2 * n, step)
             if reason is None:
                 return
             time.sleep(0.1)  # polling other processes' readiness
@@ -213,30 +223,44 @@ class LocalCluster:
     def _unhealthy_reason(self) -> str | None:
         """None when every node's own metadata shows every broker unfenced and a controller
         (each node is asked, so none is left behind on an old image)."""
+        return self._health()[0]
+
+    def _health(self) -> tuple[str | None, int, int]:
+        """``(why not healthy or None, nodes that answer, brokers every answering node sees live
+        with a controller)``."""
         wanted = sorted(n.node_id for n in self.nodes)
+        reason: str | None = None
+        answering = 0
+        live_everywhere = set(wanted)
         for node in self.nodes:
             address = f"{HOST}:{node.port}"
             channel = self.open_channel(address)
             try:
                 response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
             except grpc.RpcError as exc:
-                return f"node {node.node_id}: {errors.from_rpc_error(exc, address=address)}"
+                reason = reason or f"node {node.node_id}: {errors.from_rpc_error(exc, address=address)}"
+                live_everywhere = set()
+                continue
             finally:
                 channel.close()
+            answering += 1
             live = sorted(b.broker_id for b in response.brokers if not b.fenced)
-            if live != wanted or response.controller_id < 0:
-                return (f"node {node.node_id} sees live brokers {live}, controller {response.controller_id}, "
-                        f"metadata offset {response.metadata_offset}")
-        return None
+            live_everywhere &= set(live) if response.controller_id >= 0 else set()
+            if (live != wanted or response.controller_id < 0) and reason is None:
+                reason = (f"node {node.node_id} sees live brokers {live}, controller {response.controller_id}, "
+                          f"metadata offset {response.metadata_offset}")
+        return reason, answering, len(live_everywhere)
 
     def metrics_url(self, node_id: int) -> str | None:
-        """``http://127.0.0.1:<port>/metrics`` of a running node (its ``metrics.port``
-        file, written once it serves); None when it serves no metrics or is not running."""
+        """``http[s]://127.0.0.1:<port>/metrics`` of a running node (its ``metrics.port`` and
+        ``metrics.scheme`` files, written once it serves: https on a TLS cluster); None when it
+        serves no metrics or is not running."""
         try:
             port = int((self.node_dir(node_id) / "metrics.port").read_text())
+            scheme = (self.node_dir(node_id) / "metrics.scheme").read_text().strip()
         except (OSError, ValueError):
             return None
-        return f"http://{HOST}:{port}/metrics"
+        return f"{scheme}://{HOST}:{port}/metrics"
 
     def status(self) -> list[tuple[int, int, int, bool]]:
         """``(node_id, port, pid, alive)`` per node."""
@@ -295,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mtls", action="store_true", help="with --tls: require client certificates")
     parser.add_argument("--sasl", action="store_true", help="with --tls: SCRAM-SHA-256 authentication (SASL_SSL)")
     parser.add_argument("--authorizer", action="store_true", help="with --tls: ACLs on, deny by default")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="up: a progress bar on stderr (default: on a terminal)")
     args = parser.parse_args(argv)
     if args.brokers < 1:
         print("spark-log: --brokers must be >= 1", file=sys.stderr)
@@ -307,8 +333,13 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidConfigError(f"the cluster in {cluster.data_dir} was started as {cluster.security}; "
                                      f"it keeps that mode (start a new one in another --data-dir)")
         if args.command == "up":
+            from spark_log._cli_io import progress_steps
+
             print(f"starting {len(cluster.nodes)} nodes in {cluster.data_dir} ...", file=sys.stderr)
-            print(cluster.up(timeout_s=args.timeout))
+            with progress_steps("starting the local cluster", enabled=args.progress) as update:
+                bootstrap = cluster.up(timeout_s=args.timeout, on_progress=lambda done, total, step: update(
+                    done, total, f"starting the local cluster: {step}"))
+            print(bootstrap)
             if cluster.security.tls:
                 print(f"secured ({cluster.security.protocol}); client settings in {cluster.client_properties}",
                       file=sys.stderr)

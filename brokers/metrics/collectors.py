@@ -15,6 +15,13 @@ offsets and lag (high watermark - committed offset, where this broker hosts the 
 of the groups it coordinates; the cleaner (per compacted partition: cleaned offset, dirty
 ratio; the pool: jobs, failures, busy logs, I/O throttle time); quota throttling.
 
+``TransactionCollector`` (broker nodes): the transaction coordinator's decisions
+(transactions started, committed, aborted, timed out), the transactions it holds open now
+by state and the age of the oldest, the ``__transaction_state`` partitions it coordinates,
+and the markers this broker wrote as a partition leader.  With them ``BrokerCollector``
+reports each led partition's last stable offset and its lag behind the high watermark
+(HW - LSO: what a read_committed consumer cannot see yet because a transaction is open).
+
 Each collector swallows and logs a failure of one part (a partition closing while it is
 read) rather than failing the scrape.
 """
@@ -89,7 +96,24 @@ class CleanerStats(Protocol):
     def busy(self) -> int: ...
 
 
-__all__ = ["NodeCollector", "BrokerCollector", "RAFT_ROLES", "RaftStatus", "ActiveFlag", "QuotaStats",
+class TxnCounts(Protocol):
+    def counts(self) -> tuple[int, int, int, int]: ...
+
+
+class TxnCoordinatorStats(Protocol):
+    @property
+    def stats(self) -> TxnCounts: ...
+
+    def open_transactions(self) -> tuple[dict, int]: ...
+
+    def loaded_partitions(self) -> list[int]: ...
+
+
+class MarkerCounts(Protocol):
+    def written(self) -> tuple[int, int]: ...
+
+
+__all__ = ["NodeCollector", "BrokerCollector", "TransactionCollector", "TxnCoordinatorStats", "MarkerCounts", "RAFT_ROLES", "RaftStatus", "ActiveFlag", "QuotaStats",
            "HostedPartitions", "IsrCounts", "CommittedOffsets", "CleanerStats"]
 
 log = logging.getLogger(__name__)
@@ -186,6 +210,10 @@ class BrokerCollector(Collector):
                      labels=labels)
         isr_size = _gauge("spark_log_partition_isr_size", "In-sync replicas of a partition this broker leads",
                           labels=labels)
+        lso = _gauge("spark_log_partition_last_stable_offset", "Last stable offset of a partition this broker leads "
+                     "(first offset of its oldest open transaction, capped by the high watermark)", labels=labels)
+        lso_lag = _gauge("spark_log_partition_lso_lag", "High watermark - last stable offset of a partition this broker "
+                         "leads: offsets a read_committed consumer cannot read yet", labels=labels)
         cleaned = _gauge("spark_log_cleaner_cleaned_offset", "Offset below which a compacted log is clean",
                          labels=labels)
         dirty = _gauge("spark_log_cleaner_dirty_ratio", "Dirty share of a compacted log's cleanable part",
@@ -212,6 +240,8 @@ class BrokerCollector(Collector):
                 continue
             led += 1
             hw.add_metric(key, offsets.high_watermark)
+            lso.add_metric(key, offsets.last_stable_offset)
+            lso_lag.add_metric(key, max(0, offsets.high_watermark - offsets.last_stable_offset))
             lagging = len(info.isr) < len(info.replicas) - len(info.adding_replicas)  # as Admin's under_replicated
             under_replicated += lagging
             urp.add_metric(key, 1 if lagging else 0)
@@ -224,7 +254,7 @@ class BrokerCollector(Collector):
                      under_replicated)
         yield _gauge("spark_log_under_min_isr_partitions", "Partitions this broker leads with fewer in-sync replicas "
                      "than min.insync.replicas", under_min_isr)
-        yield from (size, segments, start, end, hw, urp, isr_size, cleaned, dirty)
+        yield from (size, segments, start, end, hw, lso, lso_lag, urp, isr_size, cleaned, dirty)
         isr = self.isr
         yield CounterMetricFamily("spark_log_isr_shrinks", "ISR shrinks this broker made as leader", value=isr.shrinks)
         yield CounterMetricFamily("spark_log_isr_expands", "ISR expansions this broker made as leader", value=isr.expands)
@@ -255,3 +285,37 @@ class BrokerCollector(Collector):
         yield _gauge("spark_log_groups", "Groups with committed offsets this broker coordinates", len(groups))
         yield committed
         yield lag
+
+
+class TransactionCollector(Collector):
+    def __init__(self, *, coordinator: TxnCoordinatorStats, markers: MarkerCounts) -> None:
+        self.coordinator = coordinator
+        self.markers = markers
+
+    def collect(self) -> Iterator[Metric]:
+        coordinator = self.coordinator
+        started, committed, aborted, timed_out = coordinator.stats.counts()
+        yield CounterMetricFamily("spark_log_txn_started", "Transactions this broker's coordinator started",
+                                  value=started)
+        yield CounterMetricFamily("spark_log_txn_committed", "Transactions this broker's coordinator committed "
+                                  "(every marker written)", value=committed)
+        yield CounterMetricFamily("spark_log_txn_aborted", "Transactions this broker's coordinator aborted (every "
+                                  "marker written; timed-out ones included)", value=aborted)
+        yield CounterMetricFamily("spark_log_txn_timed_out", "Transactions this broker's coordinator aborted because "
+                                  "they were open past their timeout", value=timed_out)
+        by_state, oldest_ms = coordinator.open_transactions()
+        open_now = _gauge("spark_log_txn_open", "Transactions not complete yet on this broker's coordinator, by state",
+                          labels=["state"])
+        for state, count in sorted(by_state.items(), key=lambda item: str(item[0].value)):
+            open_now.add_metric([str(state.value)], count)
+        yield open_now
+        yield _gauge("spark_log_txn_oldest_open_age_ms", "Age of the oldest open transaction on this broker's "
+                     "coordinator (ms); -1: none open", oldest_ms)
+        yield _gauge("spark_log_txn_coordinator_partitions", "__transaction_state partitions this broker coordinates "
+                     "(loaded)", len(coordinator.loaded_partitions()))
+        commits, aborts = self.markers.written()
+        markers = CounterMetricFamily("spark_log_txn_markers_written", "Transaction markers this broker wrote as a "
+                                      "partition leader (replicated)", labels=["type"])
+        markers.add_metric(["commit"], commits)
+        markers.add_metric(["abort"], aborts)
+        yield markers

@@ -30,7 +30,7 @@ from brokers.groups import GroupConfig, GroupCoordinator, GroupServicer, Interna
 from brokers.log import files
 from brokers.metadata.publisher import MetadataListener
 from brokers.metrics import BrokerCounters, NodeMetrics
-from brokers.metrics.collectors import BrokerCollector
+from brokers.metrics.collectors import BrokerCollector, TransactionCollector
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.replica.manager import ReplicaManager
@@ -149,6 +149,7 @@ class BrokerServer:
         self.marker_servicer = MarkerServicer(self.marker_handler)
         self.collector = BrokerCollector(partitions=self.manager, isr=self.replicas.isr, groups=self.groups,
                                          cleaner=self.cleaner.pool)
+        self.txn_collector = TransactionCollector(coordinator=self.transactions, markers=self.marker_handler)
 
     def add_to_server(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
@@ -211,6 +212,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     server.add_to_server(host.server)
     host.metrics.register(server.counters)
     host.metrics.register(server.collector)
+    host.metrics.register(server.txn_collector)
     host.server.add_generic_rpc_handlers((describe_handler(data_listener_info),))
     server.start()
     if refusal is None:
@@ -221,6 +223,7 @@ def register(host: BrokerHost) -> Callable[[], None]:
     budget_s = config.shutdown_timeout_ms / 1000 / 2   # half of the node's bound; Node.stop runs the rest
 
     def stop() -> None:
+        host.metrics.unregister(server.txn_collector)
         host.metrics.unregister(server.collector)
         host.metrics.unregister(server.counters)
         listener.stop(min(5.0, budget_s / 4))

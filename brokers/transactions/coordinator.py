@@ -53,7 +53,7 @@ from .offsets import GroupOffsetsLink
 from .model import INTERNAL_TOPIC, GroupOffset, TopicPartition, TxnConfig, TxnMeta, TxnState, partition_for
 from .records import decode, to_frame
 
-__all__ = ["TransactionCoordinator", "Coordinates"]
+__all__ = ["TransactionCoordinator", "Coordinates", "TxnStats"]
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +102,34 @@ def _new_producer_id() -> int:
     return secrets.randbits(63)
 
 
+class TxnStats:
+    """What this broker's coordinator decided (metrics): transactions started, committed,
+    aborted (a timed-out one included) and timed out, counted when the shard applies the
+    decision; a coordinator's replay after a failover counts nothing (the counts are this
+    process's own decisions).  Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started = self.committed = self.aborted = self.timed_out = 0
+
+    def observe(self, before: TxnMeta | None, after: TxnMeta) -> None:
+        was = before.state if before is not None else TxnState.EMPTY
+        with self._lock:
+            if after.state is TxnState.ONGOING and was is not TxnState.ONGOING:
+                self.started += 1
+            elif after.state is TxnState.COMPLETE_COMMIT and was is TxnState.PREPARE_COMMIT:
+                self.committed += 1
+            elif after.state is TxnState.COMPLETE_ABORT and was is TxnState.PREPARE_ABORT:
+                self.aborted += 1
+            elif after.state is TxnState.PREPARE_ABORT and was is TxnState.ONGOING and after.timed_out:
+                self.timed_out += 1
+
+    def counts(self) -> tuple[int, int, int, int]:
+        """``(started, committed, aborted, timed out)``."""
+        with self._lock:
+            return self.started, self.committed, self.aborted, self.timed_out
+
+
 class TransactionCoordinator:
     def __init__(self, *, broker_id: int, partitions: PartitionSource, create_topic: CreateTopic,
                  markers: MarkerSender, config: TxnConfig | None = None, clock: Clock | None = None,
@@ -125,6 +153,7 @@ class TransactionCoordinator:
         self._work = threading.Event()
         self._thread: threading.Thread | None = None
         self._image: MetadataImage | None = None
+        self.stats = TxnStats()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -336,6 +365,10 @@ class TransactionCoordinator:
             outcome = decide(core)
             if outcome.records:
                 self._append(shard, outcome.records)
+            before: dict[str, TxnMeta | None] = {}
+            for meta in outcome.records:
+                self.stats.observe(before.get(meta.transactional_id, core.get(meta.transactional_id)), meta)
+                before[meta.transactional_id] = meta
             core.finish(outcome)
             end = shard.written_end
         self._wait_durable(shard, end)
@@ -437,6 +470,27 @@ class TransactionCoordinator:
         return True
 
     # -- tests and describe ---------------------------------------------------------------------
+
+    def open_transactions(self, now_ms: int | None = None) -> tuple[dict[TxnState, int], int]:
+        """Metrics: ``({state: transactions}, age of the oldest open one in ms)`` over the
+        loaded partitions, for the states of a transaction not complete yet (ONGOING and
+        PREPARE_*); the age is -1 when none is open."""
+        now = self._clock.wall_ms() if now_ms is None else now_ms
+        counts = {TxnState.ONGOING: 0, TxnState.PREPARE_COMMIT: 0, TxnState.PREPARE_ABORT: 0}
+        oldest = -1
+        with self._lock:
+            shards = [s for s in self._shards.values() if s.core is not None and not s.closed]
+        for shard in shards:
+            with shard.lock:
+                core = shard.core
+                metas = [core.get(i) for i in core.ids()] if core is not None else []
+            for meta in metas:
+                if meta is None or meta.state not in counts:
+                    continue
+                counts[meta.state] += 1
+                if meta.started_ms >= 0:
+                    oldest = max(oldest, now - meta.started_ms)
+        return counts, oldest
 
     def loaded_partitions(self) -> list[int]:
         with self._lock:

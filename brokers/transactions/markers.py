@@ -40,6 +40,13 @@ class MarkerHandler:
     def __init__(self, get_partition: Callable[[str, int], object], wake: Callable[[], None]) -> None:
         self._get = get_partition
         self._wake = wake
+        self._lock = threading.Lock()
+        self._written = {True: 0, False: 0}
+
+    def written(self) -> tuple[int, int]:
+        """Metrics: ``(commit markers, abort markers)`` this broker wrote and saw replicated."""
+        with self._lock:
+            return self._written[True], self._written[False]
 
     def write(self, request: pb.WriteTxnMarkersRequest) -> pb.WriteTxnMarkersResponse:
         response = pb.WriteTxnMarkersResponse()
@@ -66,6 +73,8 @@ class MarkerHandler:
                                                          leader_epoch=outcome.leader_epoch):
                     raise NotEnoughReplicasAfterAppendError(
                         f"{result.topic}-{result.partition}: marker at {outcome.base_offset} not replicated in time")
+                with self._lock:
+                    self._written[request.commit] += 1
             except SparkLogError as exc:
                 result.error_code, result.error_message = int(exc.code), exc.message
         return response

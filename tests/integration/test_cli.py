@@ -65,8 +65,10 @@ def test_dev_up_status_down_keeps_data(tmp_path: Path) -> None:
     data_dir = str(tmp_path / "dev")
     env = {"SPARK_LOG_DATA_DIR": data_dir}
     try:
-        up = _cli("dev", "up", "--brokers", "1", env=env, timeout=180)
+        up = _cli("dev", "up", "--brokers", "1", "--progress", env=env, timeout=180)
         assert up.returncode == 0, up.stderr
+        # the bar on stderr: 1 node answering + 1 broker live everywhere, out of 2
+        assert "starting the local cluster: healthy" in up.stderr and "2/2" in up.stderr and "100%" in up.stderr
         bootstrap = up.stdout.strip()
         assert bootstrap == Path(data_dir, "bootstrap").read_text().strip()
         assert _cli("dev", "status", env=env).returncode == 0
@@ -75,7 +77,8 @@ def test_dev_up_status_down_keeps_data(tmp_path: Path) -> None:
         down = _cli("dev", "down", env=env)
         assert down.returncode == 0 and "data kept" in down.stderr
         assert _cli("dev", "status", env=env).returncode == 1
-        assert _cli("dev", "up", "--brokers", "1", env=env, timeout=180).returncode == 0
+        again_up = _cli("dev", "up", "--brokers", "1", "--no-progress", env=env, timeout=180)
+        assert again_up.returncode == 0 and "starting the local cluster" not in again_up.stderr
         again = _cli("consume", "kept", "--from-beginning", "--max-records", "2", env=env)
         assert again.stdout.splitlines() == ["hello", "world"]
     finally:

@@ -7,11 +7,15 @@ log entries, a failed request among them) or an error shown on it.  Never skippe
 missing browser is a failure."""
 from __future__ import annotations
 
+import contextlib
+import json
+import os
 import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 import pytest
@@ -23,7 +27,9 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
+from spark_log.acls import Operation, PatternType, ResourceType
 from spark_log.console import ConsoleServer
+from tests.support.secure_cluster import SecuredCluster
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -49,11 +55,27 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
         session.quit()
 
 
+_STATE = ("const v = document.getElementById('view'); "
+          "return v ? [v.getAttribute('data-loaded'), v.getAttribute('data-render'), "
+          "document.getElementById('error') !== null] : [null, null, false];")
+
+
 def _page(browser: WebDriver, url: str, name: str, shots: Path, *, ready: str) -> None:
-    """Open ``url``, wait until the view says it loaded ``ready``, screenshot it, check it."""
-    browser.get(url)
-    WebDriverWait(browser, 30).until(
-        lambda b: b.find_element(By.ID, "view").get_attribute("data-loaded") == ready or b.find_elements(By.ID, "error"))
+    """Open ``url``, wait until the view has been drawn anew as ``ready`` (a fresh
+    ``data-render``: a view drawn before the navigation does not count), screenshot it, check
+    it.  Asking for the URL already shown is a same-document navigation that fires no
+    ``hashchange``: the page is reloaded instead."""
+    before = browser.execute_script(_STATE)[1]
+    if browser.current_url == url:
+        browser.refresh()
+    else:
+        browser.get(url)
+
+    def drawn(b: WebDriver) -> bool:
+        loaded, render, error = b.execute_script(_STATE)
+        return error or (loaded == ready and render is not None and render != before)
+
+    WebDriverWait(browser, 30).until(drawn, message=f"{name}: {url} was not drawn as {ready!r}")
     _check(browser, name)
     assert browser.save_screenshot(str(shots / f"{name}.png"))
 
@@ -65,20 +87,49 @@ def _check(browser: WebDriver, name: str) -> None:
     assert not severe, f"{name}: console errors: {severe}"
 
 
-def _confirm(browser: WebDriver, form: str, values: dict[str, str]) -> None:
+def _confirm(browser: WebDriver, form: str, values: dict[str, str]) -> str:
+    """Fill ``form``, submit, confirm; the page clears its status when the dialog opens and
+    shows ``#done`` once the action answered and the view was drawn again.  Returns the text."""
     for field, text in values.items():
         box = browser.find_element(By.CSS_SELECTOR, f"#{form} [name={field}]")
         if box.tag_name == "select":
-            box.find_element(By.CSS_SELECTOR, f"option[value={text}], option").click()
             browser.execute_script("arguments[0].value = arguments[1]", box, text)
         else:
             box.clear()
             box.send_keys(text)
     browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
     WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "confirm").is_displayed())
+    assert not browser.find_elements(By.CSS_SELECTOR, "#status *"), "the status was not cleared for the action"
     browser.find_element(By.ID, "confirm-yes").click()
-    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"))
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"),
+                                     message=f"{form}: the action did not finish")
     _check(browser, form)
+    return browser.find_element(By.ID, "done").text
+
+
+def _converges(check: Callable[[], bool], what: str) -> None:
+    """The console's answer comes from the broker that applied the change; another broker applies
+    the committed metadata a moment later (asynchronously, by design): wait for it, with a deadline."""
+    wait_until(check, timeout=15, interval=0.05, message=what)
+
+
+@contextlib.contextmanager
+def _diagnosed(browser: WebDriver, console: ConsoleServer, where: Path) -> Iterator[None]:
+    """On a failure, save what the page showed (source, browser log, screenshot) and the console
+    server's request log under ``where`` and print their path (pytest shows it with the failure)."""
+    try:
+        yield
+    except BaseException:
+        where.mkdir(exist_ok=True)
+        (where / "page.html").write_text(browser.page_source)
+        (where / "browser-log.json").write_text(json.dumps(browser.get_log("browser"), indent=1))
+        browser.save_screenshot(str(where / "failure.png"))
+        start = console.requests[0][0] if console.requests else 0.0
+        (where / "requests.txt").write_text("".join(f"{t - start:8.3f}s {m} {p} {s} {ms:.0f} ms\n"
+                                                    for t, m, p, s, ms in list(console.requests)))
+        print(f"console diagnostics in {where}: url {browser.current_url}")
+        print((where / "requests.txt").read_text())
+        raise
 
 
 def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, browser: WebDriver, tmp_path: Path) -> None:
@@ -97,7 +148,7 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         wait_until(lambda: seen.extend(consumer.poll(0.5)) or len(seen) >= 30, timeout=30, interval=0)
         consumer.commit({(typed, 0): 20})
 
-    with ConsoleServer(cluster.bootstrap) as console:
+    with ConsoleServer(cluster.bootstrap) as console, _diagnosed(browser, console, tmp_path / "diagnostics"):
         base = console.url
         _page(browser, base + "#cluster", "cluster", shots, ready="cluster")
         text = browser.find_element(By.ID, "view").text
@@ -105,13 +156,17 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
 
         _page(browser, base + "#topics", "topics", shots, ready="topics")
         assert typed in browser.find_element(By.ID, "view").text
-        _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
+        done = _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
+        assert json.loads(done) == {"created": made, "partitions": 2}
+        assert made in browser.find_element(By.ID, "view").text, "the view was not drawn again after the action"
         with Admin(cluster.bootstrap) as admin:
-            assert admin.describe_topic(made).num_partitions == 2
+            _converges(lambda: admin.describe_topic(made, live=False).num_partitions == 2, f"{made} not created")
         _page(browser, base + "#topics", "topics-created", shots, ready="topics")
-        _confirm(browser, "config-form", {"topic": made, "key": "retention.ms", "value": "3600000"})
+        done = _confirm(browser, "config-form", {"topic": made, "key": "retention.ms", "value": "3600000"})
+        assert json.loads(done) == {"topic": made, "config": {"retention.ms": "3600000"}}
         with Admin(cluster.bootstrap) as admin:
-            assert admin.describe_topic(made).config["retention.ms"] == "3600000"
+            _converges(lambda: admin.describe_topic(made, live=False).config["retention.ms"] == "3600000",
+                       f"retention.ms of {made} not altered")
 
         _page(browser, base + f"#records/{typed}/0/5", "records", shots, ready="records")
         header = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#view table th")]
@@ -121,7 +176,8 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
 
         _page(browser, base + "#groups", "groups", shots, ready="groups")
         assert group in browser.find_element(By.ID, "view").text and "lag 10" in browser.find_element(By.ID, "view").text
-        _confirm(browser, "reset-form", {"group": group, "topic": typed, "to": "earliest"})
+        done = _confirm(browser, "reset-form", {"group": group, "topic": typed, "to": "earliest"})
+        assert json.loads(done)["offsets"] == [[typed, 0, 0]]
         with Admin(cluster.bootstrap) as admin:
             assert admin.list_group_offsets(group)[(typed, 0)].offset == 0
 
@@ -137,6 +193,103 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         assert browser.save_screenshot(str(shots / "throughput-moving.png"))
     assert sorted(p.name for p in shots.iterdir()) == ["cluster.png", "groups.png", "records.png", "throughput-moving.png",
                                                         "throughput.png", "topics-created.png", "topics.png"]
+
+
+def _confirm_refused(browser: WebDriver, form: str, values: dict[str, str]) -> str:
+    """As ``_confirm`` for an action the cluster refuses: the page shows the error (and only
+    that: no console error, no crash); returns its text."""
+    for field, text in values.items():
+        box = browser.find_element(By.CSS_SELECTOR, f"#{form} [name={field}]")
+        box.clear()
+        box.send_keys(text)
+    browser.find_element(By.CSS_SELECTOR, f"#{form} button[type=submit]").click()
+    WebDriverWait(browser, 10).until(lambda b: b.find_element(By.ID, "confirm").is_displayed())
+    browser.find_element(By.ID, "confirm-yes").click()
+    WebDriverWait(browser, 30).until(lambda b: b.find_elements(By.ID, "done") or b.find_elements(By.ID, "error"),
+                                     message=f"{form}: the action did not finish")
+    assert not browser.find_elements(By.ID, "done"), f"{form}: the refused action was reported done"
+    severe = [entry for entry in browser.get_log("browser")
+              if entry["level"] == "SEVERE" and "status of 400" not in entry["message"]]
+    assert not severe, f"{form}: console errors besides the refusal's answer: {severe}"
+    return browser.find_element(By.ID, "error").text
+
+
+@contextlib.contextmanager
+def _console_process(bootstrap: str, *args: str) -> Iterator[str]:
+    """``spark-log [args] console --port 0`` as an operator runs it; yields its URL."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOG_BOOTSTRAP=bootstrap)
+    env.pop("SPARK_LOG_CLIENT_CONFIG", None)
+    proc = subprocess.Popen([sys.executable, "-m", "spark_log.cli", *args, "console", "--port", "0"], env=env, cwd=REPO,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        line = proc.stderr.readline()
+        assert line.startswith("spark-log console on http://127.0.0.1:"), line + proc.stderr.read()
+        yield line.split()[-1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_console_on_a_tls_and_acl_cluster(sasl_cluster: SecuredCluster, browser: WebDriver, tmp_path: Path) -> None:
+    """The console started with ``--command-config`` (a SCRAM user over TLS, as every CLI
+    command takes it) shows what that principal's ACLs let it see, browses records by offset
+    and by time, and shows a refused action as an error."""
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    tag = uuid.uuid4().hex[:6]
+    visible, hidden, user = f"console-sec-{tag}", f"console-hidden-{tag}", f"console-ops-{tag}"
+    base_ms = 1_700_000_000_000          # 2023-11-14T22:13:20Z; record i at base + i s
+    with sasl_cluster.admin() as admin:
+        admin.create_topic(visible, partitions=1, replication_factor=3)
+        admin.create_topic(hidden, partitions=1, replication_factor=3)
+    with Producer(sasl_cluster.bootstrap, security=sasl_cluster.admin_security) as producer:
+        for i in range(10):
+            producer.send(visible, f"v{i}", key=f"k{i}", timestamp=base_ms + i * 1000)
+        producer.flush()
+    password = uuid.uuid4().hex
+    sasl_cluster.user(user, password)
+    sasl_cluster.allow(f"User:{user}", ResourceType.TOPIC, "console-sec-", Operation.DESCRIBE, Operation.READ,
+                       pattern=PatternType.PREFIXED)
+    properties = tmp_path / "console.properties"
+    properties.write_text(f"security.protocol=SASL_SSL\nssl.ca.location={sasl_cluster.ca_file}\n"
+                          f"sasl.mechanism=SCRAM-SHA-256\nsasl.username={user}\nsasl.password={password}\n")
+
+    with _console_process(sasl_cluster.bootstrap, "--command-config", str(properties)) as base:
+        _page(browser, base + "#cluster", "secure-cluster", shots, ready="cluster")
+        assert browser.find_element(By.ID, "view").text.count("live") == 3
+
+        _page(browser, base + "#topics", "secure-topics", shots, ready="topics")
+        text = browser.find_element(By.ID, "view").text
+        assert visible in text and hidden not in text, "the topics page shows what the user may DESCRIBE, only"
+
+        _page(browser, base + f"#records/{visible}/0/3", "secure-records", shots, ready="records")
+        first = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "#view table tr:nth-child(2) td")]
+        assert first[0] == "3" and first[1] == "2023-11-14T22:13:23.000Z" and first[-1] == "v3", first
+
+        # from a time, through the page's form: the first record at or after 22:13:25.5 is offset 6
+        before = browser.execute_script(_STATE)[1]
+        box = browser.find_element(By.CSS_SELECTOR, "#seek-form [name=time]")
+        browser.execute_script("arguments[0].value = arguments[1]", box, "2023-11-14T22:13:25.500")
+        assert box.get_attribute("value") in ("2023-11-14T22:13:25.500", "2023-11-14T22:13:25.5"), "the field took it"
+        browser.find_element(By.CSS_SELECTOR, "#seek-form button[type=submit]").click()
+        WebDriverWait(browser, 30).until(lambda b: b.execute_script(_STATE)[1] not in (None, before)
+                                         or b.find_elements(By.ID, "error"))
+        _check(browser, "secure-records-by-time")
+        assert browser.current_url.endswith(f"#records/{visible}/0/time/{base_ms + 5500}")
+        assert "(offset 6)" in browser.find_element(By.ID, "records-from").text
+        rows = browser.find_elements(By.CSS_SELECTOR, "#view table tr")
+        assert [r.find_elements(By.TAG_NAME, "td")[0].text for r in rows[1:]] == ["6", "7", "8", "9"]
+        assert browser.save_screenshot(str(shots / "secure-records-by-time.png"))
+
+        # not allowed to create topics: the page shows the refusal
+        _page(browser, base + "#topics", "secure-topics-again", shots, ready="topics")
+        refused = _confirm_refused(browser, "create-form", {"name": f"console-sec-new-{tag}", "partitions": "1",
+                                                            "replication_factor": "1"})
+        assert "AUTHORIZATION" in refused.upper(), refused
+        assert browser.save_screenshot(str(shots / "secure-refused.png"))
+    with sasl_cluster.admin() as admin:
+        assert f"console-sec-new-{tag}" not in admin.list_topics()
 
 
 def test_console_command_serves_the_page(cluster: LocalCluster) -> None:

@@ -1,6 +1,7 @@
 """conf/grafana-dashboard.json (issue 18): valid JSON, and every metric name its queries use
 appears in a live scrape of the cluster's brokers (after a little traffic: a produce, a
-group consume with a commit, a compacted topic), so the dashboard does not go blank."""
+group consume with a commit, a compacted topic, a committed transaction), so the dashboard
+does not go blank."""
 from __future__ import annotations
 
 import json
@@ -32,6 +33,9 @@ def _dashboard_metrics() -> set[str]:
 def test_every_dashboard_metric_is_in_a_live_scrape(cluster: LocalCluster, topic_name: str) -> None:
     used = _dashboard_metrics()
     assert len(used) >= 20
+    assert {"spark_log_txn_started_total", "spark_log_txn_committed_total", "spark_log_txn_aborted_total",
+            "spark_log_txn_timed_out_total", "spark_log_txn_open", "spark_log_txn_markers_written_total",
+            "spark_log_partition_lso_lag"} <= used, "the transaction panels"
     compacted = f"{topic_name}-c"
     with Admin(cluster.bootstrap) as admin:
         admin.create_topic(topic_name, partitions=1, replication_factor=3)
@@ -41,6 +45,11 @@ def test_every_dashboard_metric_is_in_a_live_scrape(cluster: LocalCluster, topic
             producer.send(topic_name, b"x", key=f"k{i}")
             producer.send(compacted, b"y", key=f"k{i % 3}")
         producer.flush()
+    with Producer(cluster.bootstrap, transactional_id=f"{topic_name}-tx") as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"t", key=b"k")
+        producer.commit_transaction()
     group = f"{topic_name}-g"
     with Consumer(cluster.bootstrap, group_id=group, auto_offset_reset="earliest") as consumer:
         consumer.subscribe(topic_name)

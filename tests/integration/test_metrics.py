@@ -2,17 +2,21 @@
 
 - a produce and consume run: the per-topic counters match the records sent and read, the
   RPC counters and latency histograms move, the log size and group lag show up;
+- transactions: each coordinator counts the transactions it started, committed, aborted and
+  timed out, reports the open ones, the partition leader counts the markers it wrote and
+  the last-stable-offset lag (HW - LSO) while a transaction is open;
 - a follower killed: the leader's under-replicated gauge goes to 1, and back to 0 once the
   follower returns and catches up (own cluster, short ISR and session timeouts).
 """
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
 from brokers.launcher.local import LocalCluster
-from spark_log import Admin, Consumer, Producer
+from spark_log import Admin, Consumer, Producer, errors
 from tests.support.cluster import local_cluster
 from tests.support.metrics import scrape, total, value
 from tests.support.wait import wait_until
@@ -84,6 +88,83 @@ def test_counters_match_a_produce_and_consume_run(cluster: LocalCluster, topic_n
     wait_until(lambda: total(urls, "spark_log_group_committed_offset", group=group, topic=topic_name) == RECORDS,
                timeout=15, message="the committed offsets of the group are not in the coordinator's metrics")
     assert total(urls, "spark_log_group_lag", group=group, topic=topic_name) == 0
+
+
+_TXN = ("spark_log_txn_started_total", "spark_log_txn_committed_total", "spark_log_txn_aborted_total",
+        "spark_log_txn_timed_out_total")
+
+
+def test_transaction_metrics(cluster: LocalCluster, topic_name: str) -> None:
+    urls = {n.node_id: cluster.metrics_url(n.node_id) or "" for n in cluster.nodes}
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1, replication_factor=3)
+        leader = admin.describe_topic(topic_name, live=False).partitions[0].leader
+    assert leader is not None
+    before = {node: scrape(url) for node, url in urls.items()}
+    expected: dict[int, list[int]] = {node: [0, 0, 0, 0] for node in urls}   # started, committed, aborted, timed out
+
+    def add(node: int, *counts: int) -> None:
+        expected[node] = [a + b for a, b in zip(expected[node], counts)]
+
+    def coordinator(tid: str) -> int:
+        with Admin(cluster.bootstrap) as admin:
+            return int(admin.describe_transaction(tid)["coordinator_id"])  # type: ignore[call-overload]
+
+    def delta(node: int, name: str, **labels: str) -> float:
+        return value(scrape(urls[node]), name, **labels) - value(before[node], name, **labels)
+
+    # one committed and one aborted transaction
+    tid = f"m-{uuid.uuid4().hex[:8]}"
+    with Producer(cluster.bootstrap, transactional_id=tid) as producer:
+        producer.init_transactions()
+        for commit in (True, False):
+            producer.begin_transaction()
+            producer.send(topic_name, b"x", key=b"k")
+            producer.commit_transaction() if commit else producer.abort_transaction()
+    add(coordinator(tid), 2, 1, 1, 0)
+
+    # an open transaction: the coordinator reports it, the leader the offsets read_committed cannot read yet
+    held = f"m-{uuid.uuid4().hex[:8]}"
+    with Producer(cluster.bootstrap, transactional_id=held) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        for _ in range(5):
+            producer.send(topic_name, b"open", key=b"k")
+        producer.flush()
+        held_by = coordinator(held)
+        lag = value(scrape(urls[leader]), "spark_log_partition_lso_lag", topic=topic_name, partition="0")
+        assert lag == 5, "HW - LSO is the 5 records of the open transaction"
+        open_now = scrape(urls[held_by])
+        assert value(open_now, "spark_log_txn_open", state="Ongoing") >= 1
+        assert value(open_now, "spark_log_txn_oldest_open_age_ms") >= 0
+        assert value(open_now, "spark_log_txn_coordinator_partitions") >= 1
+        producer.abort_transaction()
+    add(held_by, 1, 0, 1, 0)
+    assert value(scrape(urls[leader]), "spark_log_partition_lso_lag", topic=topic_name, partition="0") == 0
+
+    # a transaction left open past its timeout: aborted by the coordinator
+    late = f"m-{uuid.uuid4().hex[:8]}"
+    with Producer(cluster.bootstrap, transactional_id=late, transaction_timeout_ms=1000) as producer:
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"late", key=b"k")
+        producer.flush()
+        late_by = coordinator(late)
+        wait_until(lambda: delta(late_by, "spark_log_txn_timed_out_total") >= 1, timeout=20,
+                   message="the coordinator did not count the timed-out transaction")
+        with pytest.raises(errors.TransactionTimedOutError):
+            producer.commit_transaction()
+    add(late_by, 1, 0, 1, 1)
+
+    def counted() -> dict[int, list[int]]:
+        return {node: [int(delta(node, name)) for name in _TXN] for node in urls}
+
+    wait_until(lambda: counted() == expected, timeout=15,
+               message=lambda: f"transactions counted {counted()}, expected {expected}")
+    # the leader of the one partition wrote one commit marker and three abort markers
+    assert sum(delta(n, "spark_log_txn_markers_written_total", type="commit") for n in urls) == 1
+    assert sum(delta(n, "spark_log_txn_markers_written_total", type="abort") for n in urls) == 3
+    assert delta(leader, "spark_log_txn_markers_written_total") == 4
 
 
 def test_under_replicated_gauge_follows_a_killed_follower(tmp_path: Path) -> None:

@@ -179,12 +179,20 @@ def _cli(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
 def test_cli_reassign(cluster4: LocalCluster, admin: Admin, topic_name: str, capsys: pytest.CaptureFixture[str],
                       monkeypatch: pytest.MonkeyPatch) -> None:
     (only,) = admin.create_topic(topic_name, partitions=1, replication_factor=1).partitions[0].replicas
+    with Producer(cluster4.bootstrap) as producer:
+        for i in range(30):
+            producer.send(topic_name, b"r%d" % i)
     other = next(n.node_id for n in cluster4.nodes if n.node_id != only)
     done = _cli("topics", "reassign", "--topic", topic_name, "--partition", "0", "--replicas", f"{other},{only}",
-                "--wait", bootstrap=cluster4.bootstrap)  # one end-to-end run as a process; the rest in-process
+                "--wait", "--progress", bootstrap=cluster4.bootstrap)  # one end-to-end run as a process
     assert done.returncode == 0, done.stderr
     assert f"replicas [{other}, {only}]  (reassignment complete)" in done.stdout
+    # the bar: 30 offsets copied to the one new replica + 1 once it joined the ISR, on stderr
+    assert f"reassigning {topic_name}-0" in done.stderr and "31/31" in done.stderr and "100%" in done.stderr
     monkeypatch.setenv("SPARK_LOG_BOOTSTRAP", cluster4.bootstrap)
+    assert main(["topics", "reassign", "--topic", topic_name, "--partition", "0", "--replicas", f"{other},{only}",
+                 "--wait", "--no-progress"]) == 0
+    assert "reassigning" not in capsys.readouterr().err
     assert main(["topics", "reassign", "--list", "--topic", topic_name]) == 0
     assert "no reassignment pending" in capsys.readouterr().out
     assert main(["topics", "reassign", "--topic", topic_name, "--partition", "0", "--replicas", "1,1"]) == 1
@@ -192,8 +200,27 @@ def test_cli_reassign(cluster4: LocalCluster, admin: Admin, topic_name: str, cap
     assert "INVALID_REQUEST" in err and "more than once" in err
     assert main(["topics", "reassign", "--topic", topic_name, "--partition", "0"]) == 1
     assert "--replicas" in capsys.readouterr().err
+    assert main(["topics", "reassign", "--topic", topic_name, "--partition", "0", "--replicas", f"{other},{only}",
+                 "--progress"]) == 1
+    assert "add --wait" in capsys.readouterr().err
     wait_until(lambda: list(admin.describe_topic(topic_name).partitions[0].replicas) == [other, only], timeout=10,
                message="describe shows the CLI's target")
+
+
+def test_wait_reports_the_offsets_the_new_replicas_copied(cluster4: LocalCluster, admin: Admin,
+                                                          topic_name: str) -> None:
+    info = admin.create_topic(topic_name, partitions=1, replication_factor=1).partitions[0]
+    with Producer(cluster4.bootstrap) as producer:
+        for i in range(200):
+            producer.send(topic_name, b"v%d" % i)
+    spares = [n.node_id for n in cluster4.nodes if n.node_id not in info.replicas][:2]
+    calls: list[tuple[int, int]] = []
+    admin.alter_partition_reassignments({(topic_name, 0): [*spares, *info.replicas]}, wait=True, timeout_s=60,
+                                        on_progress=lambda done, total: calls.append((done, total)))
+    # two replicas added: (200 offsets + 1 for joining the ISR) each; measured at the first look
+    assert calls and calls[0][1] == 2 * 201 and calls[-1] == (402, 402), calls
+    assert all(0 <= done <= total for done, total in calls)
+    assert [done for done, _ in calls] == sorted(done for done, _ in calls), "progress never goes back"
 
 
 @pytest.mark.slow

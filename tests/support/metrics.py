@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import ssl
 import urllib.request
 from typing import Iterable
 
@@ -16,8 +17,10 @@ __all__ = ["Samples", "scrape", "value", "total", "names"]
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def scrape(url: str, *, timeout: float = 5.0) -> Samples:
-    with urllib.request.urlopen(url, timeout=timeout) as answer:
+def scrape(url: str, *, timeout: float = 5.0, context: ssl.SSLContext | None = None) -> Samples:
+    """``url``'s samples; an https URL (a TLS cluster's) needs ``context`` (its CA, and a
+    client certificate when the brokers ask for one)."""
+    with urllib.request.urlopen(url, timeout=timeout, context=context) as answer:
         assert answer.status == 200
         assert answer.headers.get_content_type() == "text/plain"
         text = answer.read().decode()
