@@ -333,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
             raise InvalidConfigError(f"the cluster in {cluster.data_dir} was started as {cluster.security}; "
                                      f"it keeps that mode (start a new one in another --data-dir)")
         if args.command == "up":
-            from spark_log._cli_io import progress_steps
+            from spark_log.progress import progress_steps
 
             print(f"starting {len(cluster.nodes)} nodes in {cluster.data_dir} ...", file=sys.stderr)
             with progress_steps("starting the local cluster", enabled=args.progress) as update:

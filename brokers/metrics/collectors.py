@@ -28,7 +28,7 @@ read) rather than failing the scrape.
 from __future__ import annotations
 
 import logging
-from typing import Callable, Iterator, Protocol
+from typing import Any, Callable, Iterator, Protocol
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -104,7 +104,7 @@ class TxnCoordinatorStats(Protocol):
     @property
     def stats(self) -> TxnCounts: ...
 
-    def open_transactions(self) -> tuple[dict, int]: ...
+    def open_transactions(self) -> tuple[dict[Any, int], int]: ...
 
     def loaded_partitions(self) -> list[int]: ...
 

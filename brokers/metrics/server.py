@@ -101,7 +101,8 @@ class _Server(ThreadingMixIn, WSGIServer):
             log.debug("metrics: TLS handshake with %s failed: %s", client_address, exc)
             return
         try:
-            self.RequestHandlerClass(wrapped, client_address, self)
+            handler: Any = self.RequestHandlerClass  # socketserver's stubs type its server as Self
+            handler(wrapped, client_address, self)
         finally:
             try:
                 wrapped.close()
