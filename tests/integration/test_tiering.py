@@ -1,0 +1,106 @@
+"""Tiering to Delta on a real 3-broker cluster (no Spark): the job's rounds, the brokers'
+tier frame and local retention, union reads through the Consumer."""
+from __future__ import annotations
+
+import uuid
+from typing import Iterator
+
+import pytest
+
+from brokers.launcher.local import LocalCluster
+from jobs.tier import consumer_reader, tier_topic
+from spark_log import Admin, Consumer
+from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
+from tests.support.cluster import local_cluster
+from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with local_cluster(tmp_path_factory.mktemp("tiering"), brokers=3) as running:
+        yield running
+
+
+def _name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def test_tier_delete_locally_and_read_everything_back(cluster: LocalCluster) -> None:
+    bootstrap, topic = cluster.bootstrap, _name("tier")
+    create_tiered(bootstrap, topic)
+    produced = produce(bootstrap, topic, 400)
+    with Admin(bootstrap) as admin:
+        result = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        location = admin.describe_tier(topic).location
+    assert set(result.tiered) == {0, 1} and result.rows > 0
+    for p, (start, end) in result.tiered.items():
+        assert start == 0 and end > 100            # closed segments of 200 records
+        assert result.reported[p] == (0, end)
+    # local retention (local.retention.ms=0) deletes what the tier holds, and nothing more
+    for p, (_, end) in result.tiered.items():
+        info = wait_local_start(bootstrap, topic, p, 1)
+        assert 0 < info.log_start_offset <= end and info.tier_start == 0 and info.tiered_end == end
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic, "earliest") == {0: 0, 1: 0}    # KIP-405: the tier's start
+    held = tier_rows(location, topic)
+    assert held == sorted((p, o) for p, (s, e) in result.tiered.items() for o in range(s, e))  # once, no gap
+    assert read_all(bootstrap, topic) == produced                      # union read: tier, then brokers
+    # a second round tiers only what is new
+    more = produce(bootstrap, topic, 100, start=400)
+    with Admin(bootstrap) as admin:
+        again = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+    for p, (start, _) in again.tiered.items():
+        assert start == result.tiered[p][1]
+    assert tier_rows(location, topic) == sorted(set(tier_rows(location, topic)))
+    assert read_all(bootstrap, topic) == sorted(produced + more)
+    # a position below everything is still out of range
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek_to_beginning()
+        assert consumer.position(topic, 0) == 0
+
+
+def test_refusals(cluster: LocalCluster) -> None:
+    bootstrap, plain, tiered = cluster.bootstrap, _name("plain"), _name("tiered")
+    with Admin(bootstrap) as admin:
+        admin.create_topic(plain, partitions=1, replication_factor=3)
+        with pytest.raises(TieringNotEnabledError):
+            tier_topic(admin, plain, reader=consumer_reader(bootstrap))
+        with pytest.raises(TieringNotEnabledError):
+            admin.commit_tiered(plain, 0, start=0, end=0)
+    create_tiered(bootstrap, tiered, partitions=1)
+    produce(bootstrap, tiered, 10, partitions=1)
+    with Admin(bootstrap) as admin:
+        with pytest.raises(TierOffsetInvalidError):
+            admin.commit_tiered(tiered, 0, start=0, end=11)     # past the last stable offset
+        admin.commit_tiered(tiered, 0, start=0, end=5)
+        admin.commit_tiered(tiered, 0, start=0, end=5)          # the same range again: nothing appended
+        with pytest.raises(TierOffsetInvalidError):
+            admin.commit_tiered(tiered, 0, start=0, end=4)      # going back
+
+
+def test_a_position_gone_from_both_is_out_of_range(cluster: LocalCluster) -> None:
+    bootstrap, topic = cluster.bootstrap, _name("gone")
+    create_tiered(bootstrap, topic, partitions=1, config={"retention.ms": "60000", "local.retention.ms": "0"})
+    produce(bootstrap, topic, 200, partitions=1)
+    with Admin(bootstrap) as admin:
+        first = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        end = first.tiered[0][1]
+        # tier retention by time: everything tiered is older than 60 s at "now + 1 h"
+        import time
+
+        later = tier_topic(admin, topic, reader=consumer_reader(bootstrap), now_ms=int(time.time() * 1000) + 3_600_000)
+        assert later.retention_starts[0] > 0
+        wait_local_start(bootstrap, topic, 0, 1)
+        info = admin.describe_tier(topic).partitions[(topic, 0)]
+        assert (info.tier_start, info.tiered_end) == later.reported[0]
+        assert info.tier_start == later.retention_starts[0] and info.tiered_end >= end
+        assert admin.list_offsets(topic, "earliest")[0] == min(info.tier_start, info.log_start_offset)
+    with Consumer(bootstrap, auto_offset_reset="none") as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek(topic, 0, 0)
+        with pytest.raises(OffsetOutOfRangeError):
+            for _ in range(50):
+                consumer.poll(0.2)
