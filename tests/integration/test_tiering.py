@@ -2,7 +2,12 @@
 tier frame and local retention, union reads through the Consumer."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Iterator
 
 import pytest
@@ -15,6 +20,8 @@ from tests.support.cluster import local_cluster
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
 
 pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -104,3 +111,28 @@ def test_a_position_gone_from_both_is_out_of_range(cluster: LocalCluster) -> Non
         with pytest.raises(OffsetOutOfRangeError):
             for _ in range(50):
                 consumer.poll(0.2)
+
+
+def _cli(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOG_BOOTSTRAP=cluster.bootstrap)
+    return subprocess.run([sys.executable, "-m", "spark_log.cli", *args], capture_output=True, text=True,
+                          timeout=120, env=env, cwd=REPO)
+
+
+def test_cli_tier_wait_and_describe(cluster: LocalCluster) -> None:
+    bootstrap, topic, plain = cluster.bootstrap, _name("cli"), _name("cli-plain")
+    create_tiered(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 150, partitions=1)
+    done = _cli(cluster, "topics", "tier", topic, "--wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    with Admin(bootstrap) as admin:
+        info = admin.describe_tier(topic).partitions[(topic, 0)]
+        admin.create_topic(plain, partitions=1, replication_factor=1)
+    assert info.tier_start == 0 and info.tiered_end > 0
+    assert f"[0, {info.tiered_end})" in done.stdout
+    described = _cli(cluster, "topics", "describe", topic)
+    assert described.returncode == 0 and f"[0, {info.tiered_end})" in described.stdout and "tier:" in described.stdout
+    as_json = json.loads(_cli(cluster, "topics", "describe", topic, "--json").stdout)
+    assert as_json["tier"]["partitions"][0]["tiered_end"] == info.tiered_end
+    refused = _cli(cluster, "topics", "tier", plain, "--wait")
+    assert refused.returncode == 1 and "remote.storage.enable" in refused.stderr
