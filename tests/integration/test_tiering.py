@@ -14,6 +14,7 @@ import pytest
 
 from brokers.launcher.local import LocalCluster
 from jobs.tier import consumer_reader, tier_topic
+from spark_log.tier import TierTable
 from spark_log import Admin, Consumer
 from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
 from tests.support.cluster import local_cluster
@@ -136,3 +137,62 @@ def test_cli_tier_wait_and_describe(cluster: LocalCluster) -> None:
     assert as_json["tier"]["partitions"][0]["tiered_end"] == info.tiered_end
     refused = _cli(cluster, "topics", "tier", plain, "--wait")
     assert refused.returncode == 1 and "remote.storage.enable" in refused.stderr
+
+
+def test_read_committed_tier_leaves_aborted_records_and_markers_out(cluster: LocalCluster) -> None:
+    import pyarrow as pa
+
+    from spark_log import Producer
+
+    bootstrap, topic = cluster.bootstrap, _name("txn")
+    create_tiered(bootstrap, topic, partitions=1)
+    committed: list[bytes] = []
+    with Producer(bootstrap, transactional_id=_name("tid"), batch_size=600) as producer:
+        producer.init_transactions()
+        for round_ in range(6):
+            producer.begin_transaction()
+            values = [f"r{round_}-{i:03d}-".encode() + b"x" * 40 for i in range(40)]
+            producer.send_batch(topic, pa.table({"key": [b"k"] * 40, "value": values}), partition=0)
+            if round_ % 3 == 1:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+                committed.extend(values)
+    with Admin(bootstrap) as admin:
+        result = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        location = admin.describe_tier(topic).location
+    assert result.tiered[0][1] > 0
+    wait_local_start(bootstrap, topic, 0, 1)
+    tiered = TierTable(location, topic).load().to_pyarrow_table(columns=["value"])["value"].to_pylist()
+    assert tiered == committed[:len(tiered)] and len(tiered) > 40      # committed only, in order, no marker
+    for level in ("read_committed", "read_uncommitted"):                # the tier holds no aborted record
+        got = [v for _, _, _, v in read_all(bootstrap, topic, partitions=1, isolation_level=level)]
+        if level == "read_committed":
+            assert got == committed
+        else:
+            assert got[:len(tiered)] == tiered
+
+
+def test_compacted_topic_tiers_its_history_and_reads_the_same_latest_values(cluster: LocalCluster) -> None:
+    bootstrap, topic = cluster.bootstrap, _name("compact")
+    create_tiered(bootstrap, topic, partitions=1, config={"cleanup.policy": "compact", "retention.ms": "-1"})
+    # keys k12..k99 are written once, early (their latest record ends up in the tier); k0..k11 keep changing
+    produced = produce(bootstrap, topic, 100, partitions=1) + produce(bootstrap, topic, 200, start=100, partitions=1,
+                                                                      keys=12)
+    latest = {key: value for _, _, key, value in produced}
+    with Admin(bootstrap) as admin:
+        admin.compact(topic, wait=True)
+        brokers_only = read_all(bootstrap, topic, partitions=1)
+        assert len(brokers_only) < len(produced)                       # the cleaner removed superseded records
+        assert {k: v for _, _, k, v in brokers_only} == latest
+        result = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+    local_start = wait_local_start(bootstrap, topic, 0, 1).log_start_offset
+    union = read_all(bootstrap, topic, partitions=1)                   # tier (history as tiered) + brokers
+    from_tier = {k for _, o, k, _ in union if o < local_start}
+    assert len(from_tier) > 10 and any(k == b"k50" for k in from_tier)  # latest values served by the tier
+    assert union == brokers_only                                       # the same records, the same offsets
+    assert {k: v for _, _, k, v in union} == latest                    # the same latest value per key
+    assert result.tiered[0][1] > 0
+    more = produce(bootstrap, topic, 50, start=300, partitions=1, keys=12)
+    latest.update({key: value for _, _, key, value in more})
+    assert {k: v for _, _, k, v in read_all(bootstrap, topic, partitions=1)} == latest
