@@ -371,6 +371,22 @@ class Partition(CompactingPartition, TieredPartition):
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
             self._signal_compaction()
 
+    def start_at_leader_log_start(self, leader_id: int, leader_epoch: int, leader_log_start: int) -> None:
+        """The leader answered ``OffsetOutOfRangeError``: this replica's log ends below the
+        leader's log start (retention, or a tiered topic's local retention, deleted what it
+        still needed).  Start over, empty, at the leader's log start (Kafka's
+        ``truncateFullyAndStartAt``); a no-op unless this replica follows ``leader_id`` in
+        ``leader_epoch`` and its log really ends below ``leader_log_start``."""
+        with self._cond:
+            core, plog = self._core, self._log
+            if not core.follows(leader_id, leader_epoch) or plog.log_end_offset >= leader_log_start:
+                return
+            log.info("%s-%d: log ends at %d, below leader %d's log start %d: starting over there", self.topic,
+                     self.partition, plog.log_end_offset, leader_id, leader_log_start)
+            plog.truncate_fully_and_start_at(leader_log_start)
+            core.on_truncated(plog.log_end_offset)
+            self._replay_producers()
+
     # -- ISR ----------------------------------------------------------------------------------
 
     def isr_change(self, lag_ms: int) -> IsrChange | None:
