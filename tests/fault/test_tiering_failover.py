@@ -4,6 +4,7 @@ the Delta table holds each record once with no gap, and the tier's range as the 
 know it survives the leader change (the TIERED frame is replicated)."""
 from __future__ import annotations
 
+import os
 import threading
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.fault
 
+KILL_ROUNDS = int(os.environ.get("SPARK_LOG_TIER_KILL_ROUNDS", "1"))   # make tier-soak: more
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 2000}
 
 
@@ -88,22 +90,23 @@ def test_tiering_while_writing_and_while_the_leader_fails_over(tmp_path: Path) -
             wait_until(lambda: writer.count() > 200, timeout=60, message="first acknowledgements")
             tierer.start()
             wait_until(lambda: tierer.rounds >= 2, timeout=60, message=lambda: f"two rounds ({tierer.failed})")
-            before = admin.describe_tier(topic).partitions[(topic, 0)]
-            leader = admin.describe_topic(topic).partitions[0].leader
-            node = next(n for n in cluster.nodes if n.node_id == leader)
-            cluster.stop_node(node, kill=True)
-            wait_until(lambda: admin.describe_topic(topic).partitions[0].leader not in (None, leader), timeout=30,
-                       message="a new leader")
-            after = admin.describe_tier(topic).partitions[(topic, 0)]
-            assert after.tiered_end >= before.tiered_end and after.tier_start == before.tier_start  # replicated
-            acked, rounds = writer.count(), tierer.rounds
-            wait_until(lambda: writer.count() > acked + 200 and tierer.rounds > rounds + 1, timeout=60,
-                       message=lambda: f"writes and tiering go on without broker {leader} ({tierer.failed[-3:]})")
-            cluster.start_node(node)
-            wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic(topic).partitions.values()),
-                       timeout=45, message="the killed broker back in every ISR")
-            rounds = tierer.rounds
-            wait_until(lambda: tierer.rounds > rounds + 1, timeout=60, message="tiering after the restart")
+            for round_ in range(KILL_ROUNDS):
+                before = admin.describe_tier(topic).partitions[(topic, 0)]
+                leader = admin.describe_topic(topic).partitions[0].leader
+                node = next(n for n in cluster.nodes if n.node_id == leader)
+                cluster.stop_node(node, kill=True)
+                wait_until(lambda: admin.describe_topic(topic).partitions[0].leader not in (None, leader), timeout=30,
+                           message=f"round {round_}: a new leader")
+                after = admin.describe_tier(topic).partitions[(topic, 0)]
+                assert after.tiered_end >= before.tiered_end and after.tier_start == before.tier_start  # replicated
+                acked, rounds = writer.count(), tierer.rounds
+                wait_until(lambda: writer.count() > acked + 200 and tierer.rounds > rounds + 1, timeout=60,
+                           message=lambda: f"writes and tiering go on without broker {leader} ({tierer.failed[-3:]})")
+                cluster.start_node(node)
+                wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic(topic).partitions.values()),
+                           timeout=45, message=f"round {round_}: the killed broker back in every ISR")
+                rounds = tierer.rounds
+                wait_until(lambda: tierer.rounds > rounds + 1, timeout=60, message="tiering after the restart")
             writer.stop.set()
             writer.join(timeout=120)
             tierer.stop.set()

