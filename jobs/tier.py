@@ -53,7 +53,8 @@ import pyarrow.parquet as pq
 
 from spark_log import Admin, Consumer
 from spark_log.errors import TieringNotEnabledError, TierOffsetInvalidError
-from spark_log.tier import TierTable, end_app_id, start_app_id, tier_schema, to_tier_batch
+from spark_log.errors import TierUnavailableError
+from spark_log.tier import TOPIC_ID_KEY, TierTable, end_app_id, start_app_id, tier_schema, to_tier_batch
 
 __all__ = ["CRASH_POINTS", "RoundResult", "tier_topic", "tier_all", "tiered_topics", "main"]
 
@@ -188,12 +189,13 @@ def _write_files(path: str, topic: str, schema: pa.Schema, batches: dict[int, li
     return actions
 
 
-def _open_table(path: str, schema: pa.Schema) -> Any:
+def _open_table(path: str, schema: pa.Schema, topic_id: str) -> Any:
     from deltalake import DeltaTable
 
     if not DeltaTable.is_deltatable(path):
         DeltaTable.create(path, schema, mode="ignore", partition_by=["partition"],
-                          configuration={"delta.appendOnly": "false"})
+                          configuration={"delta.appendOnly": "false", TOPIC_ID_KEY: topic_id},
+                          raise_if_key_not_exists=False)
     table = DeltaTable(path)
     have = {f.name for f in table.schema().fields}
     added = [f for f in schema if f.name not in have]
@@ -233,9 +235,12 @@ def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None =
         raise TieringNotEnabledError(f"topic {topic!r} is not tiered: set remote.storage.enable=true")
     result = RoundResult(topic)
     tiers = admin.describe_tier(topic)
-    table = TierTable(tiers.location, topic)
+    table = TierTable(tiers.location, topic, description.topic_id)
     infos = {p: info for (t, p), info in tiers.partitions.items() if t == topic}
-    held = {p: table.range(p) for p in infos}
+    try:
+        held = {p: table.range(p) for p in infos}
+    except TierUnavailableError as exc:   # a table of an earlier topic of the same name
+        raise TierOffsetInvalidError(str(exc)) from None
 
     # a job killed after its Delta commit: tell the brokers first
     for p, info in sorted(infos.items()):
@@ -262,7 +267,7 @@ def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None =
     if ranges:
         schema = tier_schema(description.kind, description.schema if description.kind == "typed" else None)
         batches = reader(topic, ranges)
-        delta = _open_table(table.path, schema)
+        delta = _open_table(table.path, schema, description.topic_id)
         actions = _write_files(table.path, topic, schema, batches)
         reach("files-written")
         txns: dict[str, int] = {}

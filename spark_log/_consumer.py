@@ -613,7 +613,7 @@ class Consumer:
         table = self._tier_tables.get(topic)
         if table is None:
             location = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s).location
-            table = self._tier_tables[topic] = TierTable(location, topic)
+            table = self._tier_tables[topic] = TierTable(location, topic, info.topic_id)
         return table
 
     def _read_tiers(self) -> list[tuple[TopicPartition, pa.RecordBatch]]:

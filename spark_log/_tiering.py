@@ -37,6 +37,7 @@ class TierInfo:
     log_end_offset: int
     tierable_end: int
     local_bytes: int
+    topic_id: str = ""
 
     @property
     def tiered(self) -> bool:
@@ -59,7 +60,8 @@ class TierDescription:
 def _info(message: tpb.PartitionTier) -> TierInfo:
     return TierInfo(message.topic, message.partition, message.broker_id, message.remote_storage_enable,
                     message.tier_start, message.tiered_end, message.log_start_offset, message.high_watermark,
-                    message.last_stable_offset, message.log_end_offset, message.tierable_end, message.local_bytes)
+                    message.last_stable_offset, message.log_end_offset, message.tierable_end, message.local_bytes,
+                    message.topic_id)
 
 
 def _stub(cluster: Cluster, address: str) -> trpc.TieringStub:

@@ -26,6 +26,11 @@ data, so the table's latest snapshot says exactly which range ``[start, end)`` o
 partition it holds; a killed tiering job restarts from ``end`` (no duplicate, no gap).
 Tier retention deletes rows below a new start in one commit that moves ``start``.
 
+Which topic.  A table records its topic's id (table configuration ``spark-log.topic-id``): a
+topic deleted and created again under the same name is another topic, and its tiering job
+refuses the old table (move or delete it by hand) and readers never read it.  Deleting a
+topic leaves its table.
+
 Thread-safety: ``TierTable`` is used by one thread at a time.
 """
 from __future__ import annotations
@@ -41,7 +46,9 @@ import pyarrow.dataset as ds
 from .errors import TierUnavailableError
 from .schemas import BYTES_SCHEMA
 
-__all__ = ["TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
+TOPIC_ID_KEY = "spark-log.topic-id"
+
+__all__ = ["TOPIC_ID_KEY", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
            "end_app_id", "start_app_id", "TIER_TIMESTAMP"]
 
 TIER_TIMESTAMP = pa.timestamp("us")
@@ -122,8 +129,9 @@ def from_tier_table(table: pa.Table, *, topic: str, partition: int, data_schema:
 class TierTable:
     """A topic's Delta table, read side: the ranges it holds and the rows of a range."""
 
-    def __init__(self, location: str, topic: str) -> None:
+    def __init__(self, location: str, topic: str, topic_id: str = "") -> None:
         self.topic = topic
+        self.topic_id = topic_id   # "": do not check which topic the table belongs to
         self.path = table_path(location, topic)
         self._table: Any = None
 
@@ -135,7 +143,13 @@ class TierTable:
         if self._table is None:
             if not DeltaTable.is_deltatable(self.path):
                 return None
-            self._table = DeltaTable(self.path)
+            table = DeltaTable(self.path)
+            owner = table.metadata().configuration.get(TOPIC_ID_KEY)
+            if self.topic_id and owner and owner != self.topic_id:
+                raise TierUnavailableError(
+                    f"the Delta table {self.path} belongs to an earlier topic {self.topic!r} (id {owner}), not to "
+                    f"the current one (id {self.topic_id}): move or delete it")
+            self._table = table
         elif refresh:
             self._table.update_incremental()
         return self._table

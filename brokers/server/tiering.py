@@ -41,8 +41,9 @@ class TieringHandler:
         self.manager = manager
         self.location = location
 
-    def _fill(self, out: pb.PartitionTier, status: TierStatus) -> None:
+    def _fill(self, out: pb.PartitionTier, status: TierStatus, topic_id: str) -> None:
         out.broker_id = self.manager.broker_id
+        out.topic_id = topic_id
         out.leader = status.leader
         out.remote_storage_enable = status.remote_storage_enable
         out.tier_start, out.tiered_end = status.tier_start, status.tiered_end
@@ -59,7 +60,7 @@ class TieringHandler:
                 continue
             out = response.partitions.add(topic=partition.topic, partition=partition.partition)
             try:
-                self._fill(out, partition.tier_status())
+                self._fill(out, partition.tier_status(), partition.topic_id)
             except SparkLogError as exc:
                 out.error.CopyFrom(to_pb(exc))
         return response
@@ -80,7 +81,7 @@ class TieringHandler:
                      request.tier_start, request.tiered_end, outcome.base_offset)
         response = pb.CommitTieredResponse()
         response.partition.topic, response.partition.partition = request.topic, request.partition
-        self._fill(response.partition, partition.tier_status())
+        self._fill(response.partition, partition.tier_status(), partition.topic_id)
         return response
 
 

@@ -16,6 +16,7 @@ from jobs.tier import consumer_reader, tier_topic
 from spark_log.tier import TierTable
 from spark_log import Admin, Consumer
 from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
+from tests.support.wait import wait_until
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
 
 pytestmark = pytest.mark.integration
@@ -195,3 +196,20 @@ def test_compacted_topic_tiers_its_history_and_reads_the_same_latest_values(clus
     more = produce(bootstrap, topic, 50, start=300, partitions=1, keys=12)
     latest.update({key: value for _, _, key, value in more})
     assert {k: v for _, _, k, v in read_all(bootstrap, topic, partitions=1)} == latest
+
+
+def test_a_recreated_topic_does_not_take_the_old_topics_table(cluster: LocalCluster) -> None:
+    bootstrap, topic = cluster.bootstrap, _name("again")
+    create_tiered(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 150, partitions=1)
+    with Admin(bootstrap) as admin:
+        tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        admin.delete_topic(topic)
+    wait_until(lambda: create_tiered(bootstrap, topic, partitions=1) is None, timeout=30,
+               message="the topic was never created again")   # TopicAlreadyExists until the deletion is applied
+    produce(bootstrap, topic, 150, partitions=1)
+    with Admin(bootstrap) as admin:
+        with pytest.raises(TierOffsetInvalidError, match="earlier topic"):
+            tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        assert not admin.describe_tier(topic).partitions[(topic, 0)].tiered
+    assert len(read_all(bootstrap, topic, partitions=1)) == 150
