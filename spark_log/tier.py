@@ -41,7 +41,6 @@ from typing import Any, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from .errors import TierUnavailableError
 from .schemas import BYTES_SCHEMA
@@ -176,6 +175,8 @@ class TierTable:
             raise TierUnavailableError(
                 f"the Delta tier of {self.topic!r} ({self.path}) holds [{held.start}, {held.end}) of partition "
                 f"{partition}, not [{start}, {end})")
+        import pyarrow.dataset as ds   # here: it imports pandas, which a broker process never needs
+
         table = self.load(refresh=False)
         assert table is not None
         dataset = table.to_pyarrow_dataset()
