@@ -93,3 +93,30 @@ def test_stream_held_back_while_retention_runs_past_it_keeps_going(spark: Any, l
     assert restarted.exception() is None
     assert sorted(seen) == sorted(first + more)            # every record once: none lost, none twice
     assert len(seen) == len(set(seen))
+
+
+def test_fail_on_data_loss_only_for_records_gone_from_both(spark: Any, log_cluster: Any,
+                                                           topic_name: Callable[[], str]) -> None:
+    import json
+    import time
+
+    bootstrap, topic = log_cluster.bootstrap, topic_name()
+    create_tiered(bootstrap, topic, partitions=1, config={"retention.ms": "60000"})
+    produced = produce(bootstrap, topic, 200, partitions=1)
+    with Admin(bootstrap) as admin:
+        tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        wait_local_start(bootstrap, topic, 0, 1)
+
+        def read(fail: str) -> Any:
+            return (spark.read.format("spark-log").option("subscribe", topic).option("failOnDataLoss", fail)
+                    .option("startingOffsets", json.dumps({topic: {"0": 0}})).load().select("offset"))
+
+        assert read("true").count() == len(produced)          # below the brokers' start, but in the tier: no loss
+        # tier retention as if an hour passed: the tiered history goes from Delta too
+        gone = tier_topic(admin, topic, reader=consumer_reader(bootstrap),
+                          now_ms=int(time.time() * 1000) + 3_600_000).retention_starts[0]
+    assert gone > 0
+    with pytest.raises(Exception, match="data loss"):
+        read("true").collect()
+    rest = sorted(r.offset for r in read("false").collect())
+    assert rest == [o for _, o, _, _ in produced if o >= rest[0]] and 0 < rest[0] <= gone   # from the first kept
