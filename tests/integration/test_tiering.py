@@ -213,3 +213,58 @@ def test_a_recreated_topic_does_not_take_the_old_topics_table(cluster: LocalClus
             tier_topic(admin, topic, reader=consumer_reader(bootstrap))
         assert not admin.describe_tier(topic).partitions[(topic, 0)].tiered
     assert len(read_all(bootstrap, topic, partitions=1)) == 150
+
+
+def test_typed_topic_tiers_its_columns_follows_schema_evolution_and_projects(cluster: LocalCluster) -> None:
+    import pyarrow as pa
+
+    from spark_log import Producer
+
+    bootstrap, topic = cluster.bootstrap, _name("typed")
+    v0 = pa.schema([("user", pa.string()), ("n", pa.int64())])
+    v1 = pa.schema([("user", pa.string()), ("n", pa.int64()), ("note", pa.string())])
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic, partitions=1, replication_factor=3, schema=v0,
+                           config={"remote.storage.enable": "true", "segment.bytes": "1024", "local.retention.ms": "0"})
+    with Producer(bootstrap, batch_size=300) as producer:
+        for i in range(0, 200, 10):
+            for f in producer.send_batch(topic, pa.table({"user": [f"u{j}" for j in range(i, i + 10)],
+                                                          "n": list(range(i, i + 10))}, schema=v0), partition=0):
+                f.result(timeout=60)
+    with Admin(bootstrap) as admin:
+        first = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        admin.register_schema(topic, v1)            # a nullable column added at the end
+    with Producer(bootstrap, batch_size=300) as producer:
+        for i in range(200, 400, 10):
+            for f in producer.send_batch(topic, pa.table({"user": [f"u{j}" for j in range(i, i + 10)],
+                                                          "n": list(range(i, i + 10)),
+                                                          "note": [f"x{j}" for j in range(i, i + 10)]}, schema=v1),
+                                         partition=0):
+                f.result(timeout=60)
+    with Admin(bootstrap) as admin:
+        second = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        location = admin.describe_tier(topic).location
+    assert first.tiered[0][1] > 0 and second.tiered[0][0] == first.tiered[0][1]
+    start = wait_local_start(bootstrap, topic, 0, second.tiered[0][1] - 40).log_start_offset
+    table = TierTable(location, topic).load().to_pyarrow_table()
+    assert {"user", "n", "note", "timestamp", "partition", "offset"} <= set(table.column_names)
+    with Admin(bootstrap) as admin:
+        end = admin.list_offsets(topic, "latest")[0]
+    for columns in (None, ["n", "note"]):
+        rows: list[dict[str, object]] = []
+        with Consumer(bootstrap, auto_offset_reset="none", columns=columns,
+                      row_filter=[("n", ">=", 5)] if columns else None) as consumer:
+            consumer.assign([(topic, 0)])
+            consumer.seek(topic, 0, 0, end=end)
+            for _ in range(200):
+                for batch in consumer.poll_arrow(0.2):
+                    rows.extend(batch.to_pylist())
+                if consumer.position(topic, 0) >= end:
+                    break
+        numbers = [r["n"] for r in rows]
+        assert numbers == list(range(5 if columns else 0, 400)), numbers[:20]
+        assert any(r["offset"] < start for r in rows) and any(r["offset"] >= start for r in rows)
+        assert all(set(r) == set(rows[0]) for r in rows)          # tier rows shaped as the brokers' rows
+        if columns:
+            assert set(rows[0]) == {"n", "note", "timestamp", "topic", "partition", "offset"}
+        assert [r["note"] for r in rows if r["n"] == 250] == ["x250"] and rows[0]["note"] is None
