@@ -1,7 +1,7 @@
 """The tiering job: copy closed, committed segments of tiered topics into their Delta tables.
 
     python -m jobs.tier [--bootstrap HOST:PORT] [--topic T ...] [--once | --continuous]
-                        [--interval-ms N] [--engine local|spark]
+                        [--interval-ms N] [--engine local|spark] [--max-offsets-per-round N]
 
 For each topic with ``remote.storage.enable=true`` (all of them, or the ``--topic``\\ s), one
 *round* does, per partition (the format and what a commit records: ``spark_log/tier.py``):
@@ -21,11 +21,15 @@ For each topic with ``remote.storage.enable=true`` (all of them, or the ``--topi
    ``DeltaTable.vacuum`` removes them); killed after it, the next round starts at the new
    ends: no record is written twice or skipped.
 3. Tier retention: ``retention.ms`` / ``retention.bytes`` govern the tier.  Rows past them
-   are deleted from Delta (a commit that also moves the partition's ``start``).
+   are deleted from Delta (a commit that also moves the partition's ``start``), whole data
+   files at a time (one file per partition and round), oldest first: by a file's newest
+   record for ``retention.ms``, by tier + local bytes for ``retention.bytes``.
 4. Only then are the brokers told (``Admin.commit_tiered``; crash points ``after-commit``
    before the first report and ``before-local-delete`` after the first partition's report),
    and only from then on may their local retention (``local.retention.*``) delete the
-   segments below ``end``.  Each round first reports any partition whose Delta range is
+   segments below ``end``.  Tier retention (step 3) runs after this report (so that
+   ``retention.bytes`` counts the local bytes past the new end only), and its new starts are
+   reported too.  Each round first reports any partition whose Delta range is
    ahead of the brokers' (a job killed after its commit).
 
 One job per topic at a time: a second job's Delta commit could add the same offsets (the
@@ -53,7 +57,7 @@ import pyarrow.parquet as pq
 
 from spark_log import Admin, Consumer
 from spark_log.errors import TieringNotEnabledError, TierOffsetInvalidError
-from spark_log.errors import TierUnavailableError
+from spark_log.errors import SparkLogError, TierUnavailableError
 from spark_log.tier import TOPIC_ID_KEY, TierTable, end_app_id, start_app_id, tier_schema, to_tier_batch
 
 __all__ = ["CRASH_POINTS", "RoundResult", "tier_topic", "tier_all", "tiered_topics", "main"]
@@ -129,10 +133,8 @@ def spark_reader(spark: Any, bootstrap: str | None) -> Reader:
             admin.close()
         if kind == "bytes":
             reader = reader.option("includeHeaders", "true")
-        table = reader.load().toArrow()
+        table = reader.load().toArrow()   # Spark's Kafka shape; to_tier_batch picks the tier's columns by name
         out: dict[int, list[pa.RecordBatch]] = {p: [] for p in ranges}
-        if "headers" in table.column_names:   # Spark's Kafka shape: headers as list<struct<key, value>>
-            table = table.set_column(table.schema.get_field_index("headers"), "headers", table.column("headers"))
         for p in ranges:
             part = table.filter(pc.equal(table.column("partition"), pa.scalar(p, table.schema.field("partition").type)))
             out[p] = part.combine_chunks().to_batches() if part.num_rows else []
@@ -283,16 +285,23 @@ def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None =
         result.delta_version = delta.version()
         result.tiered = dict(ranges)
         reach("after-commit")
-    result.retention_starts = _tier_retention(table, topic, config, infos, now_ms=now_ms)
     table.load(refresh=True)
     first = True
-    for p in sorted(set(ranges) | set(result.retention_starts)):
+    for p in sorted(ranges):
         h = table.range(p, refresh=False)
         admin.commit_tiered(topic, p, start=h.start, end=h.end)
         result.reported[p] = (h.start, h.end)
         if first:
             first = False
             reach("before-local-delete")
+    if ranges:   # the brokers' untiered bytes as of the new ends (retention.bytes counts tier + untiered)
+        infos = {p: info for (t, p), info in admin.describe_tier(topic).partitions.items() if t == topic}
+    result.retention_starts = _tier_retention(table, topic, config, infos, now_ms=now_ms)
+    table.load(refresh=True)
+    for p in sorted(result.retention_starts):
+        h = table.range(p, refresh=False)
+        admin.commit_tiered(topic, p, start=h.start, end=h.end)
+        result.reported[p] = (h.start, h.end)
     return result
 
 
@@ -327,7 +336,7 @@ def _tier_retention(table: TierTable, topic: str, config: dict[str, str], infos:
                     break
                 start = max(start, max_offset + 1)
         if retention_bytes >= 0:  # the tier and the local log together within retention.bytes
-            total = sum(size for max_offset, size, _ in mine if max_offset >= start) + infos[p].local_bytes
+            total = sum(size for max_offset, size, _ in mine if max_offset >= start) + infos[p].untiered_bytes
             for max_offset, size, _ in mine:
                 if max_offset < start:
                     continue
@@ -357,9 +366,11 @@ def _ms(value: Any) -> int | None:
     return int(value) // 1000
 
 
-def tier_all(admin: Admin, topics: Iterable[str] | None, *, reader: Reader) -> list[RoundResult]:
+def tier_all(admin: Admin, topics: Iterable[str] | None, *, reader: Reader,
+             max_records_per_partition: int | None = None) -> list[RoundResult]:
     names = list(topics) if topics else tiered_topics(admin)
-    return [tier_topic(admin, name, reader=reader) for name in names]
+    return [tier_topic(admin, name, reader=reader, max_records_per_partition=max_records_per_partition)
+            for name in names]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -371,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--continuous", action="store_true", help="a round every --interval-ms until stopped")
     parser.add_argument("--interval-ms", type=int, default=10_000)
     parser.add_argument("--engine", choices=("local", "spark"), default="local")
+    parser.add_argument("--max-offsets-per-round", type=int, default=2_000_000,
+                        help="per partition and round (bounds the job's memory: a round holds its rows)")
     args = parser.parse_args(argv)
     spark = None
     if args.engine == "spark":
@@ -385,7 +398,14 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while True:
-            for done in tier_all(admin, args.topic, reader=reader):
+            try:
+                rounds = tier_all(admin, args.topic, reader=reader, max_records_per_partition=args.max_offsets_per_round)
+            except (SparkLogError, TimeoutError) as exc:
+                if not args.continuous or (isinstance(exc, SparkLogError) and not exc.retriable):
+                    raise
+                print(f"round failed, retried at the next one: {exc}", file=sys.stderr, flush=True)
+                rounds = []
+            for done in rounds:
                 spans = ", ".join(f"{p}: [{s}, {e})" for p, (s, e) in sorted(done.tiered.items())) or "nothing new"
                 print(f"tiered {done.topic}: {done.rows} rows ({spans}); delta version {done.delta_version}",
                       flush=True)

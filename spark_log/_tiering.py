@@ -38,6 +38,7 @@ class TierInfo:
     tierable_end: int
     local_bytes: int
     topic_id: str = ""
+    untiered_bytes: int = 0   # local bytes at or past tiered_end
 
     @property
     def tiered(self) -> bool:
@@ -61,7 +62,7 @@ def _info(message: tpb.PartitionTier) -> TierInfo:
     return TierInfo(message.topic, message.partition, message.broker_id, message.remote_storage_enable,
                     message.tier_start, message.tiered_end, message.log_start_offset, message.high_watermark,
                     message.last_stable_offset, message.log_end_offset, message.tierable_end, message.local_bytes,
-                    message.topic_id)
+                    message.topic_id, message.untiered_bytes)
 
 
 def _stub(cluster: Cluster, address: str) -> trpc.TieringStub:

@@ -40,6 +40,7 @@ class TierStatus:
     tierable_end: int      # min(LSO, the active segment's base offset)
     local_bytes: int
     leader: bool
+    untiered_bytes: int    # local bytes at or past tiered_end (retention.bytes counts tier + these)
 
 
 class TieredPartition:
@@ -67,9 +68,11 @@ class TieredPartition:
         plog = self._log
         offsets = self._core.offsets(LogEnds(plog.log_start_offset, plog.log_end_offset))
         mark = self._tier.committed(offsets.high_watermark)
-        return TierStatus(self._config.remote_storage_enable, mark.start if mark else 0, mark.end if mark else 0,
+        end = mark.end if mark else 0
+        untiered = plog.offset_bytes(max(end, plog.log_start_offset), plog.log_end_offset)
+        return TierStatus(self._config.remote_storage_enable, mark.start if mark else 0, end,
                           offsets, min(offsets.last_stable_offset, plog.active_base_offset), plog.size_bytes,
-                          self._core.is_leader)
+                          self._core.is_leader, untiered)
 
     def tier_status(self) -> TierStatus:
         with self._cond:

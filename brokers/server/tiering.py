@@ -51,6 +51,7 @@ class TieringHandler:
         out.log_start_offset, out.high_watermark = o.log_start_offset, o.high_watermark
         out.last_stable_offset, out.log_end_offset = o.last_stable_offset, o.log_end_offset
         out.tierable_end, out.local_bytes = status.tierable_end, status.local_bytes
+        out.untiered_bytes = status.untiered_bytes
 
     def describe(self, request: pb.DescribeTierRequest) -> pb.DescribeTierResponse:
         wanted = set(request.topics)

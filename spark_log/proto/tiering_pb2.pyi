@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class PartitionTier(_message.Message):
-    __slots__ = ("topic", "partition", "broker_id", "leader", "remote_storage_enable", "tier_start", "tiered_end", "log_start_offset", "high_watermark", "last_stable_offset", "log_end_offset", "tierable_end", "local_bytes", "error", "topic_id")
+    __slots__ = ("topic", "partition", "broker_id", "leader", "remote_storage_enable", "tier_start", "tiered_end", "log_start_offset", "high_watermark", "last_stable_offset", "log_end_offset", "tierable_end", "local_bytes", "error", "topic_id", "untiered_bytes")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -24,6 +24,7 @@ class PartitionTier(_message.Message):
     LOCAL_BYTES_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+    UNTIERED_BYTES_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     broker_id: int
@@ -39,7 +40,8 @@ class PartitionTier(_message.Message):
     local_bytes: int
     error: _broker_pb2.Error
     topic_id: str
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., broker_id: _Optional[int] = ..., leader: _Optional[bool] = ..., remote_storage_enable: _Optional[bool] = ..., tier_start: _Optional[int] = ..., tiered_end: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., tierable_end: _Optional[int] = ..., local_bytes: _Optional[int] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., topic_id: _Optional[str] = ...) -> None: ...
+    untiered_bytes: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., broker_id: _Optional[int] = ..., leader: _Optional[bool] = ..., remote_storage_enable: _Optional[bool] = ..., tier_start: _Optional[int] = ..., tiered_end: _Optional[int] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., tierable_end: _Optional[int] = ..., local_bytes: _Optional[int] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., topic_id: _Optional[str] = ..., untiered_bytes: _Optional[int] = ...) -> None: ...
 
 class DescribeTierRequest(_message.Message):
     __slots__ = ("topics", "leaders_only")

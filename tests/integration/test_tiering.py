@@ -268,3 +268,30 @@ def test_typed_topic_tiers_its_columns_follows_schema_evolution_and_projects(clu
         if columns:
             assert set(rows[0]) == {"n", "note", "timestamp", "topic", "partition", "offset"}
         assert [r["note"] for r in rows if r["n"] == 250] == ["x250"] and rows[0]["note"] is None
+
+
+def test_retention_bytes_governs_tier_and_brokers_together(cluster: LocalCluster) -> None:
+    import pyarrow as pa
+
+    bootstrap, topic = cluster.bootstrap, _name("bytes")
+    create_tiered(bootstrap, topic, partitions=1, config={"retention.bytes": "1000000", "local.retention.bytes": "4000",
+                                                          "local.retention.ms": "-1"})
+    produce(bootstrap, topic, 300, partitions=1)
+    with Admin(bootstrap) as admin:
+        first = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        assert first.tiered[0][0] == 0 and not first.retention_starts
+        local = wait_local_start(bootstrap, topic, 0, 1)
+        assert local.local_bytes <= 4000 + 2048               # local.retention.bytes, whole segments kept
+        tiers = admin.describe_tier(topic)
+        files = pa.table(TierTable(tiers.location, topic).load().get_add_actions(flatten=True))
+        tier_bytes = sum(files.column("size_bytes").to_pylist())
+        # room for what is there now and a little more, not for a second round's file
+        admin.alter_configs(topic, set={"retention.bytes": str(tier_bytes + local.local_bytes + 2000)})
+        produce(bootstrap, topic, 300, start=300, partitions=1)
+        second = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        assert second.retention_starts[0] == first.tiered[0][1]   # the oldest file left Delta
+        tiers = admin.describe_tier(topic)
+        info = tiers.partitions[(topic, 0)]
+        assert (info.tier_start, info.tiered_end) == (first.tiered[0][1], second.tiered[0][1])
+        assert admin.list_offsets(topic, "earliest")[0] == min(info.tier_start, info.log_start_offset)
+    assert tier_rows(tiers.location, topic)[0][1] >= first.tiered[0][1]
