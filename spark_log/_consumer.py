@@ -636,8 +636,11 @@ class Consumer:
             try:
                 rows = self._tier_location(topic, info).read(partition, position, window_end)
             except errors.TierUnavailableError:
-                del self._tier_mode[tp]   # the tier moved (retention): the next fetch decides again
-                continue
+                del self._tier_mode[tp]
+                fresh = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s).partitions.get(tp)
+                if fresh is not None and fresh.tier_start <= position < fresh.tiered_end:
+                    raise   # the brokers say the tier holds it and the table does not: a broken tier, never skipped
+                continue   # the tier moved on (retention): the next fetch decides again
             topic_info = self._cluster.topic(topic)
             table = from_tier_table(rows, topic=topic, partition=partition, data_schema=topic_info.schema,
                                     columns=self._columns)

@@ -295,3 +295,24 @@ def test_retention_bytes_governs_tier_and_brokers_together(cluster: LocalCluster
         assert (info.tier_start, info.tiered_end) == (first.tiered[0][1], second.tiered[0][1])
         assert admin.list_offsets(topic, "earliest")[0] == min(info.tier_start, info.log_start_offset)
     assert tier_rows(tiers.location, topic)[0][1] >= first.tiered[0][1]
+
+
+def test_a_missing_tier_table_is_an_error_not_a_gap(cluster: LocalCluster) -> None:
+    import shutil
+
+    from spark_log.errors import TierUnavailableError
+
+    bootstrap, topic = cluster.bootstrap, _name("broken")
+    create_tiered(bootstrap, topic, partitions=1)
+    produce(bootstrap, topic, 150, partitions=1)
+    with Admin(bootstrap) as admin:
+        tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+        location = admin.describe_tier(topic).location
+    wait_local_start(bootstrap, topic, 0, 1)
+    shutil.rmtree(f"{location}/{topic}")                # someone deleted the table by hand
+    with Consumer(bootstrap, auto_offset_reset="none") as consumer:
+        consumer.assign([(topic, 0)])
+        consumer.seek(topic, 0, 0)
+        with pytest.raises(TierUnavailableError, match="holds"):
+            for _ in range(50):
+                consumer.poll(0.2)
