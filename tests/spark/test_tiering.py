@@ -62,13 +62,17 @@ def test_stream_held_back_while_retention_runs_past_it_keeps_going(spark: Any, l
     bootstrap, topic = log_cluster.bootstrap, topic_name()
     create_tiered(bootstrap, topic)
     first = produce(bootstrap, topic, 200)
-    seen: list[Row] = []
+    batches: dict[int, list[Row]] = {}   # by batch id: a batch Spark replays after the stop replaces itself
     lock = threading.Lock()
 
-    def sink(batch: Any, _batch_id: int) -> None:
+    def sink(batch: Any, batch_id: int) -> None:
         rows = batch.select("partition", "offset", "key", "value").collect()
         with lock:
-            seen.extend((r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in rows)
+            batches[batch_id] = [(r.partition, r.offset, bytes(r.key), bytes(r.value)) for r in rows]
+
+    def seen() -> list[Row]:
+        with lock:
+            return [row for rows in batches.values() for row in rows]
 
     def stream() -> Any:
         return (spark.readStream.format("spark-log").option("subscribe", topic)
@@ -77,11 +81,10 @@ def test_stream_held_back_while_retention_runs_past_it_keeps_going(spark: Any, l
     checkpoint = tmp_path / "checkpoint"
     query = stream().writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).start()
     try:
-        wait_until(lambda: len(seen) > 0, timeout=120, message="the first micro-batch never ran")
+        wait_until(lambda: len(seen()) > 0, timeout=120, message="the first micro-batch never ran")
     finally:
         query.stop()
-    with lock:
-        position = {p: max((o for q, o, _, _ in seen if q == p), default=-1) + 1 for p in (0, 1)}
+    position = {p: max((o for q, o, _, _ in seen() if q == p), default=-1) + 1 for p in (0, 1)}
     more = produce(bootstrap, topic, 200, start=200)
     tiered = _tier_and_wait(bootstrap, topic, consumer_reader(bootstrap))
     for p in (0, 1):   # retention ran past where the query stopped
@@ -91,8 +94,8 @@ def test_stream_held_back_while_retention_runs_past_it_keeps_going(spark: Any, l
         .trigger(availableNow=True).start()
     assert restarted.awaitTermination(180), "the restarted query did not finish within 180 s"
     assert restarted.exception() is None
-    assert sorted(seen) == sorted(first + more)            # every record once: none lost, none twice
-    assert len(seen) == len(set(seen))
+    assert sorted(seen()) == sorted(first + more)          # every record once: none lost, none twice
+    assert len(seen()) == len(set(seen()))
 
 
 def test_fail_on_data_loss_only_for_records_gone_from_both(spark: Any, log_cluster: Any,
