@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install jvm test demo proto bench bench-compaction compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
+.PHONY: install jvm test demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
 
 install: $(STAMP) jvm
 
@@ -103,6 +103,16 @@ nemesis: install debian-deps
 # make stop-soak ROUNDS=50
 stop-soak: install
 	SPARK_LOG_STOP_ROUNDS=$(ROUNDS) $(PY) -m pytest tests/fault/test_bounded_stop.py -q -p no:randomly
+
+# Tiering to Delta (issue 15): the benchmark (tiering rows/s vs Spark writing Parquet; union
+# read vs the log alone), and the failover test with more leader kills than the suite's one:
+# make tier-soak KILLS=5
+bench-tier: install check-java
+	$(PY) -m bench.tier_bench
+
+KILLS ?= 3
+tier-soak: install
+	SPARK_LOG_TIER_KILL_ROUNDS=$(KILLS) $(PY) -m pytest -q tests/fault/test_tiering_failover.py
 
 clean:
 	rm -rf $(VENV) .spark-log $(JVM_DIR)/build

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import _client, _compaction, errors
+from . import _client, _compaction, _tiering, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
@@ -456,6 +456,21 @@ class Admin:
         it is live and in the ISR.  Returns per partition the leader afterwards and, when the
         preferred replica does not lead, the reason (``ElectionResult.reason``)."""
         return _reassignment.elect(self._call, topic, partitions)
+
+    # --- tiering to Delta (spark_log/_tiering.py, spark_log/tier.py) ---------------------------
+
+    def describe_tier(self, topics: str | Sequence[str]) -> _tiering.TierDescription:
+        """Each partition of ``topics`` as its leader sees it: the Delta tier's range
+        ``[tier_start, tiered_end)``, the local log's, ``tierable_end``; and the cluster's
+        tier location."""
+        names = [topics] if isinstance(topics, str) else list(topics)
+        return _tiering.describe(self._cluster, names, timeout_s=self._timeout_s)
+
+    def commit_tiered(self, topic: str, partition: int, *, start: int, end: int) -> _tiering.TierInfo:
+        """The tiering job's report after a durable Delta commit: the tier holds
+        ``[start, end)`` of the partition (the brokers may then delete those segments
+        locally, by ``local.retention.*``).  Idempotent."""
+        return _tiering.commit(self._cluster, topic, partition, start=start, end=end, timeout_s=self._timeout_s)
 
     # --- compaction (spark_log/_compaction.py) -----------------------------------------------
 

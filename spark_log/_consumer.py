@@ -33,6 +33,16 @@ are raised by ``poll``/``poll_arrow``.  A broker that reports ``throttle_time_ms
 consumer byte-rate quota) gets one fetch in flight from this consumer until it answers
 unthrottled; ``throttled`` and ``throttle_time_ms`` count the throttled answers.
 
+Union read (tiering, ``spark_log/tier.py``).  A tiered topic's records below the brokers'
+log start live in its Delta table.  A position there (the brokers answer
+``OffsetOutOfRangeError``) that the tier holds (``[tier_start, tiered_end)``, as the
+partition's leader reports it) is read from the Delta table, up to ``_TIER_WINDOW`` offsets
+per poll, until the position reaches the tier's end, where the brokers' log takes over:
+the tier ends at or past the log start, so nothing is skipped or read twice.  Only a
+position below both (gone from the tier too) is out of range.  The tier holds committed
+records only, so a ``read_uncommitted`` reader sees no aborted record there.  ``columns``
+and ``row_filter`` are applied here to tier rows.  "earliest" is the tier's start.
+
 Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
 or "earliest"); the same policy answers an out-of-range position ("none": raise
 ``OffsetOutOfRangeError``).
@@ -74,16 +84,20 @@ from ._poll_buffer import PollBuffer
 from ._pushdown import RowFilter, projection, to_expression
 from ._records import add_reserved_columns, widen
 from ._throttle import ThrottleGate
+from ._tiering import TierInfo
+from ._tiering import describe as describe_tier
 from .security import ClientSecurity
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
 from .frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames, record_offsets
 from .proto import broker_pb2 as pb
+from .tier import TierTable, from_tier_table
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
+_TIER_WINDOW = 1 << 16   # offsets read from the Delta tier per partition and poll
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +178,8 @@ class Consumer:
         self._closed = False
         self._paused: set[TopicPartition] = set()
         self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
+        self._tier_mode: dict[TopicPartition, TierInfo] = {}   # positions the Delta tier serves
+        self._tier_tables: dict[str, TierTable] = {}
         for name, value in (("auto_commit_interval_ms", auto_commit_interval_ms),
                             ("session_timeout_ms", session_timeout_ms), ("max_poll_interval_ms", max_poll_interval_ms)):
             _positive_or_none(value, name)
@@ -310,6 +326,7 @@ class Consumer:
 
     def _forget_outside(self, keep: set[TopicPartition]) -> None:
         self._ends = {tp: end for tp, end in self._ends.items() if tp in keep}
+        self._tier_mode = {tp: info for tp, info in self._tier_mode.items() if tp in keep}
         self._paused &= keep
         self._buffer.keep_only(keep)
 
@@ -325,6 +342,7 @@ class Consumer:
             raise errors.InvalidRequestError(f"end must be an offset >= {offset} (the start), got {end!r}")
         self._positions[tp] = offset
         self._buffer.drop([tp])
+        self._tier_mode.pop(tp, None)
         if end is None:
             self._ends.pop(tp, None)
         else:
@@ -354,6 +372,7 @@ class Consumer:
             if tp not in self._positions:
                 raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
             self._positions[tp] = offsets[tp]
+            self._tier_mode.pop(tp, None)
         self._buffer.drop(tps)
 
     def _resolve_unset(self) -> None:
@@ -414,6 +433,12 @@ class Consumer:
             self._issue_fetches(self._max_wait_ms)
             return ready
         self._resolve_unset()
+        if self._tier_mode:
+            self._buffer.add(self._read_tiers())
+            ready = self._buffer.take(self._paused)
+            if ready:
+                self._issue_fetches(self._max_wait_ms)
+                return ready
         self._issue_fetches(int(max(0.0, timeout) * 1000))
         # with calls out, wait for one (each is bounded by its own deadline); with none (no
         # leader known right now), wait out the timeout and let the next poll retry
@@ -476,7 +501,8 @@ class Consumer:
         groups: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         busy = {tp for _, offsets in self._outstanding.values() for tp in offsets}
         for tp, position in self._positions.items():
-            if tp in busy or position is None or position >= self._ends.get(tp, position + 1) or tp in self._paused:
+            if (tp in busy or position is None or position >= self._ends.get(tp, position + 1) or tp in self._paused
+                    or tp in self._tier_mode):
                 continue
             try:
                 address, _ = self._cluster.leader(*tp)
@@ -556,9 +582,76 @@ class Consumer:
                 continue  # unassigned or sought since the fetch left
             failure = error_from_pb(result.error)
             if failure is not None:
-                self._partition_error(tp, failure)
+                if not (isinstance(failure, OffsetOutOfRangeError) and self._enter_tier(tp)):
+                    self._partition_error(tp, failure)
                 continue
             out.extend((tp, batch) for batch in self._decode(tp, result))
+        return out
+
+    # -- union read: the Delta tier below the brokers' log start --------------------------------
+
+    def _enter_tier(self, tp: TopicPartition) -> bool:
+        """The brokers no longer hold ``tp``'s position: serve it from the Delta tier if the
+        tier holds it (True), else False (truly out of range)."""
+        position = self._positions.get(tp)
+        if position is None:
+            return False
+        try:
+            found = describe_tier(self._cluster, [tp[0]], timeout_s=self._timeout_s).partitions.get(tp)
+        except SparkLogError as exc:
+            if exc.retriable:
+                return True   # ask again at the next poll (the position stays)
+            raise
+        if found is None or not found.tiered or not found.tier_start <= position < found.tiered_end:
+            return False
+        if position >= found.log_start_offset:
+            return False   # the brokers hold it: out of range for another reason (a truncated log)
+        self._tier_mode[tp] = found
+        return True
+
+    def _tier_location(self, topic: str, info: TierInfo) -> TierTable:
+        table = self._tier_tables.get(topic)
+        if table is None:
+            location = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s).location
+            table = self._tier_tables[topic] = TierTable(location, topic, info.topic_id)
+        return table
+
+    def _read_tiers(self) -> list[tuple[TopicPartition, pa.RecordBatch]]:
+        out: list[tuple[TopicPartition, pa.RecordBatch]] = []
+        for tp, info in list(self._tier_mode.items()):
+            if tp not in self._positions or tp in self._paused:
+                if tp not in self._positions:
+                    del self._tier_mode[tp]
+                continue
+            position = self._positions[tp]
+            if position is None:
+                del self._tier_mode[tp]
+                continue
+            stop = min(info.tiered_end, self._ends.get(tp, info.tiered_end))
+            if position >= stop:
+                del self._tier_mode[tp]   # the brokers take over (or the bound is reached)
+                continue
+            window_end = min(stop, position + _TIER_WINDOW)
+            topic, partition = tp
+            try:
+                rows = self._tier_location(topic, info).read(partition, position, window_end)
+            except errors.TierUnavailableError:
+                del self._tier_mode[tp]
+                fresh = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s).partitions.get(tp)
+                if fresh is not None and fresh.tier_start <= position < fresh.tiered_end:
+                    raise   # the brokers say the tier holds it and the table does not: a broken tier, never skipped
+                continue   # the tier moved on (retention): the next fetch decides again
+            topic_info = self._cluster.topic(topic)
+            table = from_tier_table(rows, topic=topic, partition=partition, data_schema=topic_info.schema,
+                                    columns=self._columns)
+            if self._filter is not None and table.num_rows:
+                table = table.filter(self._filter)
+            for batch in table.to_batches():
+                if batch.num_rows:
+                    out.append((tp, batch))
+            self._positions[tp] = window_end
+            if window_end >= info.tiered_end:
+                del self._tier_mode[tp]
         return out
 
     def _partition_error(self, tp: TopicPartition, error: SparkLogError) -> None:

@@ -19,6 +19,7 @@
     spark-log topics reassign --topic T --partition P (--replicas 2,3,4 [--wait] | --cancel) | --list
     spark-log topics elect-leaders [--topic T [--partition P ...]]   preferred leaders back
     spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
+    spark-log topics tier NAME [--wait [--timeout-ms MS]] [--engine local|spark]
     spark-log console [--port 8080] [--host 127.0.0.1]   the web console (spark_log/console.py)
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
                                               security (see _cli_security.py)
@@ -101,6 +102,9 @@ def _parser() -> argparse.ArgumentParser:
     from . import _cli_compact
 
     _cli_compact.add_parsers(actions)  # topics compact
+    from . import _cli_tier
+
+    _cli_tier.add_parsers(actions)  # topics tier
 
     produce = commands.add_parser("produce", help="send stdin lines (or a parquet/csv/jsonl file) as records")
     produce.add_argument("topic")
@@ -191,6 +195,10 @@ def _topics(args: argparse.Namespace) -> int:
                 print("compaction:")
                 for line in compaction_table(admin.describe_compaction(d.name), replicas=False):
                     print("  " + line)
+            from ._cli_tier import describe_lines
+
+            for line in describe_lines(admin, d.name, d.config):
+                print(line)
         else:
             admin.delete_topic(args.name)
             print(f"deleted topic {args.name}")
@@ -210,6 +218,11 @@ def _describe_partitions(admin: Admin, args: argparse.Namespace) -> None:
             from ._cli_compact import compaction_json
 
             described["compaction"] = compaction_json(admin.describe_compaction(args.name))
+        from ._cli_tier import describe_json
+
+        tier = describe_json(admin, args.name, described["config"])
+        if tier is not None:
+            described["tier"] = tier
         print(json.dumps(described, indent=1))
         return
     rows = admin.under_replicated_partitions([args.name] if args.name else None)
@@ -387,10 +400,12 @@ def _dispatch(args: argparse.Namespace) -> int:
                 extra.append("--progress" if args.progress else "--no-progress")
             return _run_module("brokers.launcher.local", [args.action, *extra], replace=False)
         if args.command == "topics":
-            from . import _cli_compact, _cli_reassign
+            from . import _cli_compact, _cli_reassign, _cli_tier
 
             if args.action in _cli_compact.ACTIONS:
                 return _cli_compact.run(args)
+            if args.action in _cli_tier.ACTIONS:
+                return _cli_tier.run(args)
             return _cli_reassign.run(args) if args.action in _cli_reassign.ACTIONS else _topics(args)
         if args.command == "produce":
             return _produce(args)

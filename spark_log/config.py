@@ -64,6 +64,12 @@ class TopicConfig:
     tombstone_column: str = ""  # typed topics: a boolean column; true marks a tombstone
     unclean_leader_election_enable: bool = False
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    # Tiering to Delta (KIP-405's names; issue 15, docs/INTERNALS.md "tiering"):
+    remote_storage_enable: bool = False  # closed segments are copied to the cluster's Delta tier
+    # How much stays on the brokers once tiered (-2: as retention.ms/bytes; -1: no limit).
+    # retention.ms/bytes then govern the tier (history past them is deleted from Delta too).
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     def __post_init__(self) -> None:
         _require(self.segment_bytes >= 1024, "segment.bytes", "must be at least 1024")
@@ -97,6 +103,20 @@ class TopicConfig:
             "message.timestamp.type",
             "must be 'CreateTime' or 'LogAppendTime'",
         )
+        _require(self.local_retention_ms >= -2, "local.retention.ms", "must be -2 (as retention.ms), -1 or >= 0")
+        _require(self.local_retention_bytes >= -2, "local.retention.bytes",
+                 "must be -2 (as retention.bytes), -1 or >= 0")
+        if not self.remote_storage_enable:
+            _require(self.local_retention_ms == -2 and self.local_retention_bytes == -2,
+                     "local.retention.ms" if self.local_retention_ms != -2 else "local.retention.bytes",
+                     "applies only to tiered topics: set remote.storage.enable=true as well")
+        else:
+            _require(self.retention_ms == -1 or self.local_retention_ms in (-2,) or
+                     0 <= self.local_retention_ms <= self.retention_ms, "local.retention.ms",
+                     f"must be <= retention.ms ({self.retention_ms}): the tier keeps at least what the brokers keep")
+            _require(self.retention_bytes == -1 or self.local_retention_bytes in (-2,) or
+                     0 <= self.local_retention_bytes <= self.retention_bytes, "local.retention.bytes",
+                     f"must be <= retention.bytes ({self.retention_bytes})")
 
     @property
     def compact(self) -> bool:
@@ -107,6 +127,16 @@ class TopicConfig:
     def delete(self) -> bool:
         """Whether retention deletes old segments (``cleanup.policy`` names ``delete``)."""
         return "delete" in self.cleanup_policy
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        """What the brokers keep of a tiered topic by time (``local.retention.ms``, -2: ``retention.ms``)."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        """What the brokers keep of a tiered topic by size (``local.retention.bytes``, -2: ``retention.bytes``)."""
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> "TopicConfig":
         """A copy with ``overrides`` (dotted or snake_case keys, values or strings) applied."""
@@ -280,6 +310,11 @@ class BrokerConfig:
     # security), off: never.  data_port 0 picks a free port (written to <data_dir>/data.port).
     data_listener: str = "auto"
     data_port: int = 0
+    # The cluster's Delta tier (tiering, issue 15): one Delta table per topic under it
+    # (<tier_location>/<topic>).  A local path or file:// URI every broker, tiering job and
+    # reader can reach (shared storage on a real cluster: all brokers must name the same one).
+    # "": <data_dir>/../tier (the local cluster: .spark-log/tier beside the node directories).
+    tier_location: str = ""
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -336,6 +371,19 @@ class BrokerConfig:
         _require(self.log_cleaner_backoff_ms >= 1, "log_cleaner_backoff_ms", "must be >= 1")
         _require(self.data_listener in ("auto", "on", "off"), "data_listener", "must be 'auto', 'on' or 'off'")
         _require(0 <= self.data_port <= 65535, "data_port", "must be within 0..65535")
+        scheme = self.tier_location.split("://", 1)[0] if "://" in self.tier_location else ""
+        _require(scheme in ("", "file"), "tier_location",
+                 f"only local paths and file:// URIs are supported (shared storage mounted on every node), "
+                 f"got {self.tier_location!r}")
+
+    def resolved_tier_location(self) -> str:
+        """The tier's absolute local path (``tier_location``, default ``<data_dir>/../tier``)."""
+        location = self.tier_location
+        if location.startswith("file://"):
+            location = location[len("file://"):]
+        if not location:
+            return str((Path(self.data_dir).resolve().parent / "tier"))
+        return str(Path(location).resolve())
 
     def voters(self) -> dict[int, str]:
         """Controller voters as ``{node_id: "host:port"}``."""

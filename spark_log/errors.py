@@ -28,7 +28,9 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     │   ├── OffsetMetadataTooLargeError, InvalidSessionTimeoutError
     │   ├── MissingKeyError            (a record without a key on a compacted topic)
     │   ├── TopicNotCompactedError     (a compaction request for a topic whose policy lacks compact)
-    │   └── InvalidOffsetMapError      (a Spark job's key -> offset map does not match the log)
+    │   ├── InvalidOffsetMapError      (a Spark job's key -> offset map does not match the log)
+    │   ├── TieringNotEnabledError     (a tiering request for a topic without remote.storage.enable)
+    │   └── TierOffsetInvalidError     (a tiered offset past what may be tiered, or going back)
     ├── AuthenticationError            (not retriable: no, or wrong, credentials)
     │   └── SessionExpiredError        (retriable: authenticate again, then retry)
     ├── UnknownTopicOrPartitionError   (retriable, refresh: it may be being created)
@@ -46,6 +48,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── ConcurrentTransactionsError    (retriable: the previous transaction's markers are still being written)
     ├── InvalidTransactionTimeoutError, TransactionalIdNotFoundError (invalid requests)
     ├── ThrottledError                 (retriable)
+    ├── TierUnavailableError           (retriable: the Delta tier cannot be read, or lags the brokers)
     ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
@@ -139,6 +142,10 @@ class ErrorCode(enum.IntEnum):
     SECURITY_DISABLED = 105
     RESOURCE_NOT_FOUND = 106
     SESSION_EXPIRED = 107
+    # tiering to Delta (issue 15): 120-129
+    TIERING_NOT_ENABLED = 120
+    TIER_OFFSET_INVALID = 121
+    TIER_UNAVAILABLE = 122
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -540,6 +547,28 @@ class InvalidTransactionTimeoutError(InvalidRequestError):
 
 class TransactionalIdNotFoundError(InvalidRequestError):
     code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
+
+
+class TieringNotEnabledError(InvalidRequestError):
+    """A tiering request (``topics tier``, the tiering job, a tiered offset) for a topic whose
+    ``remote.storage.enable`` is false."""
+
+    code = ErrorCode.TIERING_NOT_ENABLED
+
+
+class TierOffsetInvalidError(InvalidRequestError):
+    """A tiered offset the partition cannot take: past its last stable offset (records not
+    committed yet), a tier start past the tiered end, or a tiered end going back."""
+
+    code = ErrorCode.TIER_OFFSET_INVALID
+
+
+class TierUnavailableError(SparkLogError):
+    """A union read needs records from the Delta tier and cannot read them (the table is
+    missing, unreadable, or older than what the brokers say it holds)."""
+
+    code = ErrorCode.TIER_UNAVAILABLE
+    retriable = True
 
 
 def for_code(code: int) -> type[SparkLogError]:

@@ -532,6 +532,7 @@ class ControlType(enum.IntEnum):
     ABORT = 0  # a transaction's abort marker (encode_marker)
     COMMIT = 1  # a transaction's commit marker (encode_marker)
     COMPACTION_PLAN = 16  # the leader's compaction plan (brokers/log/cleaner/plan.py)
+    TIERED = 17  # the Delta tier holds [start, end) of the partition (brokers/partition/tiering.py)
 
 
 _CONTROL_FIELDS: list["pa.Field[Any]"] = [pa.field("type", pa.int16(), nullable=False),

@@ -5,7 +5,7 @@ take the given values, keys in ``delete`` return to the controller's default; do
 (Kafka) and snake_case keys are both accepted.  ``UnknownTopicOrPartitionError`` for an
 unknown topic, ``InvalidConfigError`` for an unknown key or a bad value, or compaction
 settings the topic cannot honour (``spark_log.compaction.check_settings``; nothing
-changes).  Returns ``([ConfigRecord], new_config)``, or ``([], config)`` if unchanged.
+changes), or ``remote.storage.enable`` turned off on a tiered topic (not supported).  Returns ``([ConfigRecord], new_config)``, or ``([], config)`` if unchanged.
 """
 from __future__ import annotations
 
@@ -43,6 +43,11 @@ def alter_config_records(
         reverted[name] = default_values[name]
     config = current.config.with_overrides({**reverted, **dict(set or {})})
     check_compaction_settings(kind=current.kind, key_columns=current.key_columns, schema=current.schema, config=config)
+    if current.config.remote_storage_enable and not config.remote_storage_enable:
+        raise InvalidConfigError(
+            f"topic {topic!r} is tiered: turning remote.storage.enable off is not supported (its history lives in "
+            f"the Delta tier, which the brokers would no longer read); delete the topic instead",
+            key="remote.storage.enable")
     if config == current.config:
         return [], config
     return [ConfigRecord(topic=topic, config=config)], config

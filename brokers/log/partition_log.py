@@ -411,6 +411,25 @@ class PartitionLog:
             retention_bytes=self._config.retention_bytes,
             now_ms=self._clock.wall_ms(),
         )
+        return self._delete_oldest_segments(deleted)
+
+    def apply_tiered_retention(self, *, below: int, retention_ms: int, retention_bytes: int) -> int:
+        """A tiered log's local retention (``local.retention.*``, whatever ``cleanup.policy``
+        says): delete the oldest whole segments past ``retention_ms`` / beyond
+        ``retention_bytes``, but only segments entirely below ``below`` (the offset the Delta
+        tier durably holds up to); never the active segment.  Returns how many went."""
+        self._check_open(below=below)
+        deleted = retention.tiered_segments_to_delete(
+            [(segment.base_offset, segment.size, segment.max_timestamp) for segment in self._segments],
+            below=below, retention_ms=retention_ms, retention_bytes=retention_bytes, now_ms=self._clock.wall_ms())
+        return self._delete_oldest_segments(deleted)
+
+    @property
+    def active_base_offset(self) -> int:
+        """The base offset of the active (open) segment: every segment below it is closed."""
+        return self._segments.active.base_offset
+
+    def _delete_oldest_segments(self, deleted: int) -> int:
         for _ in range(deleted):
             self._delete_oldest()
         if deleted:

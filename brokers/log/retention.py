@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-__all__ = ["segments_to_delete"]
+__all__ = ["segments_to_delete", "tiered_segments_to_delete"]
 
 
 def segments_to_delete(
@@ -31,3 +31,19 @@ def segments_to_delete(
             excess -= segments[count][0]
             count += 1
     return count
+
+
+def tiered_segments_to_delete(
+    segments: Sequence[tuple[int, int, int]], *, below: int, retention_ms: int, retention_bytes: int, now_ms: int
+) -> int:
+    """A tiered log's local retention: how many of the oldest ``segments`` (``(base_offset,
+    size_bytes, max_timestamp)``, oldest first) to delete by ``retention_ms`` /
+    ``retention_bytes`` (``local.retention.*``, same rules as ``segments_to_delete``), but
+    only segments whose offsets all lie below ``below`` (the tiered end: a segment goes only
+    once the next one starts at or below it)."""
+    eligible = 0
+    while eligible + 1 < len(segments) and segments[eligible + 1][0] <= below:
+        eligible += 1
+    wanted = segments_to_delete([(size, stamp) for _, size, stamp in segments], retention_ms=retention_ms,
+                                retention_bytes=retention_bytes, now_ms=now_ms)
+    return min(eligible, wanted)

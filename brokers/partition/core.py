@@ -272,7 +272,8 @@ class PartitionCore:
         if diverging is not None:
             return FollowerFetchDecision(Diverging(*diverging), self.high_watermark(end))
         if fetch.fetch_offset < start:
-            raise OffsetOutOfRangeError(f"fetch offset {fetch.fetch_offset} is below the log start {start}")
+            raise OffsetOutOfRangeError(f"fetch offset {fetch.fetch_offset} is below the log start {start}",
+                                        log_start_offset=start)
         grew = state.on_follower_fetch(fetch.replica_id, fetch_offset=fetch.fetch_offset, log_end_offset=end,
                                        now_ms=now_ms)
         replica = fetch.replica_id

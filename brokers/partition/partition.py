@@ -61,6 +61,8 @@ from .messages import (
     SequenceGap,
 )
 from .producer_state import ProducerRun
+from .tiered import TieredPartition
+from .tiering import TierState
 from .txn_index import AbortedTxn
 
 __all__ = ["Partition"]
@@ -70,7 +72,7 @@ log = logging.getLogger(__name__)
 _REPLAY_READ_BYTES = 8 << 20
 
 
-class Partition(CompactingPartition):
+class Partition(CompactingPartition, TieredPartition):
     """One hosted replica (see the module docstring).  Opening it opens (and recovers) the
     log in ``directory`` and replays the producer state from it."""
 
@@ -90,6 +92,7 @@ class Partition(CompactingPartition):
         write_metadata(directory, topic=topic, partition=partition, topic_id=topic_id)
         self._log = PartitionLog(directory, config, clock=self._clock)
         self._cleaning = Cleaning.open(directory, log_start_offset=self._log.log_start_offset)
+        self._tier = TierState()
         self._replay_producers()
 
     def __repr__(self) -> str:
@@ -362,10 +365,27 @@ class Partition(CompactingPartition):
                     if any(header.is_control for header in appended):
                         core.record_frames(appended, _markers(data))
                         self._note_plans(data)
+                        self._note_tier(memoryview(data)[skip:])
                     else:
                         core.record_frames(appended)
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
             self._signal_compaction()
+
+    def start_at_leader_log_start(self, leader_id: int, leader_epoch: int, leader_log_start: int) -> None:
+        """The leader answered ``OffsetOutOfRangeError``: this replica's log ends below the
+        leader's log start (retention, or a tiered topic's local retention, deleted what it
+        still needed).  Start over, empty, at the leader's log start (Kafka's
+        ``truncateFullyAndStartAt``); a no-op unless this replica follows ``leader_id`` in
+        ``leader_epoch`` and its log really ends below ``leader_log_start``."""
+        with self._cond:
+            core, plog = self._core, self._log
+            if not core.follows(leader_id, leader_epoch) or plog.log_end_offset >= leader_log_start:
+                return
+            log.info("%s-%d: log ends at %d, below leader %d's log start %d: starting over there", self.topic,
+                     self.partition, plog.log_end_offset, leader_id, leader_log_start)
+            plog.truncate_fully_and_start_at(leader_log_start)
+            core.on_truncated(plog.log_end_offset)
+            self._replay_producers()
 
     # -- ISR ----------------------------------------------------------------------------------
 
@@ -387,6 +407,7 @@ class Partition(CompactingPartition):
         plog = self._log
         offset, end = plog.log_start_offset, plog.log_end_offset
         self._cleaning.state.on_replay_start()
+        self._tier.reset()
         while offset < end:
             result = plog.read(offset, max_bytes=_REPLAY_READ_BYTES)
             if not len(result.data):
@@ -395,6 +416,7 @@ class Partition(CompactingPartition):
             if any(header.is_control for header in headers):
                 self._core.record_frames(headers, _markers(result.data))
                 self._note_plans(result.data)
+                self._note_tier(result.data)
             else:
                 self._core.record_frames(headers)
             offset = result.next_offset
@@ -405,7 +427,10 @@ class Partition(CompactingPartition):
             if self._core.removed:
                 return
             self._log.maybe_roll()
-            self._log.apply_retention()
+            if self._config.remote_storage_enable:
+                self._tiered_retention()   # tiered.py: only what the Delta tier holds
+            else:
+                self._log.apply_retention()
             self._core.trim_transactions(self._log.log_start_offset)
             self._core.expire_producers(self._clock.wall_ms())
 

@@ -38,7 +38,7 @@ from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import FetchedData, Partition
 from brokers.partition.messages import Diverging
-from spark_log.errors import SparkLogError
+from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
 __all__ = ["ReplicaFetcher"]
@@ -160,6 +160,11 @@ class ReplicaFetcher:
             if answered is None or key not in epochs:
                 continue
             if result.HasField("error") and result.error.code != 0:
+                if result.error.code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > 0:
+                    # below the leader's log start (retention, or local retention of a tiered topic):
+                    # start over at it, as Kafka's truncateFullyAndStartAt
+                    answered.start_at_leader_log_start(self.leader_id, epochs[key], result.log_start_offset)
+                    continue
                 errors += 1
                 continue
             diverging = (Diverging(result.diverging_epoch.epoch, result.diverging_epoch.end_offset)

@@ -29,6 +29,8 @@ The table (Kafka's choices where Kafka has the same request):
     Admin.AlterPartitionReassignments / ElectLeaders          ALTER the cluster
     Compaction.Describe             DESCRIBE each named topic; all topics: DESCRIBE the cluster
     Compaction.Compact / OfferOffsetMap   ALTER the topic (they rewrite its segments)
+    Tiering.DescribeTier            DESCRIBE each named topic; all topics: DESCRIBE the cluster
+    Tiering.CommitTiered            ALTER the topic (the brokers then delete tiered segments)
     Admin.ListPartitionReassignments                         DESCRIBE the cluster
     Security.ScramStart / ScramFinish                        exempt (authentication itself)
     Security.WhoAmI                 any authenticated caller
@@ -228,6 +230,7 @@ _BROKER = "/spark_log.broker.v1.Broker/"
 _GROUPS = "/spark_log.groups.v1.GroupCoordinator/"
 _COMPACTION = "/spark_log.compaction.v1.Compaction/"
 _ADMIN = "/spark_log.broker.v1.Admin/"
+_TIERING = "/spark_log.tiering.v1.Tiering/"
 _SECURITY = "/spark_log.security.v1.Security/"
 _TXN = "/spark_log.transactions.v1.TransactionCoordinator/"
 
@@ -271,6 +274,8 @@ RULES: dict[str, Rule] = {
     "/spark_log.data.v1.DataListener/Describe": Rule(_none),
     _COMPACTION + "Compact": Rule(_one_topic(_O.ALTER, "topic")),
     _COMPACTION + "OfferOffsetMap": Rule(_one_topic(_O.ALTER, "topic")),
+    _TIERING + "DescribeTier": Rule(_describe_compaction),   # DESCRIBE each topic (none named: the cluster)
+    _TIERING + "CommitTiered": Rule(_one_topic(_O.ALTER, "topic")),  # it lets the brokers delete local segments
     _SECURITY + "ScramStart": Rule(_none, exempt=True),
     _SECURITY + "ScramFinish": Rule(_none, exempt=True),
     _SECURITY + "WhoAmI": Rule(_none, identity=True),

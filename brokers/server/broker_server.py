@@ -3,7 +3,7 @@
 Assembly: a ``PartitionManager`` (hosted replicas, fed by the node's metadata listener as a
 publisher), the replication threads (``ReplicaManager``: fetchers, ISR updater), the log
 cleaner (``BrokerCleaner``: compaction threads), the ``Broker``, ``Admin`` and
-``Compaction`` gRPC services on the node's server, and the handlers behind them
+``Compaction`` and ``Tiering`` gRPC services on the node's server, and the handlers behind them
 (the leader's answer to follower fetches among them), and the group coordinator
 (``brokers.groups``: its ``GroupCoordinator`` service; it follows the partitions of
 ``__consumer_offsets`` this broker leads through a reconcile listener).  Registration and heartbeats with the
@@ -50,6 +50,7 @@ from spark_log.proto import data_listener_pb2 as dpb
 
 from .admin import AdminHandler
 from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
+from .tiering import TieringHandler, TieringServicer
 from .data_listener import DataListener, check_config, describe_handler
 from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
@@ -111,6 +112,9 @@ class BrokerServer:
         self.cleaner = BrokerCleaner(self.manager, settings, self.manager.clock)
         self.compaction_servicer = CompactionServicer(CompactionHandler(
             self.manager, self.cleaner, max_map_bytes=settings.log_cleaner_dedupe_buffer_bytes))
+        settings_for_tier = settings if config is not None else BrokerConfig(broker_id=broker_id, data_dir=str(data_dir))
+        self.tiering_servicer = TieringServicer(TieringHandler(
+            self.manager, location=settings_for_tier.resolved_tier_location()))
         faults = FetchFaults.from_env(broker_id)
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
@@ -154,7 +158,8 @@ class BrokerServer:
     def add_to_server(self, server: grpc.Server) -> None:
         server.add_generic_rpc_handlers((broker_handler(self.broker_servicer), self.admin_servicer.rpc_handler(),
                                          self.group_servicer.rpc_handler(), self.compaction_servicer.rpc_handler(),
-                                         self.txn_servicer.rpc_handler(), self.marker_servicer.rpc_handler()))
+                                         self.txn_servicer.rpc_handler(), self.marker_servicer.rpc_handler(),
+                                         self.tiering_servicer.rpc_handler()))
 
     def start(self) -> None:
         self.manager.add_reconcile_listener(self.replicas.on_reconciled)

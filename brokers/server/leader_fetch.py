@@ -28,7 +28,7 @@ from typing import Callable
 
 from brokers.net.faults import FetchFaults
 from brokers.partition import FollowerFetch, Partition
-from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, SparkLogError
+from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, OffsetOutOfRangeError, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -88,6 +88,8 @@ class LeaderFetchHandler:
                     max_bytes=max(1, limit) if budget > 0 else 0)
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
+                if isinstance(exc, OffsetOutOfRangeError) and "log_start_offset" in exc.details:
+                    result.log_start_offset = int(exc.details["log_start_offset"])  # the follower starts there
                 done = True
                 continue
             offsets = answer.offsets

@@ -1,4 +1,4 @@
-"""ListOffsets: earliest, latest (the high watermark; under ``READ_COMMITTED`` the last
+"""ListOffsets: earliest (a tiered topic: the Delta tier's start, as KIP-405), latest (the high watermark; under ``READ_COMMITTED`` the last
 stable offset) or the first offset at a timestamp.
 
 By timestamp the answer is exact per record for topics whose records carry their own
@@ -50,7 +50,7 @@ class ListOffsetsHandler:
         start = offsets.log_start_offset
         hw = offsets.last_stable_offset if committed else offsets.high_watermark
         if spec == EARLIEST:
-            return start, -1
+            return self._earliest(partition, start), -1
         if spec == LATEST:
             return hw, -1
         if spec < 0:
@@ -59,6 +59,17 @@ class ListOffsetsHandler:
         if found is None or found >= hw:
             return hw, -1
         return self._refine(partition, max(found, start), spec, hw)
+
+    @staticmethod
+    def _earliest(partition: Partition, local_start: int) -> int:
+        """KIP-405's earliest: the tier's start when the Delta tier reaches the local log
+        (a union read then starts there); else the local log start."""
+        if not partition.config.remote_storage_enable:
+            return local_start
+        tier = partition.tier_status()
+        if tier.tier_start < tier.tiered_end and tier.tiered_end >= local_start:
+            return min(tier.tier_start, local_start)
+        return local_start
 
     def _refine(self, partition: Partition, frame_offset: int, target: int, hw: int) -> tuple[int, int]:
         """The first record at or after ``frame_offset`` (a frame whose max timestamp is >=

@@ -1,0 +1,189 @@
+"""The Delta tier's format (kernel): one Delta table per topic, and how to read it.
+
+Layout.  ``<tier location>/<topic>`` is an ordinary Delta table (any Delta reader can query
+it: ``deltalake``, Spark with delta-spark, DuckDB).  Its columns: a bytes topic's ``key``,
+``value``, ``headers``, ``timestamp``; a typed topic's own columns and ``timestamp``; then
+``partition`` (int32) and ``offset`` (int64).  ``timestamp`` is Delta's ``timestamp_ntz``
+(microseconds; the records' milliseconds exactly).  The table is partitioned by
+``partition``; inside a partition every data file holds one contiguous offset range of one
+tiering commit, and Delta's per-file min/max statistics on ``offset`` let a reader of an
+offset range open only the files that overlap it.
+
+What the tier holds.  Only committed records: the tiering job reads ``read_committed``
+below the last stable offset, so aborted records and transaction markers (and every other
+control frame) are left out.  The tier holds a topic's *history*, compacted topics
+included: the records the log held when they were tiered (a compacted log's gaps stay gaps);
+a compacted read (latest value per key) over tier + brokers gives what it gives over the
+brokers' log alone, because compaction only ever removes records that a later record of
+the same key supersedes.
+
+Which offsets it holds.  Each Delta commit records, per partition it touches, Delta
+application transactions (the protocol's ``txn`` actions, "SetTransaction"):
+``spark-log:<topic>:<p>:end`` with version = the tiered end offset (every committed record
+below it that is not below the tier start is in the table) and ``spark-log:<topic>:<p>:start``
+with version = the tier's first offset.  They are part of the same atomic commit as the
+data, so the table's latest snapshot says exactly which range ``[start, end)`` of each
+partition it holds; a killed tiering job restarts from ``end`` (no duplicate, no gap).
+Tier retention deletes rows below a new start in one commit that moves ``start``.
+
+Which topic.  A table records its topic's id (table configuration ``spark-log.topic-id``): a
+topic deleted and created again under the same name is another topic, and its tiering job
+refuses the old table (move or delete it by hand) and readers never read it.  Deleting a
+topic leaves its table.
+
+Thread-safety: ``TierTable`` is used by one thread at a time.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import TierUnavailableError
+from .schemas import BYTES_SCHEMA
+
+TOPIC_ID_KEY = "spark-log.topic-id"
+
+__all__ = ["TOPIC_ID_KEY", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
+           "end_app_id", "start_app_id", "TIER_TIMESTAMP"]
+
+TIER_TIMESTAMP = pa.timestamp("us")
+
+
+@dataclass(frozen=True, slots=True)
+class TierRange:
+    """``[start, end)``: the offsets of one partition the tier holds (empty when ``start >= end``)."""
+
+    start: int
+    end: int
+
+    @property
+    def empty(self) -> bool:
+        return self.start >= self.end
+
+
+def table_path(location: str, topic: str) -> str:
+    """The Delta table of ``topic`` under the cluster's tier ``location``."""
+    return os.path.join(location, topic)
+
+
+def end_app_id(topic: str, partition: int) -> str:
+    return f"spark-log:{topic}:{partition}:end"
+
+
+def start_app_id(topic: str, partition: int) -> str:
+    return f"spark-log:{topic}:{partition}:start"
+
+
+def tier_schema(kind: str, topic_schema: pa.Schema | None) -> pa.Schema:
+    """The Delta table's schema for a topic of ``kind`` (``topic_schema``: a typed topic's)."""
+    if kind == "bytes":
+        data = [f for f in BYTES_SCHEMA if f.name != "timestamp"]
+    else:
+        if topic_schema is None:
+            raise TierUnavailableError("a typed topic without a schema has nothing to tier")
+        data = [f for f in topic_schema if f.name != "timestamp"]
+    fields = [pa.field(f.name, f.type, nullable=True) for f in data]
+    return pa.schema(fields + [pa.field("timestamp", TIER_TIMESTAMP, nullable=True),
+                               pa.field("partition", pa.int32(), nullable=True),
+                               pa.field("offset", pa.int64(), nullable=True)])
+
+
+def to_tier_batch(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """A consumer batch (data columns, ``timestamp``, ``topic``, ``partition``, ``offset``) in
+    the tier's layout ``schema`` (a column the batch lacks, from an older schema: nulls)."""
+    arrays = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            arrays.append(pa.nulls(batch.num_rows, field.type))
+        else:
+            arrays.append(batch.column(index).cast(field.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def from_tier_table(table: pa.Table, *, topic: str, partition: int, data_schema: pa.Schema,
+                    columns: Sequence[str] | None = None) -> pa.Table:
+    """Tier rows in a consumer's layout: the data columns of ``data_schema`` (the topic's
+    columns, or only ``columns``), then ``timestamp`` (ms), ``topic``, ``partition``,
+    ``offset``."""
+    n = table.num_rows
+    names = [f.name for f in data_schema if f.name != "timestamp" and (columns is None or f.name in columns)]
+    arrays: list[Any] = []
+    for name in names:
+        field = data_schema.field(name)
+        arrays.append(table.column(name).cast(field.type) if name in table.column_names
+                      else pa.nulls(n, field.type))
+    names += ["timestamp", "topic", "partition", "offset"]
+    arrays += [table.column("timestamp").cast(pa.timestamp("ms")),
+               pa.nulls(n, pa.string()).fill_null(topic) if n else pa.array([], pa.string()),
+               pa.repeat(pa.scalar(partition, pa.int32()), n),
+               table.column("offset").cast(pa.int64())]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+class TierTable:
+    """A topic's Delta table, read side: the ranges it holds and the rows of a range."""
+
+    def __init__(self, location: str, topic: str, topic_id: str = "") -> None:
+        self.topic = topic
+        self.topic_id = topic_id   # "": do not check which topic the table belongs to
+        self.path = table_path(location, topic)
+        self._table: Any = None
+
+    def load(self, *, refresh: bool = True) -> Any | None:
+        """The ``deltalake.DeltaTable`` (latest snapshot when ``refresh``); None when the
+        topic was never tiered."""
+        from deltalake import DeltaTable
+
+        if self._table is None:
+            if not DeltaTable.is_deltatable(self.path):
+                return None
+            table = DeltaTable(self.path)
+            owner = table.metadata().configuration.get(TOPIC_ID_KEY)
+            if self.topic_id and owner and owner != self.topic_id:
+                raise TierUnavailableError(
+                    f"the Delta table {self.path} belongs to an earlier topic {self.topic!r} (id {owner}), not to "
+                    f"the current one (id {self.topic_id}): move or delete it")
+            self._table = table
+        elif refresh:
+            self._table.update_incremental()
+        return self._table
+
+    def range(self, partition: int, *, refresh: bool = True) -> TierRange:
+        """What the table's snapshot holds of ``partition`` (``TierRange(0, 0)``: nothing)."""
+        table = self.load(refresh=refresh)
+        if table is None:
+            return TierRange(0, 0)
+        end = table.transaction_version(end_app_id(self.topic, partition))
+        if end is None:
+            return TierRange(0, 0)
+        start = table.transaction_version(start_app_id(self.topic, partition))
+        return TierRange(int(start or 0), int(end))
+
+    def read(self, partition: int, start: int, end: int, *, max_rows: int | None = None) -> pa.Table:
+        """The rows of ``partition`` with ``start <= offset < end``, in offset order (at most
+        ``max_rows``, the lowest offsets).  Raises ``TierUnavailableError`` when the table
+        does not hold ``[start, end)``."""
+        held = self.range(partition, refresh=False)
+        if held.empty or not (held.start <= start and end <= held.end):
+            held = self.range(partition)
+        if start < end and (held.empty or start < held.start or end > held.end):
+            raise TierUnavailableError(
+                f"the Delta tier of {self.topic!r} ({self.path}) holds [{held.start}, {held.end}) of partition "
+                f"{partition}, not [{start}, {end})")
+        import pyarrow.dataset as ds   # here: it imports pandas, which a broker process never needs
+
+        table = self.load(refresh=False)
+        assert table is not None
+        dataset = table.to_pyarrow_dataset()
+        found: pa.Table = dataset.to_table(filter=(ds.field("partition") == partition) & (ds.field("offset") >= start)
+                                 & (ds.field("offset") < end))
+        if found.num_rows:
+            found = found.take(pc.sort_indices(found.column("offset")))
+        if max_rows is not None and found.num_rows > max_rows:
+            found = found.slice(0, max_rows)
+        return found
