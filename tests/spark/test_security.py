@@ -55,16 +55,18 @@ def _user(cluster: SecuredCluster, topic: str, *operations: Operation) -> tuple[
     return name, password
 
 
-def test_a_secured_round_trip_with_kafka_option_names(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_a_secured_round_trip_with_kafka_option_names(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
+    """Both implementations: the JVM one over the data listener (TLS with the brokers'
+    certificates, SCRAM on the connection, each request checked against the ACLs)."""
     topic = _fresh(sasl_cluster, "spark-secured")
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.READ, Operation.WRITE))
     df = spark.createDataFrame([(f"k{i}", f"v{i}".encode()) for i in range(20)], "key string, value binary")
-    df.write.format("spark-log").options(**options).option("topic", topic).mode("append").save()
-    back = spark.read.format("spark-log").options(**options).option("subscribe", topic).load()
+    df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    back = spark.read.format(fmt).options(**options).option("subscribe", topic).load()
     assert sorted(r.value for r in back.select("value").collect()) == sorted(f"v{i}".encode() for i in range(20))
 
 
-def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
     topic = _fresh(sasl_cluster, "spark-noread", partitions=1)
     with sasl_cluster.admin() as admin:
         from spark_log import Producer
@@ -73,7 +75,7 @@ def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: S
             producer.send(topic, b"secret record").result(timeout=30)
         assert admin.list_offsets(topic) == {0: 1}
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.DESCRIBE))
-    query = (spark.readStream.format("spark-log").options(**options).option("subscribe", topic)
+    query = (spark.readStream.format(fmt).options(**options).option("subscribe", topic)
              .option("startingOffsets", "earliest").load()
              .writeStream.format("memory").queryName(f"noread_{uuid.uuid4().hex[:6]}")
              .trigger(availableNow=True).start())
@@ -82,12 +84,12 @@ def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: S
     assert "TOPIC_AUTHORIZATION_FAILED" in str(failed.value) and "not allowed read" in str(failed.value)
 
 
-def test_the_sink_refuses_a_principal_without_write(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_the_sink_refuses_a_principal_without_write(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
     topic = _fresh(sasl_cluster, "spark-nowrite", partitions=1)
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.DESCRIBE))
     df = spark.createDataFrame([("k", b"v")], "key string, value binary")
     with pytest.raises(Exception) as failed:
-        df.write.format("spark-log").options(**options).option("topic", topic).mode("append").save()
+        df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
     assert "TOPIC_AUTHORIZATION_FAILED" in str(failed.value) and "not allowed write" in str(failed.value)
     with sasl_cluster.admin() as admin:
         assert admin.list_offsets(topic) == {0: 0}

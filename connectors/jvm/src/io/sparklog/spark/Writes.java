@@ -45,6 +45,7 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.execution.arrow.ArrowWriter$;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.IntegerType;
@@ -90,12 +91,15 @@ final class Writes {
     final int schemaId, partitions, acks, timeoutMs, codec;
     final long batchSize;
     final int keyOrdinal, valueOrdinal, partitionOrdinal, timestampOrdinal;
+    int headersOrdinal = -1;
     final boolean keyIsString, valueIsString;
     final int[] dataOrdinals, keyOrdinals;
     final StructType input;
+    final Security security;
 
     Target(Options o, StructType input) {
       this.input = input;
+      this.security = o.security;
       bootstrap = o.bootstrap();
       topic = o.get("topic");
       if (topic == null) {
@@ -117,19 +121,34 @@ final class Writes {
       batchSize = bs == null ? 4L << 20 : bs;
       Long t = o.longOpt("timeoutMs", 1);
       timeoutMs = t == null ? 120_000 : (int) Math.min(Integer.MAX_VALUE, t);
-      if (o.has("partitions") || o.has("replicationFactor")) {
+      boolean create = o.bool("createTopic", false);
+      if (!create && (o.has("partitions") || o.has("replicationFactor"))) {
         throw SparkLogException.config(o.has("partitions") ? "partitions" : "replicationFactor", "applies with createTopic=true only");
       }
-      Cluster cluster = new Cluster(bootstrap);
+      Long parts = o.longOpt("partitions", 1), rf = o.longOpt("replicationFactor", 1);
+      Cluster cluster = new Cluster(bootstrap, security);
       Cluster.TopicMeta meta;
       try {
-        meta = cluster.topic(topic, true);
-      } catch (SparkLogException e) {
-        if (e.code == ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION) {
-          throw new SparkLogException("UnknownTopicOrPartitionError", e.code, "topic '" + topic + "' does not exist; create "
-              + "it first (Admin.create_topic or `spark-log topics create`)");
+        try {
+          meta = cluster.topic(topic, true);
+        } catch (SparkLogException e) {
+          if (e.code != ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION) throw e;
+          if (!create) {
+            throw new SparkLogException("UnknownTopicOrPartitionError", e.code, "topic '" + topic + "' does not exist; create "
+                + "it first (Admin.create_topic('" + topic + "', kind='typed') or `spark-log topics create " + topic
+                + " --typed`: the first write sets its schema; or a bytes topic), or set option createTopic=true (with "
+                + "partitions / replicationFactor) to create a typed topic from the DataFrame's schema");
+          }
+          // a typed topic without a schema (the first write below registers the DataFrame's), as the Python sink does
+          Admin.createTypedTopic(bootstrap, security, topic, parts == null ? 1 : parts.intValue(), rf == null ? 1 : rf.intValue(),
+              o.names("keyColumns"));
+          meta = Admin.await(cluster, topic);
         }
-        throw e;
+        if (meta.kind.equals("typed") && meta.latest() == null) {
+          Schema data = dataSchema(input);
+          Admin.registerSchema(bootstrap, security, topic, data);
+          meta = Admin.awaitSchema(cluster, topic);
+        }
       } finally {
         cluster.close();
       }
@@ -155,9 +174,15 @@ final class Writes {
         keyOrdinal = ordinal(input, "key");
         keyIsString = keyOrdinal >= 0 && binaryOrString(input, keyOrdinal, "key");
         valueIsString = binaryOrString(input, valueOrdinal, "value");
-        if (ordinal(input, "headers") >= 0) {
-          throw SparkLogException.config("headers", "a 'headers' column is not written by the JVM implementation yet; use the "
-              + "Python connector");
+        headersOrdinal = ordinal(input, "headers");
+        if (headersOrdinal >= 0) {
+          DataType ht = input.fields()[headersOrdinal].dataType();
+          Field have = ArrowUtils.toArrowField("headers", ht, true, "UTC", false,
+              org.apache.spark.sql.types.Metadata.empty());
+          if (!sameTypes(have, meta.schemas.get(0).findField("headers"))) {
+            throw new SparkLogException("SchemaMismatchError", 14, "column 'headers' must be array<struct<key: string, "
+                + "value: binary>>, got " + ht.simpleString());
+          }
         }
         timestampOrdinal = ordinal(input, "timestamp");
         if (timestampOrdinal >= 0 && !(input.fields()[timestampOrdinal].dataType() instanceof TimestampType)) {
@@ -170,10 +195,6 @@ final class Writes {
         keyOrdinals = null;
       } else {
         Schema schema = meta.latest();
-        if (schema == null) {
-          throw new SparkLogException("NoSchemaError", 25, "typed topic '" + topic + "' has no schema yet; the JVM writer does not "
-              + "register one: write once with the Python connector or register it with Admin.register_schema");
-        }
         schemaId = meta.latestSchemaId();
         schemaJson = schema.toJson();
         List<String> data = new ArrayList<>();
@@ -208,6 +229,25 @@ final class Writes {
         keyOrdinal = valueOrdinal = timestampOrdinal = -1;
         keyIsString = valueIsString = false;
       }
+    }
+
+    /** The DataFrame's data columns (without the routing ones) as Arrow, as the Python sink
+     *  registers them (pyspark's to_arrow_schema with UTC: ArrowUtils.toArrowSchema). */
+    private static Schema dataSchema(StructType input) {
+      StructType data = new StructType();
+      for (StructField f : input.fields()) if (!ROUTING.contains(f.name())) data = data.add(f);
+      return ArrowUtils.toArrowSchema(data, "UTC", true, false);
+    }
+
+    /** Same Arrow types and child names all the way down (nullability aside). */
+    private static boolean sameTypes(Field a, Field b) {
+      if (!a.getType().equals(b.getType()) || a.getChildren().size() != b.getChildren().size()) return false;
+      for (int i = 0; i < a.getChildren().size(); i++) {
+        Field x = a.getChildren().get(i), y = b.getChildren().get(i);
+        if (!(a.getType() instanceof ArrowType.List) && !x.getName().equals(y.getName())) return false;
+        if (!sameTypes(x, y)) return false;
+      }
+      return true;
     }
 
     private static int ordinal(StructType s, String name) {
@@ -282,15 +322,17 @@ final class Writes {
   private static final class Pending {
     final VectorSchemaRoot root;
     final ArrowWriter writer;  // typed topics
+    final org.apache.spark.sql.execution.arrow.ArrowFieldWriter headers;  // bytes topics written with a headers column
     int rows;
     long firstTs = Long.MIN_VALUE, maxTs = Long.MIN_VALUE;
 
-    Pending(VectorSchemaRoot root, boolean typed) {
+    Pending(VectorSchemaRoot root, boolean typed, boolean withHeaders) {
       this.root = root;
       this.writer = typed ? ArrowWriter.create(root) : null;
       if (!typed) {
         for (FieldVector v : root.getFieldVectors()) v.allocateNew();
       }
+      this.headers = !typed && withHeaders ? ArrowWriter$.MODULE$.createFieldWriter(root.getVector("headers")) : null;
     }
   }
 
@@ -309,6 +351,9 @@ final class Writes {
     private final long now = System.currentTimeMillis();
     private long rows, frames, chunk;
     private int inChunk;
+    private static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
+    private final long created = System.nanoTime();
+    private long encodeNanos, sendNanos, sentBytes;
 
     TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch) {
       this.target = target;
@@ -321,7 +366,7 @@ final class Writes {
         throw new RuntimeException(e);
       }
       this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log writer " + sparkPartition, 0, Long.MAX_VALUE);
-      this.cluster = new Cluster(target.bootstrap);
+      this.cluster = new Cluster(target.bootstrap, target.security);
       this.codec = target.codec == 0 ? NoCompressionCodec.INSTANCE
           : Lz4Codecs.INSTANCE.createCodec(target.codec == 1 ? CompressionUtil.CodecType.LZ4_FRAME : CompressionUtil.CodecType.ZSTD);
       this.mapped = target.dataOrdinals != null ? new MappedRow(target.dataOrdinals) : null;
@@ -364,7 +409,8 @@ final class Writes {
     @Override
     public void write(InternalRow row) throws IOException {
       int p = route(row);
-      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null));
+      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null,
+          target.headersOrdinal >= 0));
       int i = buf.rows;
       if (mapped != null) {
         buf.writer.write(mapped.of(row));
@@ -380,7 +426,8 @@ final class Writes {
         long millis = target.timestampOrdinal >= 0 && !row.isNullAt(target.timestampOrdinal)
             ? Math.floorDiv(row.getLong(target.timestampOrdinal), 1000) : now;
         ts.setSafe(i, millis);
-        buf.root.getVector("headers").setNull(i);
+        if (buf.headers != null) buf.headers.write(row, target.headersOrdinal);
+        else buf.root.getVector("headers").setNull(i);
         if (buf.firstTs == Long.MIN_VALUE) buf.firstTs = millis;
         buf.maxTs = Math.max(buf.maxTs, millis);
       }
@@ -396,14 +443,19 @@ final class Writes {
         if (buf.writer != null) {
           buf.writer.finish();
         } else {
+          if (buf.headers != null) buf.headers.finish();
           for (FieldVector v : buf.root.getFieldVectors()) v.setValueCount(buf.rows);
           buf.root.setRowCount(buf.rows);
         }
+        long t0 = System.nanoTime();
         framesByPartition.put(e.getKey(), encode(e.getKey(), buf));
+        encodeNanos += System.nanoTime() - t0;
         buf.root.close();
       }
       pending.clear();
+      long t1 = System.nanoTime();
       send(framesByPartition);
+      sendNanos += System.nanoTime() - t1;
       inChunk = 0;
       chunk++;
     }
@@ -463,6 +515,7 @@ final class Writes {
           for (int p : e.getValue()) {
             int size = 0;
             for (byte[] f : todo.get(p)) size += f.length;
+            sentBytes += size;
             req.str(target.topic).i32(p).i32(-1).i32(size);
             for (byte[] f : todo.get(p)) req.raw(f);
           }
@@ -473,7 +526,6 @@ final class Writes {
             try {
               r = c.call(DataConnection.PRODUCE, req);
             } catch (IOException io) {
-              c.close();
               throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, io.toString());
             }
           } catch (SparkLogException err) {
@@ -517,6 +569,10 @@ final class Writes {
 
     @Override
     public void close() {
+      if (PROFILE) {
+        System.err.printf("spark-log profile writer %d: task %.1f ms, %d rows, %d frames, encode %.1f ms, send %.1f ms (%d bytes)%n",
+            sparkPartition, (System.nanoTime() - created) / 1e6, rows, frames, encodeNanos / 1e6, sendNanos / 1e6, sentBytes);
+      }
       for (Pending p : pending.values()) p.root.close();
       pending.clear();
       cluster.close();
