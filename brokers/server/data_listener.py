@@ -637,9 +637,11 @@ class DataListener:
         spec = request.i64()
         isolation = request.u8()
         n = request.count()
+        # replica_id -1: a consumer (0 would be a follower broker's id: its offsets, and CLUSTER_ACTION under ACLs)
         message = pb.ListOffsetsRequest(
-            isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
-            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec)
+            replica_id=-1, isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
+            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec,
+                                                current_leader_epoch=-1)
                         for _ in range(n)])
         self._check("/spark_log.broker.v1.Broker/ListOffsets", message, caller)
         response = self.list_offsets.handle(message)

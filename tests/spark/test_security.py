@@ -66,6 +66,15 @@ def test_a_secured_round_trip_with_kafka_option_names(spark: Any, sasl_cluster: 
     assert sorted(r.value for r in back.select("value").collect()) == sorted(f"v{i}".encode() for i in range(20))
 
 
+def test_a_wrong_password_is_refused(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
+    topic = _fresh(sasl_cluster, "spark-badpass", partitions=1)
+    name, _password = _user(sasl_cluster, topic, Operation.READ)
+    options = _options(sasl_cluster, name, "not-the-password")
+    with pytest.raises(Exception) as failed:
+        spark.read.format(fmt).options(**options).option("subscribe", topic).load().collect()
+    assert "AUTHENTICATION_FAILED" in str(failed.value) and "not-the-password" not in str(failed.value)
+
+
 def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
     topic = _fresh(sasl_cluster, "spark-noread", partitions=1)
     with sasl_cluster.admin() as admin:
