@@ -213,11 +213,11 @@ final class Writes {
           Field f = schema.getFields().get(i);
           dataOrdinals[i] = ordinal(input, f.getName());
           DataType dt = input.fields()[dataOrdinals[i]].dataType();
-          ArrowType have = ArrowUtils.toArrowType(dt, "UTC", false);
-          if (!have.equals(f.getType())) {
+          Field have = ArrowUtils.toArrowField(f.getName(), dt, true, "UTC", false, org.apache.spark.sql.types.Metadata.empty());
+          if (!sameTypes(have, f)) {
             throw new SparkLogException("SchemaMismatchError", 14, "column '" + f.getName() + "' of topic '" + topic + "' is "
-                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have + "): the JVM writer needs the "
-                + "topic's exact types, cast the column or use the Python connector");
+                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have.getType() + "): the JVM writer needs "
+                + "the topic's exact types, cast the column or use the Python connector");
           }
         }
         List<String> keys = o.names("keyColumns") != null ? o.names("keyColumns") : meta.keyColumns;
