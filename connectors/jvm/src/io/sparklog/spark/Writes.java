@@ -59,7 +59,8 @@ import org.apache.spark.sql.util.ArrowUtils;
 /** The sink: the exactly-once idempotent scheme of connectors/writer.py.  Each write task is an
  *  idempotent producer whose id and epoch come from (query id, Spark partition, batch id)
  *  (Identity.producer: the same function as writer.producer_identity), frames are cut
- *  deterministically (the task's rows in chunks of CHUNK_ROWS, as Spark's Arrow batches reach the
+ *  deterministically (the task's rows in chunks of spark.sql.execution.arrow.maxRecordsPerBatch rows
+ *  (default CHUNK_ROWS), read on the driver: as Spark's Arrow batches reach the
  *  Python sink; one frame per chunk and partition, sliced when larger than batchSize), and
  *  sequences run from 0 per partition in input order, so a re-run task's frames are
  *  acknowledged as duplicates by the brokers.  Rows without a key go to partition
@@ -96,10 +97,14 @@ final class Writes {
     final int[] dataOrdinals, keyOrdinals;
     final StructType input;
     final Security security;
+    /** Rows per chunk: Spark's Arrow batch size, as the Python sink's batches are cut. */
+    final int chunkRows;
 
     Target(Options o, StructType input) {
       this.input = input;
       this.security = o.security;
+      int arrowBatch = org.apache.spark.sql.internal.SQLConf.get().arrowMaxRecordsPerBatch();
+      this.chunkRows = arrowBatch > 0 ? arrowBatch : CHUNK_ROWS;
       bootstrap = o.bootstrap();
       topic = o.get("topic");
       if (topic == null) {
@@ -433,7 +438,7 @@ final class Writes {
       }
       buf.rows++;
       rows++;
-      if (++inChunk == CHUNK_ROWS) flush();
+      if (++inChunk == target.chunkRows) flush();
     }
 
     private void flush() throws IOException {
