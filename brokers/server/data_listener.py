@@ -60,6 +60,9 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
     SCRAM_START (5)   req: str client-first;  resp: str exchange id, str server-first
     SCRAM_FINISH (6)  req: str exchange id, str client-final;  resp: str server-final, str principal
                       (the connection is then that principal)
+    PRODUCE_TXN (7)   req: str transactional id, then PRODUCE's; resp: PRODUCE's.  Transactional frames
+                      (attribute 0x10) of a participant the coordinator knows (KIP-890 verification
+                      and WRITE on the transactional id, as ``Broker.Produce`` with ``transactional_id``)
 
 Threads: one daemon thread per connection (a client keeps one connection per broker and
 sends one request at a time); a fetch long-polls on its connection's thread.
@@ -101,12 +104,12 @@ from .partition_manager import PartitionManager
 from .produce import ProduceHandler
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
-           "SCRAM_FINISH", "describe_handler", "security_refusal", "Caller"]
+           "SCRAM_FINISH", "PRODUCE_TXN", "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
-METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH = 1, 2, 3, 4, 5, 6
+METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN = 1, 2, 3, 4, 5, 6, 7
 _HANDSHAKE_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 256 << 20
 _U32 = struct.Struct("<I")
@@ -476,6 +479,9 @@ class DataListener:
                 self._fetch(request, body, is_active, caller)
             elif api == PRODUCE:
                 self._produce(request, body, caller)
+            elif api == PRODUCE_TXN:
+                transactional_id = request.str()
+                self._produce(request, body, caller, transactional_id=transactional_id)
             else:
                 raise InvalidRequestError(f"unknown data listener api {api}")
         except SparkLogError as exc:
@@ -684,7 +690,7 @@ class DataListener:
                 out.i64(txn.first_offset)
                 out.i64(txn.last_offset)
 
-    def _produce(self, request: _Reader, out: _Writer, caller: Caller) -> None:
+    def _produce(self, request: _Reader, out: _Writer, caller: Caller, *, transactional_id: str = "") -> None:
         acks, timeout_ms = request.i16(), request.i32()
         n = request.count()
         entries = []
@@ -692,7 +698,7 @@ class DataListener:
             topic, partition, epoch = request.str(), request.i32(), request.i32()
             entries.append(pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=epoch,
                                                records=bytes(request.raw())))
-        message = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries)
+        message = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries, transactional_id=transactional_id)
         self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
         self._quota("producer_byte_rate", caller, sum(len(p.records) for p in entries))
         response = self.produce.handle(message)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 
 def main(bootstrap: str, topic: str, jar: str) -> None:
@@ -27,7 +28,7 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
     try:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
-        jvm = spark._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark._jvm
         deadline_executors = 0
         import time
 

@@ -23,7 +23,8 @@ import javax.net.ssl.SSLSocket;
  *  back when it closes, so a task costs no TCP/TLS handshake or SCRAM exchange once its JVM
  *  has talked to that broker. */
 final class DataConnection implements Closeable {
-  static final int METADATA = 1, LIST_OFFSETS = 2, FETCH = 3, PRODUCE = 4, SCRAM_START = 5, SCRAM_FINISH = 6;
+  static final int METADATA = 1, LIST_OFFSETS = 2, FETCH = 3, PRODUCE = 4, SCRAM_START = 5, SCRAM_FINISH = 6,
+      PRODUCE_TXN = 7;
   /** Idle connections older than this are closed rather than reused. */
   static final long MAX_IDLE_MS = 60_000;
   static final int MAX_IDLE_PER_BROKER = 8;

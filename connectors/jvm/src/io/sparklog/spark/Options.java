@@ -26,8 +26,7 @@ final class Options implements Serializable {
       "batchSize", "timeoutMs", "tombstoneColumn", "createTopic", "partitions", "replicationFactor", "transactional",
       "transactionTimeoutMs");
   /** Accepted names the JVM implementation refuses (use the Python connector for them). */
-  static final Set<String> NOT_YET = new TreeSet<>(Arrays.asList("groupId", "tombstoneColumn", "transactional",
-      "transactionTimeoutMs"));
+  static final Set<String> NOT_YET = new TreeSet<>(Arrays.asList("groupId", "tombstoneColumn"));
   private static final Set<String> SPARK_OWNED = new TreeSet<>(Arrays.asList("path", "checkpointlocation", "queryname"));
 
   final Map<String, String> values;

@@ -99,12 +99,21 @@ final class Writes {
     final Security security;
     /** Rows per chunk: Spark's Arrow batch size, as the Python sink's batches are cut. */
     final int chunkRows;
+    /** transactional=true: each micro-batch (batch write: the whole write) is one transaction. */
+    final boolean transactional;
+    final int transactionTimeoutMs;
 
     Target(Options o, StructType input) {
       this.input = input;
       this.security = o.security;
       int arrowBatch = org.apache.spark.sql.internal.SQLConf.get().arrowMaxRecordsPerBatch();
       this.chunkRows = arrowBatch > 0 ? arrowBatch : CHUNK_ROWS;
+      this.transactional = o.bool("transactional", false);
+      Long txnTimeout = o.longOpt("transactionTimeoutMs", 1);
+      if (txnTimeout != null && !transactional) {
+        throw SparkLogException.config("transactionTimeoutMs", "applies only with transactional=true");
+      }
+      this.transactionTimeoutMs = txnTimeout == null ? 600_000 : (int) Math.min(Integer.MAX_VALUE, txnTimeout);
       bootstrap = o.bootstrap();
       topic = o.get("topic");
       if (topic == null) {
@@ -115,6 +124,7 @@ final class Writes {
       if (a.equals("0")) throw SparkLogException.config("acks", "cannot be 0: the sink must know a write landed to be exactly-once");
       if (!a.equals("all") && !a.equals("-1") && !a.equals("1")) throw SparkLogException.config("acks", "must be all, -1 or 1, got '" + a + "'");
       acks = a.equals("1") ? 1 : -1;
+      if (transactional && acks != -1) throw SparkLogException.config("transactional", "needs acks=all");
       String c = o.has("compression") ? o.get("compression").trim().toLowerCase(Locale.ROOT) : "lz4";
       switch (c) {
         case "lz4": codec = 1; break;
@@ -273,6 +283,10 @@ final class Writes {
     final int sparkPartition;
     final long rows, frames, producerId;
     final int producerEpoch;
+    /** Transactional writes: the transaction the task joined ("" for none), and whether it did. */
+    String transactionalId = "", run = "";
+    long label;
+    boolean joined;
 
     Commit(int sparkPartition, long rows, long frames, long producerId, int producerEpoch) {
       this.sparkPartition = sparkPartition; this.rows = rows; this.frames = frames; this.producerId = producerId;
@@ -280,37 +294,84 @@ final class Writes {
     }
   }
 
+  /** The transaction a task writes in (connectors/writer.py: transactional_id_of(query id) and the
+   *  batch id for streams, spark-job-<id> and 0 for a batch write; the run names the writer). */
+  static final class Transaction implements java.io.Serializable {
+    final String transactionalId, run;
+    final long label;
+
+    Transaction(String transactionalId, long label, String run) {
+      this.transactionalId = transactionalId; this.label = label; this.run = run;
+    }
+  }
+
+  /** The driver's end of a transactional write: commit (or abort) with the joined participants.
+   *  {@code own} is the transaction as the driver names it: an abort after failed tasks (which
+   *  send no message) still ends it, aborting every participant that joined. */
+  static void endTransaction(Target target, Transaction own, WriterCommitMessage[] messages, boolean commit) {
+    if (!target.transactional) return;
+    String transactionalId = own.transactionalId, run = own.run;
+    long label = own.label;
+    List<Long> participants = new ArrayList<>();
+    for (WriterCommitMessage m : messages) {
+      if (!(m instanceof Commit) || ((Commit) m).transactionalId.isEmpty()) continue;
+      Commit c = (Commit) m;
+      transactionalId = c.transactionalId;
+      run = c.run;
+      label = c.label;
+      if (c.joined) participants.add(c.producerId);
+    }
+    Txn.end(target.bootstrap, target.security, transactionalId, label, run, commit, participants, target.timeoutMs);
+  }
+
   static final class Sink implements BatchWrite, StreamingWrite {
     private final Target target;
     private final String id;
     private final boolean streaming;
+    /** This writer instance (one per query run): a newer run aborts an older one's open batch. */
+    private final String run = UUID.randomUUID().toString().replace("-", "");
 
     Sink(Target target, String id, boolean streaming) { this.target = target; this.id = id; this.streaming = streaming; }
 
-    @Override public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+    @Override public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id, run); }
 
-    @Override public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+    @Override public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+      return new Factory(target, id, run);
+    }
 
     @Override public boolean useCommitCoordinator() { return false; }
 
-    @Override public void commit(WriterCommitMessage[] messages) {}
+    private Transaction batchTransaction() { return new Transaction("spark-job-" + id, 0, id); }
 
-    @Override public void abort(WriterCommitMessage[] messages) {}
+    private Transaction streamTransaction(long epochId) {
+      String query = org.apache.spark.SparkContext.getOrCreate().getLocalProperty("sql.streaming.queryId");
+      String batch = org.apache.spark.SparkContext.getOrCreate().getLocalProperty("streaming.sql.batchId");
+      return new Transaction("spark-sink-" + (query != null ? query : id), batch != null ? Long.parseLong(batch) : epochId, run);
+    }
 
-    @Override public void commit(long epochId, WriterCommitMessage[] messages) {}
+    @Override public void commit(WriterCommitMessage[] messages) { endTransaction(target, batchTransaction(), messages, true); }
 
-    @Override public void abort(long epochId, WriterCommitMessage[] messages) {}
+    @Override public void abort(WriterCommitMessage[] messages) { endTransaction(target, batchTransaction(), messages, false); }
+
+    @Override public void commit(long epochId, WriterCommitMessage[] messages) {
+      endTransaction(target, streamTransaction(epochId), messages, true);
+    }
+
+    @Override public void abort(long epochId, WriterCommitMessage[] messages) {
+      endTransaction(target, streamTransaction(epochId), messages, false);
+    }
   }
 
   static final class Factory implements DataWriterFactory, StreamingDataWriterFactory {
     private final Target target;
-    private final String id;
+    private final String id, run;
 
-    Factory(Target target, String id) { this.target = target; this.id = id; }
+    Factory(Target target, String id, String run) { this.target = target; this.id = id; this.run = run; }
 
     @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
       long[] identity = Identity.producer(id, partitionId, 0);
-      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+      Transaction txn = target.transactional ? new Transaction("spark-job-" + id, 0, id) : null;
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1], txn);
     }
 
     @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
@@ -319,7 +380,8 @@ final class Writes {
       String batch = ctx != null ? ctx.getLocalProperty("streaming.sql.batchId") : null;
       long batchId = batch != null ? Long.parseLong(batch) : epochId;
       long[] identity = Identity.producer(query != null ? query : id, partitionId, batchId);
-      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+      Transaction txn = target.transactional ? new Transaction("spark-sink-" + (query != null ? query : id), batchId, run) : null;
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1], txn);
     }
   }
 
@@ -344,8 +406,11 @@ final class Writes {
   static final class TaskWriter implements DataWriter<InternalRow> {
     private final Target target;
     private final int sparkPartition;
-    private final long producerId;
-    private final int producerEpoch;
+    private long producerId;
+    private int producerEpoch;
+    private final Transaction txn;
+    private boolean joined, alreadyCommitted;
+    private final java.util.Set<Integer> added = new java.util.HashSet<>();
     private final Schema schema;
     private final BufferAllocator allocator;
     private final Cluster cluster;
@@ -360,11 +425,12 @@ final class Writes {
     private final long created = System.nanoTime();
     private long encodeNanos, sendNanos, sentBytes;
 
-    TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch) {
+    TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch, Transaction txn) {
       this.target = target;
       this.sparkPartition = sparkPartition;
       this.producerId = producerId;
       this.producerEpoch = producerEpoch;
+      this.txn = txn;
       try {
         this.schema = Schema.fromJSON(target.schemaJson);
       } catch (IOException e) {
@@ -413,6 +479,10 @@ final class Writes {
 
     @Override
     public void write(InternalRow row) throws IOException {
+      if (txn != null && !joined) {
+        join();
+      }
+      if (alreadyCommitted) return;  // this batch's transaction committed before: write nothing
       int p = route(row);
       Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null,
           target.headersOrdinal >= 0));
@@ -483,6 +553,21 @@ final class Writes {
       return out;
     }
 
+    /** Join the task's transaction as a participant with a fresh producer id (or learn that
+     *  its batch committed before); sequences start from 0 under the new id. */
+    private void join() {
+      long[] got = Txn.join(target.bootstrap, target.security, txn.transactionalId, txn.label, txn.run,
+          target.transactionTimeoutMs);
+      joined = true;
+      if (got == null) {
+        alreadyCommitted = true;
+        return;
+      }
+      producerId = got[0];
+      producerEpoch = (int) got[1];
+      sequences.clear();
+    }
+
     private byte[] frame(int partition, VectorSchemaRoot root, int count, long firstTs, long maxTs) throws IOException {
       ByteArrayOutputStream body = new ByteArrayOutputStream();
       body.write(new byte[64]);
@@ -495,7 +580,7 @@ final class Writes {
       ByteBuffer h = ByteBuffer.wrap(frame).order(ByteOrder.LITTLE_ENDIAN);
       h.putLong(0, 0L).putInt(8, frame.length).putInt(12, -1);
       h.put(16, (byte) 'S').put(17, (byte) 'L').put(18, (byte) 1).put(19, (byte) 0);
-      h.putShort(24, (short) target.codec).putShort(26, (short) producerEpoch).putInt(28, count);
+      h.putShort(24, (short) (target.codec | (txn != null ? 0x10 : 0))).putShort(26, (short) producerEpoch).putInt(28, count);
       h.putLong(32, firstTs).putLong(40, maxTs).putLong(48, producerId).putInt(56, sequence).putInt(60, target.schemaId);
       CRC32C crc = new CRC32C();
       crc.update(frame, 24, frame.length - 24);
@@ -516,7 +601,17 @@ final class Writes {
         SparkLogException last = null;
         Map<Integer, List<byte[]>> again = new TreeMap<>();
         for (Map.Entry<Integer, List<Integer>> e : byLeader.entrySet()) {
-          Buf req = new Buf().i16(target.acks).i32(target.timeoutMs).i32(e.getValue().size());
+          Buf req = new Buf();
+          if (txn != null) {
+            req.str(txn.transactionalId);
+            for (int p : e.getValue()) {
+              if (added.add(p)) {
+                Txn.addPartition(target.bootstrap, target.security, txn.transactionalId, producerId, producerEpoch,
+                    target.topic, p);
+              }
+            }
+          }
+          req.i16(target.acks).i32(target.timeoutMs).i32(e.getValue().size());
           for (int p : e.getValue()) {
             int size = 0;
             for (byte[] f : todo.get(p)) size += f.length;
@@ -529,7 +624,7 @@ final class Writes {
             if (e.getKey() < 0) throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, "no leader");
             DataConnection c = cluster.connection(e.getKey());
             try {
-              r = c.call(DataConnection.PRODUCE, req);
+              r = c.call(txn != null ? DataConnection.PRODUCE_TXN : DataConnection.PRODUCE, req);
             } catch (IOException io) {
               throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, io.toString());
             }
@@ -566,8 +661,16 @@ final class Writes {
 
     @Override
     public WriterCommitMessage commit() throws IOException {
+      if (txn != null && !joined) join();
       if (!pending.isEmpty()) flush();
-      return new Commit(sparkPartition, rows, frames, producerId, producerEpoch);
+      Commit c = new Commit(sparkPartition, rows, frames, producerId, producerEpoch);
+      if (txn != null) {
+        c.transactionalId = txn.transactionalId;
+        c.run = txn.run;
+        c.label = txn.label;
+        c.joined = !alreadyCommitted;
+      }
+      return c;
     }
 
     @Override public void abort() {}
