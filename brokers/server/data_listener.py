@@ -64,8 +64,9 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       (attribute 0x10) of a participant the coordinator knows (KIP-890 verification
                       and WRITE on the transactional id, as ``Broker.Produce`` with ``transactional_id``)
 
-Threads: one daemon thread per connection (a client keeps one connection per broker and
-sends one request at a time); a fetch long-polls on its connection's thread.
+Threads: one daemon thread per connection (a client sends one request at a time on a
+connection; the JVM connector pools its connections per executor JVM, at most 8 idle per
+broker, not reused after 60 s idle); a fetch long-polls on its connection's thread.
 """
 from __future__ import annotations
 
