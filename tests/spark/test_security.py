@@ -156,3 +156,36 @@ def test_no_secret_in_logs_errors_or_checkpoints(sasl_cluster: SecuredCluster, t
     assert _run_job(control, sasl_cluster, user, password, source, sink, "--leak").returncode == 0
     leaked, _ = _files_holding([control], password.encode())
     assert {p.name for p in leaked} == {"stdout.log", "stderr.log", "job.log", "0"}
+
+
+@pytest.fixture(scope="module")
+def mtls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One node with mutual TLS and the authorizer (no SASL): the client certificate is the principal."""
+    from brokers.launcher.secure import DevSecurity
+    from tests.support.secure_cluster import secured_cluster
+
+    with secured_cluster(tmp_path_factory.mktemp("spark-mtls"), DevSecurity(tls=True, mtls=True, authorizer=True),
+                         brokers=1) as cluster:
+        yield cluster
+
+
+def test_mutual_tls_with_a_client_certificate(spark: Any, mtls_cluster: SecuredCluster, fmt: str) -> None:
+    """kafka.security.protocol=SSL with a PEM keystore (the JVM implementation converts the EC
+    key and chain in memory): the certificate's subject is the principal the ACLs name."""
+    topic = f"spark-mtls-{uuid.uuid4().hex[:8]}"
+    with mtls_cluster.admin() as admin:
+        admin.create_topic(topic, partitions=1)
+    name = f"spark-{uuid.uuid4().hex[:6]}"
+    cert = mtls_cluster.certificate(name)
+    principal = f"User:CN={name}"
+    options = {"bootstrap": mtls_cluster.bootstrap, "kafka.security.protocol": "SSL",
+               "kafka.ssl.truststore.location": mtls_cluster.ca_file, "kafka.ssl.certificate.location": cert.cert_file,
+               "kafka.ssl.key.location": cert.key_file}
+    df = spark.createDataFrame([(f"k{i}", f"v{i}".encode()) for i in range(10)], "key string, value binary")
+    with pytest.raises(Exception) as refused:
+        df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(refused.value) and principal in str(refused.value)
+    mtls_cluster.allow(principal, ResourceType.TOPIC, topic, Operation.READ, Operation.WRITE)
+    df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    back = spark.read.format(fmt).options(**options).option("subscribe", topic).load()
+    assert sorted(r.value for r in back.select("value").collect()) == sorted(f"v{i}".encode() for i in range(10))
