@@ -160,3 +160,23 @@ def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name:
     query.awaitTermination(120)
     assert query.exception() is None
     assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {keep: {"0": 5}}
+
+
+def test_the_jvm_implementation_refuses_what_it_lacks_by_name(spark: Any, log_cluster: Any, filled: str) -> None:
+    """Options the JVM implementation does not implement fail at start naming the option."""
+    from connectors.session import JVM_CLASS, jvm_jar
+
+    if jvm_jar() is None:
+        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    for options, named in [({"groupId": "g"}, "groupId"), ({"pushFilters": "true"}, "pushFilters")]:
+        with pytest.raises(Exception) as info:
+            _reader(spark, log_cluster.bootstrap, JVM_CLASS, subscribe=filled, **options).load().collect()
+        assert f"'{named}'" in str(info.value) and "JVM" in str(info.value), str(info.value)[:300]
+    df = spark.createDataFrame([(filled, "v")], "topic string, value string")
+    with pytest.raises(Exception) as info:
+        df.write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).mode("append").save()
+    assert "'topic'" in str(info.value)
+    with pytest.raises(Exception) as info:
+        (df.drop("topic").write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).option("topic", filled)
+         .option("tombstoneColumn", "gone").mode("append").save())
+    assert "'tombstoneColumn'" in str(info.value)
