@@ -207,6 +207,11 @@ def register(host: BrokerHost) -> Callable[[], None]:
     listener = DataListener(manager=server.manager, builder=server.builder, fetch=servicer.fetch,
                             produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
                             port=config.data_port, data_dir=host.data_dir, channels=host.channels)
+    node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)
+    if node_security is not None:
+        listener.attach_security(node_security)
+    elif config.security.security_protocol != "PLAINTEXT" or config.security.authorizer_enabled:
+        refusal = refusal or "the host offers no node security to the data listener"
 
     def data_listener_info() -> dpb.DataListenerInfo:
         info = listener.info()

@@ -13,11 +13,18 @@ on the broker's gRPC port, which is how a client holding only the bootstrap (gRP
 addresses finds it.  The METADATA answer names every live broker's data listener
 (brokers ask each other with ``Describe``, cached per broker address).
 
-Security: the listener has no TLS or SASL.  ``data_listener = "auto"`` (default) starts it
-only when the node's ``security_protocol`` is PLAINTEXT and no authorizer is on, and
-otherwise leaves it off (``Describe`` then answers port 0 with the reason); ``"on"`` with
-security configured refuses to start the broker (``InvalidConfigError``); ``"off"``
-never starts it.
+Security: the listener serves the node's ``security_protocol`` with the node's own material
+and rules (``attach_security``): TLS with the certificate, key and CA of ``TlsFiles`` (a
+renewed certificate is used from the next handshake; client certificates required when
+``ssl_client_auth = "required"``, the principal then being ``User:<subject>`` as gRPC names
+it); on ``SASL_SSL`` a connection authenticates first with SCRAM-SHA-256 (``SCRAM_START``/
+``SCRAM_FINISH``, the ``SessionStore`` exchange of ``Security.ScramStart/ScramFinish``),
+else every request is refused with ``AuthenticationError``; with the authorizer on, each
+request passes the rule of the gRPC method it stands for (``RULES``: FETCH is
+``Broker.Fetch``, PRODUCE ``Broker.Produce``, LIST_OFFSETS ``Broker.ListOffsets``,
+METADATA DESCRIBE on each named topic, all topics filtered by DESCRIBE).  Not applied
+here: byte-rate quotas (a quota in the image makes ``data_listener = "auto"`` leave the
+listener off).  ``"off"`` never starts it.
 
 Wire format (every integer little-endian, as the frame header)::
 
@@ -50,9 +57,16 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                            i32 current leader epoch (-1: unchecked), bytes frames)
                       resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 base offset,
                             i64 last offset, u8 duplicate)
+    SCRAM_START (5)   req: str client-first;  resp: str exchange id, str server-first
+    SCRAM_FINISH (6)  req: str exchange id, str client-final;  resp: str server-final, str principal
+                      (the connection is then that principal)
+    PRODUCE_TXN (7)   req: str transactional id, then PRODUCE's; resp: PRODUCE's.  Transactional frames
+                      (attribute 0x10) of a participant the coordinator knows (KIP-890 verification
+                      and WRITE on the transactional id, as ``Broker.Produce`` with ``transactional_id``)
 
-Threads: one daemon thread per connection (a client keeps one connection per broker and
-sends one request at a time); a fetch long-polls on its connection's thread.
+Threads: one daemon thread per connection (a client sends one request at a time on a
+connection; the JVM connector pools its connections per executor JVM, at most 8 idle per
+broker, not reused after 60 s idle); a fetch long-polls on its connection's thread.
 """
 from __future__ import annotations
 
@@ -60,15 +74,27 @@ import logging
 import os
 import socket
 import socketserver
+import ssl
 import struct
+import tempfile
 import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import grpc
 
 from brokers.net.channels import Channels
-from spark_log.errors import InvalidConfigError, InvalidRequestError, SparkLogError, StorageError
+from spark_log.errors import (
+    AuthenticationError,
+    InvalidConfigError,
+    InvalidRequestError,
+    SparkLogError,
+    StorageError,
+    ThrottledError,
+    TopicAuthorizationError,
+)
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import data_listener_pb2 as dpb
 
@@ -78,13 +104,14 @@ from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .produce import ProduceHandler
 
-__all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE",
-           "describe_handler", "security_refusal"]
+__all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
+           "SCRAM_FINISH", "PRODUCE_TXN", "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
-METADATA, LIST_OFFSETS, FETCH, PRODUCE = 1, 2, 3, 4
+METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN = 1, 2, 3, 4, 5, 6, 7
+_HANDSHAKE_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 256 << 20
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -96,14 +123,32 @@ _DESCRIBE_TIMEOUT_S = 2.0
 
 
 def security_refusal(config: Any) -> str | None:
-    """Why the data listener cannot run under ``config.security`` (None: it can)."""
+    """Why the data listener cannot run under ``config.security`` (None: it can).  Every
+    protocol the node's gRPC listener serves (PLAINTEXT, SSL, SASL_SSL), with or without the
+    authorizer, is served (module docstring)."""
     security = config.security
-    if security.security_protocol != "PLAINTEXT" or security.authorizer_enabled:
-        return (f"the data listener has no TLS/SASL/authorizer support yet and the node is configured with "
-                f"security_protocol={security.security_protocol}"
-                f"{' and an authorizer' if security.authorizer_enabled else ''}; the JVM connector cannot be used "
-                f"with this cluster (use the Python connector)")
+    if security.security_protocol not in ("PLAINTEXT", "SSL", "SASL_SSL"):
+        return f"the data listener does not serve security_protocol={security.security_protocol}"
     return None
+
+
+@dataclass
+class Caller:
+    """Who is on one connection: ``principal`` (``User:ANONYMOUS`` until SCRAM or a client
+    certificate says otherwise), ``host``, and whether it may send requests yet."""
+
+    principal: str
+    host: str
+    authenticated: bool = True
+    client_id: str = ""
+
+
+def _subject(cert: dict[str, Any]) -> str:
+    """A peer certificate's subject as gRPC's ``x509_subject`` writes it ("CN=name")."""
+    short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
+             "localityName": "L", "stateOrProvinceName": "ST"}
+    parts = [f"{short.get(k, k)}={v}" for rdn in cert.get("subject", ()) for k, v in rdn]
+    return ",".join(parts)
 
 
 class _Reader:
@@ -242,6 +287,22 @@ class _Connection(socketserver.BaseRequestHandler):
         sock: socket.socket = self.request
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         listener = self.server.listener
+        caller = listener.new_caller(str(self.client_address[0]))
+        context = listener.tls_context()
+        if context is not None:
+            sock.settimeout(_HANDSHAKE_TIMEOUT_S)
+            try:
+                sock = context.wrap_socket(sock, server_side=True)
+            except (ssl.SSLError, OSError) as exc:
+                log.info("data listener: TLS handshake with %s failed: %s", self.client_address, exc)
+                return
+            sock.settimeout(None)
+            cert = sock.getpeercert()
+            if cert:
+                from brokers.security.principal import user
+
+                caller.principal = user(_subject(cert))
+                caller.authenticated = True
         listener._track(sock, True)
         try:
             while not listener.stopping:
@@ -256,14 +317,18 @@ class _Connection(socketserver.BaseRequestHandler):
                 if body is None:
                     return
                 api, correlation = _REQUEST_HEAD.unpack_from(body, 0)
-                answer = listener.answer(api, memoryview(body)[_REQUEST_HEAD.size:], is_active=lambda: not listener.stopping)
+                answer = listener.answer(api, memoryview(body)[_REQUEST_HEAD.size:], is_active=lambda: not listener.stopping,
+                                         caller=caller)
                 head_out = _Writer()
                 head_out.chunks.append(_U32.pack(correlation))
                 chunks = head_out.chunks + answer
                 total = sum(len(c) for c in chunks)
-                sock.sendall(_U32.pack(total))
-                for chunk in chunks:
-                    sock.sendall(chunk)
+                if isinstance(sock, ssl.SSLSocket):
+                    sock.sendall(b"".join([_U32.pack(total), *chunks]))  # one TLS record stream, not one per chunk
+                else:
+                    sock.sendall(_U32.pack(total))
+                    for chunk in chunks:
+                        sock.sendall(chunk)
         except OSError:
             return
         finally:
@@ -303,6 +368,49 @@ class DataListener:
         self._thread: threading.Thread | None = None
         self._sockets: set[socket.socket] = set()
         self._lock = threading.Lock()
+        self.security: Any = None  # brokers.security.node_security.NodeSecurity (attach_security)
+        self._tls: tuple[int, ssl.SSLContext] | None = None
+
+    def attach_security(self, security: Any) -> None:
+        """Serve with the node's ``NodeSecurity``: its TLS files, SCRAM sessions, authorizer
+        and quotas (module docstring).  Before ``start``."""
+        self.security = security
+
+    @property
+    def protocol(self) -> str:
+        return str(self.security.config.security_protocol) if self.security is not None else "PLAINTEXT"
+
+    def new_caller(self, host: str) -> Caller:
+        from brokers.security.principal import ANONYMOUS
+
+        return Caller(principal=ANONYMOUS, host=host, authenticated=self.protocol != "SASL_SSL")
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The server context of the node's current TLS material (rebuilt when it is renewed);
+        None without TLS."""
+        files = self.security.files if self.security is not None else None
+        if files is None:
+            return None
+        material = files.current()
+        cached = self._tls
+        if cached is not None and cached[0] == material.generation:
+            return cached[1]
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        # ssl loads a certificate chain and key from files only: a private 0700 folder, removed at once
+        with tempfile.TemporaryDirectory(prefix="data-listener-tls-") as folder:
+            cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as out:
+                out.write(material.private_key)
+            cert.write_bytes(material.cert_chain)
+            context.load_cert_chain(cert, key)
+        if material.ca:
+            context.load_verify_locations(cadata=material.ca.decode("ascii"))
+        if self.security.config.ssl_client_auth == "required":
+            context.verify_mode = ssl.CERT_REQUIRED
+        self._tls = (material.generation, context)
+        return context
 
     @property
     def port_file(self) -> Path:
@@ -349,20 +457,32 @@ class DataListener:
 
     # --- requests ---------------------------------------------------------------------
 
-    def answer(self, api: int, payload: memoryview, *, is_active: Callable[[], bool] = lambda: True) -> list[bytes | memoryview]:
+    def answer(self, api: int, payload: memoryview, *, is_active: Callable[[], bool] = lambda: True,
+               caller: Caller | None = None) -> list[bytes | memoryview]:
         """The response chunks after the correlation id: error code, message, payload."""
         out = _Writer()
+        caller = caller if caller is not None else self.new_caller("")
         try:
             request = _Reader(payload)
             body = _Writer()
-            if api == METADATA:
-                self._metadata(request, body)
+            if api == SCRAM_START:
+                self._scram_start(request, body, caller)
+            elif api == SCRAM_FINISH:
+                self._scram_finish(request, body, caller)
+            elif not caller.authenticated:
+                raise AuthenticationError("this listener needs authentication: SCRAM-SHA-256 (SCRAM_START/SCRAM_FINISH) "
+                                          "or a client certificate")
+            elif api == METADATA:
+                self._metadata(request, body, caller)
             elif api == LIST_OFFSETS:
-                self._list_offsets(request, body)
+                self._list_offsets(request, body, caller)
             elif api == FETCH:
-                self._fetch(request, body, is_active)
+                self._fetch(request, body, is_active, caller)
             elif api == PRODUCE:
-                self._produce(request, body)
+                self._produce(request, body, caller)
+            elif api == PRODUCE_TXN:
+                transactional_id = request.str()
+                self._produce(request, body, caller, transactional_id=transactional_id)
             else:
                 raise InvalidRequestError(f"unknown data listener api {api}")
         except SparkLogError as exc:
@@ -379,7 +499,72 @@ class DataListener:
         out.str("")
         return out.chunks + body.chunks
 
-    def _metadata(self, request: _Reader, out: _Writer) -> None:
+    # --- security ---------------------------------------------------------------------
+
+    def _scram_start(self, request: _Reader, out: _Writer, caller: Caller) -> None:
+        if self.protocol != "SASL_SSL" or self.security is None:
+            raise AuthenticationError(f"SCRAM needs a SASL_SSL listener; this one is {self.protocol}")
+        client_first = request.str()
+        exchange_id, server_first = self.security.sessions.start(client_first, self.manager.image.security.users)
+        out.str(exchange_id)
+        out.str(server_first)
+
+    def _scram_finish(self, request: _Reader, out: _Writer, caller: Caller) -> None:
+        if self.protocol != "SASL_SSL" or self.security is None:
+            raise AuthenticationError(f"SCRAM needs a SASL_SSL listener; this one is {self.protocol}")
+        exchange_id, client_final = request.str(), request.str()
+        result = self.security.sessions.finish(exchange_id, client_final)
+        self.security.sessions.end(result.token)  # the connection is the session: no token to hand out
+        caller.principal = result.principal
+        caller.authenticated = True
+        out.str(result.server_final)
+        out.str(result.principal)
+
+    def _authorizer(self, caller: Caller) -> Any:
+        """The authorizer when it applies to ``caller`` (None: everything allowed)."""
+        authorizer = self.security.authorizer if self.security is not None else None
+        if authorizer is None or authorizer.is_super(caller.principal):
+            return None
+        return authorizer
+
+    def _check(self, method: str, message: Any, caller: Caller) -> None:
+        """The gRPC method's rule (``RULES``) for ``message``; the typed refusal of the first
+        check no alternative of which is allowed."""
+        authorizer = self._authorizer(caller)
+        if authorizer is None:
+            return
+        from brokers.security.interceptor import _denied
+        from brokers.security.rules import RULES
+
+        image = self.manager.image
+        for check in RULES[method].checks(message):
+            if not any(authorizer.authorize(image.security, caller.principal, caller.host, op, res) for op, res in check):
+                raise _denied(check, caller.principal)
+
+    def _quota(self, key: str, caller: Caller, nbytes: int) -> None:
+        """Charge ``nbytes`` to ``caller``'s byte-rate quota and delay the answer as the gRPC
+        listener does (refusing a caller whose bucket already has too many delayed answers)."""
+        if self.security is None or not nbytes:
+            return
+        from brokers.security.principal import is_node
+
+        security = self.manager.image.security
+        if not security.quotas or is_node(caller.principal):
+            return
+        quotas = self.security.quotas
+        user = caller.principal.partition(":")[2]
+        if not quotas.admit(security.quotas, key, user, caller.client_id):
+            raise ThrottledError(f"{caller.principal} is over its {key} quota with answers still being delayed")
+        charge = quotas.charge(security.quotas, key, user, caller.client_id, nbytes)
+        if charge.throttle_ms:
+            try:
+                time.sleep(charge.throttle_ms / 1000)
+            finally:
+                quotas.done(charge)
+
+    # --- requests (continued) -------------------------------------------------------------
+
+    def _metadata(self, request: _Reader, out: _Writer, caller: Caller) -> None:
         if not self.manager.caught_up:
             from spark_log.errors import BrokerNotAvailableError
 
@@ -387,6 +572,18 @@ class DataListener:
         n = request.i32()
         image = self.manager.image
         names = sorted(image.topics) if n < 0 else [request.str() for _ in range(n)]
+        authorizer = self._authorizer(caller)
+        denied: set[str] = set()
+        if authorizer is not None:
+            from brokers.security.rules import topic as topic_resource
+            from spark_log.acls import Operation
+
+            allowed = {name for name in names if authorizer.authorize(image.security, caller.principal, caller.host,
+                                                                      Operation.DESCRIBE, topic_resource(name))}
+            if n < 0:
+                names = [name for name in names if name in allowed]  # other topics' existence is not revealed
+            else:
+                denied = set(names) - allowed
         brokers = sorted(image.brokers.items())
         out.i32(len(brokers))
         for broker_id, info in brokers:
@@ -401,6 +598,15 @@ class DataListener:
         for name in names:
             topic = image.topics.get(name)
             out.str(name)
+            if name in denied:
+                out.i16(int(TopicAuthorizationError.code))
+                out.str(f"principal {caller.principal} is not allowed describe on topic {name!r}")
+                out.str("")
+                out.u8(0)
+                out.i32(0)
+                out.i32(0)
+                out.i32(0)
+                continue
             if topic is None:
                 out.i16(int(pb_unknown_code()))
                 out.str(f"unknown topic {name!r}")
@@ -434,14 +640,17 @@ class DataListener:
                 for r in part.isr:
                     out.i32(r)
 
-    def _list_offsets(self, request: _Reader, out: _Writer) -> None:
+    def _list_offsets(self, request: _Reader, out: _Writer, caller: Caller) -> None:
         spec = request.i64()
         isolation = request.u8()
         n = request.count()
+        # replica_id -1: a consumer (0 would be a follower broker's id: its offsets, and CLUSTER_ACTION under ACLs)
         message = pb.ListOffsetsRequest(
-            isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
-            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec)
+            replica_id=-1, isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
+            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec,
+                                                current_leader_epoch=-1)
                         for _ in range(n)])
+        self._check("/spark_log.broker.v1.Broker/ListOffsets", message, caller)
         response = self.list_offsets.handle(message)
         out.i32(len(response.partitions))
         for part in response.partitions:
@@ -450,7 +659,7 @@ class DataListener:
             out.error(part.error if part.HasField("error") else None)
             out.i64(part.offset)
 
-    def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool]) -> None:
+    def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller) -> None:
         max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32()
         isolation = request.u8()
         n = request.count()
@@ -464,7 +673,9 @@ class DataListener:
         message = pb.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                                   isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
                                   partitions=partitions)
+        self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
         parts = self.fetch.collect(message, is_active=is_active)
+        self._quota("consumer_byte_rate", caller, sum(len(payload) for _r, _f, payload in parts if payload))
         out.i32(len(parts))
         for result, _field, payload in parts:
             out.str(result.topic)
@@ -480,7 +691,7 @@ class DataListener:
                 out.i64(txn.first_offset)
                 out.i64(txn.last_offset)
 
-    def _produce(self, request: _Reader, out: _Writer) -> None:
+    def _produce(self, request: _Reader, out: _Writer, caller: Caller, *, transactional_id: str = "") -> None:
         acks, timeout_ms = request.i16(), request.i32()
         n = request.count()
         entries = []
@@ -488,7 +699,10 @@ class DataListener:
             topic, partition, epoch = request.str(), request.i32(), request.i32()
             entries.append(pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=epoch,
                                                records=bytes(request.raw())))
-        response = self.produce.handle(pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries))
+        message = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries, transactional_id=transactional_id)
+        self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
+        self._quota("producer_byte_rate", caller, sum(len(p.records) for p in entries))
+        response = self.produce.handle(message)
         out.i32(len(response.partitions))
         for part in response.partitions:
             out.str(part.topic)

@@ -10,7 +10,7 @@ from brokers.launcher.local import LocalCluster
 from brokers.server.data_listener import check_config
 from spark_log import Admin, Producer
 from spark_log.config import BrokerConfig, SecurityConfig
-from spark_log.errors import ErrorCode, InvalidConfigError
+from spark_log.errors import ErrorCode
 from spark_log.frame import decode_batch, encode_batch, iter_frames
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.data_client import DataClient, DataError, describe
@@ -113,17 +113,18 @@ def test_not_leader_is_reported_per_partition(cluster: LocalCluster, topic_name:
         assert code in (ErrorCode.NOT_LEADER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def test_security_refuses_the_listener() -> None:
+def test_the_listener_runs_under_every_security_protocol() -> None:
+    """TLS and SASL_SSL nodes run the listener too (served with the node's security);
+    ``data_listener = off`` never starts it."""
     plain = BrokerConfig(broker_id=1)
     assert check_config("auto", plain) is None
     assert check_config("off", plain) is not None
-    secure = BrokerConfig(broker_id=1, security=SecurityConfig(security_protocol="SSL", ssl_certfile="c.pem",
-                                                              ssl_keyfile="k.pem"))
-    reason = check_config("auto", secure)
-    assert reason is not None and "security_protocol=SSL" in reason
-    with pytest.raises(InvalidConfigError) as refused:
-        check_config("on", secure)
-    assert refused.value.details.get("key") == "data_listener"
+    for protocol in ("SSL", "SASL_SSL"):
+        secure = BrokerConfig(broker_id=1, security=SecurityConfig(security_protocol=protocol, ssl_certfile="c.pem",
+                                                                  ssl_keyfile="k.pem", ssl_cafile="ca.pem",
+                                                                  ssl_client_auth="required"))
+        assert check_config("auto", secure) is None
+        assert check_config("on", secure) is None
 
 
 def test_read_committed_fetch_lists_the_aborted_transactions(cluster: LocalCluster, topic_name: str) -> None:

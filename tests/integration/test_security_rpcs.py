@@ -50,9 +50,10 @@ from tests.support.ports import free_port
 from tests.support.wait import wait_until
 
 EXEMPT = {"/spark_log.security.v1.Security/ScramStart", "/spark_log.security.v1.Security/ScramFinish"}
+# open to any authenticated principal: who am I, filtered listings, and where a broker's data
+# listener is (an address, as Metadata shows broker addresses; the listener checks each request)
 OPEN = {"/spark_log.security.v1.Security/WhoAmI", "/spark_log.broker.v1.Admin/ListTopics",
-        "/spark_log.groups.v1.GroupCoordinator/ListGroups",
-        "/spark_log.data.v1.DataListener/Describe"}  # where the JVM connector reaches a broker: any authenticated caller
+        "/spark_log.groups.v1.GroupCoordinator/ListGroups", "/spark_log.data.v1.DataListener/Describe"}
 NAME = "secret-topic"
 UNDECLARED = "spark_log.test.Undeclared"
 

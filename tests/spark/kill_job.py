@@ -6,6 +6,9 @@
 ``read``: spark-log topic -> parquet file sink (exactly-once through its metadata log);
 ``run`` keeps going until killed, ``drain`` stops once caught up (Trigger.AvailableNow).
 
+``SPARK_LOG_JOB_IMPL=jvm`` runs either through the JVM implementation (its jar on spark.jars,
+the format by class name) instead of the Python one.
+
 ``write``: parquet files (``id``, ``value``; one file per micro-batch) -> spark-log topic,
 Trigger.AvailableNow.  The task that meets row GATE_ID ("" for none) stalls there (a
 JVM-side ``Thread.sleep`` in the projection, no Python UDF), after the rows before it went
@@ -18,25 +21,37 @@ import os
 import sys
 
 
-def _session() -> object:
-    from connectors.session import local_session
+def _format() -> str:
+    """``SPARK_LOG_JOB_IMPL=jvm``: the JVM implementation (by class name), else the Python one."""
+    from connectors.session import JVM_CLASS
 
+    return JVM_CLASS if os.environ.get("SPARK_LOG_JOB_IMPL") == "jvm" else "spark-log"
+
+
+def _session() -> object:
+    import tempfile
+
+    from connectors.session import local_session, unregistered_jvm_jar
+
+    jar = unregistered_jvm_jar(tempfile.mkdtemp(prefix="kill-job-jar-")) if _format() != "spark-log" else None
     return local_session(
         os.environ.get("SPARK_LOG_BOOTSTRAP"),
         app_name="spark-log-kill-job",
-        connector="python",  # the kill tests exercise the Python sink (its Arrow batch size conf)
+        connector="python",  # ``spark-log`` is the Python data source; the JVM one by class name (_format)
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "512m",
+            # both sinks cut a task's rows into chunks of this many rows (one frame per chunk and partition)
             "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
             "spark.sql.streaming.stopTimeout": "10s",
+            **({"spark.jars": jar} if jar else {}),
         },
     )
 
 
 def _read(bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -> None:
     spark = _session()
-    df = (spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)  # type: ignore[attr-defined]
+    df = (spark.readStream.format(_format()).option("bootstrap", bootstrap).option("subscribe", topic)  # type: ignore[attr-defined]
           .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "600").load()
           .selectExpr("cast(value as string) as value", "partition", "offset"))
     writer = df.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
@@ -54,7 +69,7 @@ def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id:
         value = F.when(F.col("id") == int(gate_id), F.concat(value, stall)).otherwise(value)
     df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)  # type: ignore[attr-defined]
           .select(F.col("id").cast("string").alias("key"), value.alias("value")))
-    writer = (df.writeStream.format("spark-log").option("bootstrap", bootstrap).option("topic", topic)
+    writer = (df.writeStream.format(_format()).option("bootstrap", bootstrap).option("topic", topic)
               .option("checkpointLocation", checkpoint).trigger(availableNow=True))
     if mode == "transactional":
         writer = writer.option("transactional", "true").option("transactionTimeoutMs", "120000")

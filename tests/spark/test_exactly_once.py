@@ -27,9 +27,11 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _start(log: Path, *args: str) -> subprocess.Popen[bytes]:
-    """Start a job in its own process group; its output goes to ``log`` (never a pipe that could fill)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+def _start(log: Path, *args: str, impl: str = "python") -> subprocess.Popen[bytes]:
+    """Start a job in its own process group; its output goes to ``log`` (never a pipe that could fill).
+    ``impl``: the implementation of spark-log the job uses (``python`` or ``jvm``)."""
+    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               SPARK_LOG_JOB_IMPL=impl)
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=env,
                                 start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
@@ -61,8 +63,12 @@ def _total(admin: Any, topic: str) -> int:
     return sum(admin.list_offsets(topic, "latest").values())
 
 
+def _impl(fmt: str) -> str:
+    return "python" if fmt == "spark-log" else "jvm"
+
+
 def test_reader_killed_and_restarted_reads_every_record_once(
-    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path
+    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str
 ) -> None:
     from spark_log import Producer
 
@@ -95,7 +101,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
     try:
         for _ in range(3):
             before = _commits(checkpoint)
-            job = _start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "run")
+            job = _start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "run", impl=_impl(fmt))
             try:
                 wait_until(lambda: _commits(checkpoint) >= before + 1 or job.poll() is not None, timeout=240,
                            message=lambda: "the reading query committed no new micro-batch:\n" + log.read_text(errors="replace")[-2000:])
@@ -106,7 +112,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
         stop.set()
         writer.join(timeout=60)
     assert not errors, errors
-    _finish(_start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain"), log)
+    _finish(_start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain", impl=_impl(fmt)), log)
 
     values = [r.value for r in spark.read.parquet(str(output)).select("value").collect()]
     assert len(values) == len(set(values)), "duplicates in the output"
@@ -114,7 +120,7 @@ def test_reader_killed_and_restarted_reads_every_record_once(
 
 
 def test_writer_killed_mid_batch_writes_every_row_once(
-    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path
+    spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str
 ) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=3)
@@ -129,7 +135,7 @@ def test_writer_killed_mid_batch_writes_every_row_once(
         pq.write_table(pa.table({"id": ids, "value": values}), inputs / f"part-{k}.parquet")
 
     for gate in (700, 1850):  # row 200 of the 2nd file, row 350 of the 4th
-        job = _start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gate))
+        job = _start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gate), impl=_impl(fmt))
         floor = gate // rows_per_file * rows_per_file
         try:
             # the stalled task has sent the rows before the gate: that micro-batch is half written
@@ -138,7 +144,7 @@ def test_writer_killed_mid_batch_writes_every_row_once(
             assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
         finally:
             _kill(job)
-    _finish(_start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), ""), log)
+    _finish(_start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), "", impl=_impl(fmt)), log)
 
     out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
     keys = [int(r.key) for r in out.select("key").collect()]

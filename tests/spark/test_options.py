@@ -21,8 +21,8 @@ def _fill(spark: Any, bootstrap: str, topic: str, n: int, *, base_ts: dt.datetim
      .write.format("spark-log").option("bootstrap", bootstrap).option("topic", topic).mode("append").save())
 
 
-def _reader(spark: Any, bootstrap: str, **options: str) -> Any:
-    reader = spark.read.format("spark-log").option("bootstrap", bootstrap)
+def _reader(spark: Any, bootstrap: str, fmt: str = "spark-log", **options: str) -> Any:
+    reader = spark.read.format(fmt).option("bootstrap", bootstrap)
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader
@@ -48,72 +48,73 @@ def filled(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], st
         ({"subscribe": "t", "columns": "nope"}, "columns"),
     ],
 )
-def test_bad_reader_options_fail_at_start(spark: Any, log_cluster: Any, filled: str, options: dict, named: str) -> None:
+def test_bad_reader_options_fail_at_start(spark: Any, log_cluster: Any, filled: str, options: dict, named: str,
+                                          fmt: str) -> None:
     options = {k: (filled if v == "t" else v) for k, v in options.items()}
     with pytest.raises(Exception) as info:
-        _reader(spark, log_cluster.bootstrap, **options).load()
+        _reader(spark, log_cluster.bootstrap, fmt, **options).load()
     assert f"'{named}'" in str(info.value)
 
 
-def test_stream_only_and_batch_only_options(spark: Any, log_cluster: Any, filled: str, tmp_path: Any) -> None:
+def test_stream_only_and_batch_only_options(spark: Any, log_cluster: Any, filled: str, tmp_path: Any, fmt: str) -> None:
     with pytest.raises(Exception, match="'maxOffsetsPerTrigger'"):
-        _reader(spark, log_cluster.bootstrap, subscribe=filled, maxOffsetsPerTrigger="5").load().collect()
+        _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, maxOffsetsPerTrigger="5").load().collect()
     with pytest.raises(Exception, match="'endingOffsets'"):
-        stream = (spark.readStream.format("spark-log").option("bootstrap", log_cluster.bootstrap)
+        stream = (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap)
                   .option("subscribe", filled).option("endingOffsets", "latest").load())
         stream.writeStream.format("noop").option("checkpointLocation", str(tmp_path)).start().awaitTermination(60)
 
 
-def test_bad_writer_options_fail_at_start(spark: Any, log_cluster: Any, filled: str) -> None:
+def test_bad_writer_options_fail_at_start(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
     df = spark.createDataFrame([("v",)], "value string")
     for options, named in [({"topic": filled, "akcs": "all"}, "akcs"), ({"topic": filled, "acks": "0"}, "acks"),
                            ({"topic": filled, "compression": "gzip"}, "compression"), ({}, "topic"),
                            ({"topic": filled, "keyColumns": "id"}, "keyColumns")]:
-        writer = df.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).mode("append")
+        writer = df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).mode("append")
         for key, value in options.items():
             writer = writer.option(key, value)
         with pytest.raises(Exception) as info:
             writer.save()
         assert f"'{named}'" in str(info.value), str(info.value)[:500]
-    with pytest.raises(Exception, match="overwrite"):
-        df.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("topic", filled).mode("overwrite").save()
+    with pytest.raises(Exception, match="(?i)overwrite"):
+        df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", filled).mode("overwrite").save()
 
 
-def test_starting_and_ending_offsets_json(spark: Any, log_cluster: Any, filled: str) -> None:
+def test_starting_and_ending_offsets_json(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
     start = json.dumps({filled: {"0": 2, "1": -2}})
     end = json.dumps({filled: {"0": 4, "1": -1}})
-    got = _reader(spark, log_cluster.bootstrap, subscribe=filled, startingOffsets=start, endingOffsets=end).load()
+    got = _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, startingOffsets=start, endingOffsets=end).load()
     rows = got.select("partition", "offset").collect()
-    latest = {r.partition: r.offset for r in _reader(spark, log_cluster.bootstrap, subscribe=filled).load()
+    latest = {r.partition: r.offset for r in _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled).load()
               .groupBy("partition").agg({"offset": "max"}).withColumnRenamed("max(offset)", "offset").collect()}
     assert sorted(r.offset for r in rows if r.partition == 0) == [2, 3]
     assert sorted(r.offset for r in rows if r.partition == 1) == list(range(latest[1] + 1))
 
 
-def test_starting_timestamp(spark: Any, log_cluster: Any, filled: str) -> None:
+def test_starting_timestamp(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
     cut = int(dt.datetime(2024, 1, 1, 0, 0, 15, tzinfo=UTC).timestamp() * 1000)
-    got = _reader(spark, log_cluster.bootstrap, subscribe=filled, startingTimestamp=str(cut)).load()
+    got = _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, startingTimestamp=str(cut)).load()
     assert sorted(r.key.decode() for r in got.collect()) == sorted(f"k{i}" for i in range(15, 20))
 
 
-def test_assign_and_pattern(spark: Any, log_cluster: Any, filled: str) -> None:
-    one = _reader(spark, log_cluster.bootstrap, assign=json.dumps({filled: [1]})).load()
+def test_assign_and_pattern(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
+    one = _reader(spark, log_cluster.bootstrap, fmt, assign=json.dumps({filled: [1]})).load()
     assert {r.partition for r in one.collect()} == {1}
-    everything = _reader(spark, log_cluster.bootstrap, subscribePattern=filled.replace("-", ".")).load()
+    everything = _reader(spark, log_cluster.bootstrap, fmt, subscribePattern=filled.replace("-", ".")).load()
     assert everything.count() == 20
 
 
-def test_min_partitions_and_max_records_split_ranges(spark: Any, log_cluster: Any, filled: str) -> None:
-    df = _reader(spark, log_cluster.bootstrap, subscribe=filled, minPartitions="5").load()
+def test_min_partitions_and_max_records_split_ranges(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
+    df = _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, minPartitions="5").load()
     assert df.rdd.getNumPartitions() >= 5
     assert sorted(r.key for r in df.collect()) == sorted(f"k{i}".encode() for i in range(20))
-    df = _reader(spark, log_cluster.bootstrap, subscribe=filled, maxRecordsPerPartition="3").load()
+    df = _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, maxRecordsPerPartition="3").load()
     assert df.rdd.getNumPartitions() >= 7
     assert df.count() == 20
 
 
-def test_isolation_level_and_poll_timeout(spark: Any, log_cluster: Any, filled: str) -> None:
-    got = _reader(spark, log_cluster.bootstrap, subscribe=filled, isolationLevel="read_committed", pollTimeoutMs="30000").load()
+def test_isolation_level_and_poll_timeout(spark: Any, log_cluster: Any, filled: str, fmt: str) -> None:
+    got = _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, isolationLevel="read_committed", pollTimeoutMs="30000").load()
     assert got.count() == 20
 
 
@@ -136,7 +137,8 @@ def test_filters_are_pushed_down(spark: Any, log_cluster: Any, filled: str, admi
     assert sorted(r.n for r in load(typed).where("n in (3, 4)").collect()) == [3, 4]
 
 
-def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Any) -> None:
+def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Any,
+                           fmt: str) -> None:
     """A partition that vanishes under a stream fails it, unless failOnDataLoss=false."""
     keep, doomed = topic_name(), topic_name()
     for topic in (keep, doomed):
@@ -144,7 +146,7 @@ def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name:
         _fill(spark, log_cluster.bootstrap, topic, 3)
 
     def run(fail: str, checkpoint: str) -> Any:
-        return (spark.readStream.format("spark-log").option("bootstrap", log_cluster.bootstrap)
+        return (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap)
                 .option("subscribePattern", f"({re.escape(keep)}|{re.escape(doomed)})").option("startingOffsets", "earliest").option("failOnDataLoss", fail)
                 .load().writeStream.format("noop").option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
 
@@ -158,3 +160,23 @@ def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name:
     query.awaitTermination(120)
     assert query.exception() is None
     assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {keep: {"0": 5}}
+
+
+def test_the_jvm_implementation_refuses_what_it_lacks_by_name(spark: Any, log_cluster: Any, filled: str) -> None:
+    """Options the JVM implementation does not implement fail at start naming the option."""
+    from connectors.session import JVM_CLASS, jvm_jar
+
+    if jvm_jar() is None:
+        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    for options, named in [({"groupId": "g"}, "groupId"), ({"pushFilters": "true"}, "pushFilters")]:
+        with pytest.raises(Exception) as info:
+            _reader(spark, log_cluster.bootstrap, JVM_CLASS, subscribe=filled, **options).load().collect()
+        assert f"'{named}'" in str(info.value) and "JVM" in str(info.value), str(info.value)[:300]
+    df = spark.createDataFrame([(filled, "v")], "topic string, value string")
+    with pytest.raises(Exception) as info:
+        df.write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).mode("append").save()
+    assert "'topic'" in str(info.value)
+    with pytest.raises(Exception) as info:
+        (df.drop("topic").write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).option("topic", filled)
+         .option("tombstoneColumn", "gone").mode("append").save())
+    assert "'tombstoneColumn'" in str(info.value)

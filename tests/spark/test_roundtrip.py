@@ -15,21 +15,21 @@ KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 UTC = dt.timezone.utc
 
 
-def _read(spark: Any, bootstrap: str, topic: str, **options: str) -> Any:
-    reader = spark.read.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
+def _read(spark: Any, bootstrap: str, topic: str, fmt: str = "spark-log", **options: str) -> Any:
+    reader = spark.read.format(fmt).option("bootstrap", bootstrap).option("subscribe", topic)
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
 
 
-def _write(df: Any, bootstrap: str, topic: str, **options: str) -> None:
-    writer = df.write.format("spark-log").option("bootstrap", bootstrap).option("topic", topic).mode("append")
+def _write(df: Any, bootstrap: str, topic: str, fmt: str = "spark-log", **options: str) -> None:
+    writer = df.write.format(fmt).option("bootstrap", bootstrap).option("topic", topic).mode("append")
     for key, value in options.items():
         writer = writer.option(key, value)
     writer.save()
 
 
-def test_bytes_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+def test_bytes_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=2)
     ts = dt.datetime(2024, 5, 1, 12, 0, 0, 123000, tzinfo=UTC)
@@ -39,11 +39,11 @@ def test_bytes_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_
         ("k3", b"", [], ts + dt.timedelta(seconds=2)),
     ]
     df = spark.createDataFrame(rows, "key string, value binary, headers array<struct<key: string, value: binary>>, timestamp timestamp")
-    _write(df, log_cluster.bootstrap, topic)
+    _write(df, log_cluster.bootstrap, topic, fmt)
 
-    out = _read(spark, log_cluster.bootstrap, topic, includeHeaders="true")
+    out = _read(spark, log_cluster.bootstrap, topic, fmt, includeHeaders="true")
     assert out.columns == KAFKA_COLUMNS + ["headers"]
-    assert _read(spark, log_cluster.bootstrap, topic).columns == KAFKA_COLUMNS
+    assert _read(spark, log_cluster.bootstrap, topic, fmt).columns == KAFKA_COLUMNS
     expected = df.selectExpr("cast(key as binary) as key", "value", "headers", "timestamp")
     assert_df_equality(out.select("key", "value", "headers", "timestamp"), expected,
                        ignore_row_order=True, ignore_nullable=True)
@@ -77,21 +77,23 @@ def _typed_topic(admin: Any, topic: str, df: Any, **options: Any) -> None:
     admin.create_topic(topic, schema=spark_arrow_schema(df.schema), **options)
 
 
-def test_typed_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+def test_typed_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
     topic = topic_name()
     df = spark.createDataFrame(_typed_rows(), TYPED_SCHEMA)
     _typed_topic(admin, topic, df, partitions=2, key_columns=["id"])
-    _write(df, log_cluster.bootstrap, topic)
+    _write(df, log_cluster.bootstrap, topic, fmt)
 
-    out = _read(spark, log_cluster.bootstrap, topic)
+    out = _read(spark, log_cluster.bootstrap, topic, fmt)
     assert out.columns == df.columns + ["topic", "partition", "offset", "timestamp"]
     assert_df_equality(out.select(*df.columns).orderBy("id"), df.orderBy("id"))
     # a second write appends under the same schema
-    _write(df, log_cluster.bootstrap, topic, keyColumns="name")
-    assert _read(spark, log_cluster.bootstrap, topic).count() == 6
+    _write(df, log_cluster.bootstrap, topic, fmt, keyColumns="name")
+    assert _read(spark, log_cluster.bootstrap, topic, fmt).count() == 6
 
 
 def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    """Python only: the topic stores ms timestamps, the DataFrame has Spark's us ones; the Python sink casts,
+    the JVM one refuses by name (SchemaMismatchError: it needs the topic's exact types)."""
     topic = topic_name()
     schema = pa.schema([pa.field("user", pa.string()), pa.field("clicks", pa.int64()), pa.field("at", pa.timestamp("ms", tz="UTC"))])
     admin.create_topic(topic, partitions=3, schema=schema, key_columns=["user"])
@@ -109,34 +111,34 @@ def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: 
     assert all(len(p) == 1 for p in parts.values())
 
 
-def test_writing_an_incompatible_dataframe_is_refused(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+def test_writing_an_incompatible_dataframe_is_refused(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
     typed, raw = topic_name(), topic_name()
     admin.create_topic(typed, schema=pa.schema([("a", pa.int64())]))
     admin.create_topic(raw)
     df = spark.createDataFrame([("x",)], "b string")
     with pytest.raises(Exception, match="does not match topic"):
-        _write(df, log_cluster.bootstrap, typed)
+        _write(df, log_cluster.bootstrap, typed, fmt)
     with pytest.raises(Exception, match="is a bytes topic"):
-        _write(df, log_cluster.bootstrap, raw)
+        _write(df, log_cluster.bootstrap, raw, fmt)
 
 
-def test_projection_columns(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+def test_projection_columns(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=1)
-    _write(spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(5)], "key string, value string"), log_cluster.bootstrap, topic)
-    out = _read(spark, log_cluster.bootstrap, topic, columns="offset,value")
+    _write(spark.createDataFrame([(f"k{i}", f"v{i}") for i in range(5)], "key string, value string"), log_cluster.bootstrap, topic, fmt)
+    out = _read(spark, log_cluster.bootstrap, topic, fmt, columns="offset,value")
     assert out.columns == ["offset", "value"]
     got = out.collect()
     assert sorted(r.offset for r in got) == list(range(5))
     assert sorted(r.value for r in got) == [f"v{i}".encode() for i in range(5)]
-    only_meta = _read(spark, log_cluster.bootstrap, topic, columns="partition,offset")
+    only_meta = _read(spark, log_cluster.bootstrap, topic, fmt, columns="partition,offset")
     assert sorted(r.offset for r in only_meta.collect()) == list(range(5))
 
     typed = topic_name()
     df = spark.createDataFrame(_typed_rows(), TYPED_SCHEMA)
     _typed_topic(admin, typed, df, partitions=1)
-    _write(df, log_cluster.bootstrap, typed)
-    out = _read(spark, log_cluster.bootstrap, typed, columns="point,id")
+    _write(df, log_cluster.bootstrap, typed, fmt)
+    out = _read(spark, log_cluster.bootstrap, typed, fmt, columns="point,id")
     assert out.columns == ["point", "id"]
     assert sorted(r.id for r in out.collect()) == [1, 2, 3]
 
@@ -151,3 +153,23 @@ def test_partition_and_topic_columns_route_rows(spark: Any, log_cluster: Any, ad
     placed = {(r.topic, r.value.decode()): r.partition for r in got.collect()}
     assert {k: v for k, v in placed.items() if k[1] != "w"} == {(a, "x"): 2, (b, "y"): 1, (a, "z"): 0}
     assert (b, "w") in placed
+
+
+def test_large_lz4_frames_from_the_python_producer(spark: Any, log_cluster: Any, admin: Any,
+                                                  topic_name: Callable[[], str], fmt: str) -> None:
+    """A 20,000-row frame compressed by pyarrow (LZ4 frame format with linked blocks, whose
+    matches reach into earlier blocks) reads back whole through both implementations."""
+    from spark_log import Producer
+
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    n = 20_000
+    batch = pa.record_batch({"key": pa.array([f"key-{i}".encode() for i in range(n)], pa.binary()),
+                             "value": pa.array([f"{i:010d}-value-{i % 97}".encode() * 3 for i in range(n)], pa.binary())})
+    with Producer(log_cluster.bootstrap, linger_ms=0, batch_size=1 << 20) as producer:
+        producer.send_batch(topic, batch, partition=0)
+        producer.flush()
+    got = (spark.read.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
+           .selectExpr("offset", "cast(cast(substring(value, 1, 10) as string) as long) as id").collect())
+    assert sorted(r.id for r in got) == list(range(n))
+    assert all(r.offset == r.id for r in got)

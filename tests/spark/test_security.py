@@ -55,16 +55,27 @@ def _user(cluster: SecuredCluster, topic: str, *operations: Operation) -> tuple[
     return name, password
 
 
-def test_a_secured_round_trip_with_kafka_option_names(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_a_secured_round_trip_with_kafka_option_names(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
+    """Both implementations: the JVM one over the data listener (TLS with the brokers'
+    certificates, SCRAM on the connection, each request checked against the ACLs)."""
     topic = _fresh(sasl_cluster, "spark-secured")
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.READ, Operation.WRITE))
     df = spark.createDataFrame([(f"k{i}", f"v{i}".encode()) for i in range(20)], "key string, value binary")
-    df.write.format("spark-log").options(**options).option("topic", topic).mode("append").save()
-    back = spark.read.format("spark-log").options(**options).option("subscribe", topic).load()
+    df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    back = spark.read.format(fmt).options(**options).option("subscribe", topic).load()
     assert sorted(r.value for r in back.select("value").collect()) == sorted(f"v{i}".encode() for i in range(20))
 
 
-def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_a_wrong_password_is_refused(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
+    topic = _fresh(sasl_cluster, "spark-badpass", partitions=1)
+    name, _password = _user(sasl_cluster, topic, Operation.READ)
+    options = _options(sasl_cluster, name, "not-the-password")
+    with pytest.raises(Exception) as failed:
+        spark.read.format(fmt).options(**options).option("subscribe", topic).load().collect()
+    assert "AUTHENTICATION_FAILED" in str(failed.value) and "not-the-password" not in str(failed.value)
+
+
+def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
     topic = _fresh(sasl_cluster, "spark-noread", partitions=1)
     with sasl_cluster.admin() as admin:
         from spark_log import Producer
@@ -73,7 +84,7 @@ def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: S
             producer.send(topic, b"secret record").result(timeout=30)
         assert admin.list_offsets(topic) == {0: 1}
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.DESCRIBE))
-    query = (spark.readStream.format("spark-log").options(**options).option("subscribe", topic)
+    query = (spark.readStream.format(fmt).options(**options).option("subscribe", topic)
              .option("startingOffsets", "earliest").load()
              .writeStream.format("memory").queryName(f"noread_{uuid.uuid4().hex[:6]}")
              .trigger(availableNow=True).start())
@@ -82,12 +93,12 @@ def test_the_source_refuses_a_principal_without_read(spark: Any, sasl_cluster: S
     assert "TOPIC_AUTHORIZATION_FAILED" in str(failed.value) and "not allowed read" in str(failed.value)
 
 
-def test_the_sink_refuses_a_principal_without_write(spark: Any, sasl_cluster: SecuredCluster) -> None:
+def test_the_sink_refuses_a_principal_without_write(spark: Any, sasl_cluster: SecuredCluster, fmt: str) -> None:
     topic = _fresh(sasl_cluster, "spark-nowrite", partitions=1)
     options = _options(sasl_cluster, *_user(sasl_cluster, topic, Operation.DESCRIBE))
     df = spark.createDataFrame([("k", b"v")], "key string, value binary")
     with pytest.raises(Exception) as failed:
-        df.write.format("spark-log").options(**options).option("topic", topic).mode("append").save()
+        df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
     assert "TOPIC_AUTHORIZATION_FAILED" in str(failed.value) and "not allowed write" in str(failed.value)
     with sasl_cluster.admin() as admin:
         assert admin.list_offsets(topic) == {0: 0}
@@ -145,3 +156,36 @@ def test_no_secret_in_logs_errors_or_checkpoints(sasl_cluster: SecuredCluster, t
     assert _run_job(control, sasl_cluster, user, password, source, sink, "--leak").returncode == 0
     leaked, _ = _files_holding([control], password.encode())
     assert {p.name for p in leaked} == {"stdout.log", "stderr.log", "job.log", "0"}
+
+
+@pytest.fixture(scope="module")
+def mtls_cluster(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One node with mutual TLS and the authorizer (no SASL): the client certificate is the principal."""
+    from brokers.launcher.secure import DevSecurity
+    from tests.support.secure_cluster import secured_cluster
+
+    with secured_cluster(tmp_path_factory.mktemp("spark-mtls"), DevSecurity(tls=True, mtls=True, authorizer=True),
+                         brokers=1) as cluster:
+        yield cluster
+
+
+def test_mutual_tls_with_a_client_certificate(spark: Any, mtls_cluster: SecuredCluster, fmt: str) -> None:
+    """kafka.security.protocol=SSL with a PEM keystore (the JVM implementation converts the EC
+    key and chain in memory): the certificate's subject is the principal the ACLs name."""
+    topic = f"spark-mtls-{uuid.uuid4().hex[:8]}"
+    with mtls_cluster.admin() as admin:
+        admin.create_topic(topic, partitions=1)
+    name = f"spark-{uuid.uuid4().hex[:6]}"
+    cert = mtls_cluster.certificate(name)
+    principal = f"User:CN={name}"
+    options = {"bootstrap": mtls_cluster.bootstrap, "kafka.security.protocol": "SSL",
+               "kafka.ssl.truststore.location": mtls_cluster.ca_file, "kafka.ssl.certificate.location": cert.cert_file,
+               "kafka.ssl.key.location": cert.key_file}
+    df = spark.createDataFrame([(f"k{i}", f"v{i}".encode()) for i in range(10)], "key string, value binary")
+    with pytest.raises(Exception) as refused:
+        df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    assert "TOPIC_AUTHORIZATION_FAILED" in str(refused.value) and principal in str(refused.value)
+    mtls_cluster.allow(principal, ResourceType.TOPIC, topic, Operation.READ, Operation.WRITE)
+    df.write.format(fmt).options(**options).option("topic", topic).mode("append").save()
+    back = spark.read.format(fmt).options(**options).option("subscribe", topic).load()
+    assert sorted(r.value for r in back.select("value").collect()) == sorted(f"v{i}".encode() for i in range(10))

@@ -60,11 +60,11 @@ def test_available_now_with_max_offsets_per_trigger(spark: Any, log_cluster: Any
     assert sum(len(rows) for rows in more.values()) == 5
 
 
-def test_max_bytes_per_trigger_splits_the_backlog(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path) -> None:
+def test_max_bytes_per_trigger_splits_the_backlog(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
     topic = topic_name()
     admin.create_topic(topic, partitions=1)
     _fill(spark, log_cluster.bootstrap, topic, 40)
-    _, seen = _collect_batches(_stream(spark, log_cluster.bootstrap, topic, maxBytesPerTrigger="200"), tmp_path / "c")
+    _, seen = _collect_batches(_stream(spark, log_cluster.bootstrap, topic, fmt, maxBytesPerTrigger="200"), tmp_path / "c")
     sizes = [len(rows) for rows in seen.values() if rows]
     assert sum(sizes) == 40 and len(sizes) > 1
 

@@ -56,13 +56,16 @@ def _committed_keys(bootstrap: str, topic: str, partitions: int) -> list[int]:
 
 
 def test_a_transactional_stream_reads_back_once_and_batch_writes_are_atomic(
-        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path) -> None:
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
+    """Both sinks (the JVM one: tasks join over gRPC, frames go through the data listener's
+    PRODUCE_TXN, the driver's StreamingWrite.commit ends the transaction)."""
     topic = topic_name()
     admin.create_topic(topic, partitions=3, replication_factor=3)
     _inputs(tmp_path / "in", 3)
     query = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1")
              .parquet(str(tmp_path / "in")).selectExpr("cast(id as string) as key", "value")
-             .writeStream.format("spark-log").option("topic", topic).option("transactional", "true")
+             .writeStream.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic)
+             .option("transactional", "true")
              .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True).start())
     query.awaitTermination(240)
     assert query.exception() is None
@@ -88,8 +91,32 @@ def test_a_transactional_stream_reads_back_once_and_batch_writes_are_atomic(
     other = topic_name()
     admin.create_topic(other, partitions=2, replication_factor=3)
     (spark.range(0, 1000).selectExpr("cast(id as string) as key", "cast(id as string) as value").repartition(4)
-     .write.format("spark-log").option("topic", other).option("transactional", "true").mode("append").save())
+     .write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", other).option("transactional", "true")
+     .mode("append").save())
     assert sorted(_committed_keys(log_cluster.bootstrap, other, 2)) == list(range(1000))
+
+
+def test_a_failed_transactional_write_leaves_nothing_visible(
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
+    """A batch write whose task fails after sending rows (100-row chunks) is aborted by the
+    driver: read_committed sees none of it, and the partitions' stable offsets reach their end."""
+    topic = topic_name()
+    admin.create_topic(topic, partitions=2, replication_factor=3)
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        df = spark.range(0, 1000, numPartitions=1).selectExpr(
+            "cast(id as string) as key", "if(id = 900, raise_error('planted failure'), cast(id as string)) as value")
+        with pytest.raises(Exception, match="planted failure"):
+            (df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic)
+             .option("transactional", "true").mode("append").save())
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    if fmt != "spark-log":  # the JVM sink sends each 100-row chunk as it fills: the rows before the failure went out
+        assert sum(admin.list_offsets(topic, "latest").values()) >= 900
+    wait_until(lambda: admin.list_offsets(topic, "latest", isolation_level="read_committed")
+               == admin.list_offsets(topic, "latest"), timeout=60, message="the aborted transaction stays open")
+    assert _committed_keys(log_cluster.bootstrap, topic, 2) == []
 
 
 def test_transactional_option_checks(spark: Any, topic_name: Callable[[], str], admin: Any) -> None:

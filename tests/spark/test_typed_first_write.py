@@ -34,12 +34,12 @@ def _rows(base: int = 0) -> list[tuple[Any, ...]]:
     ]
 
 
-def _read(spark: Any, bootstrap: str, topic: str) -> Any:
-    return spark.read.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic).load()
+def _read(spark: Any, bootstrap: str, topic: str, fmt: str = "spark-log") -> Any:
+    return spark.read.format(fmt).option("bootstrap", bootstrap).option("subscribe", topic).load()
 
 
-def _write(df: Any, bootstrap: str, topic: str, **options: str) -> None:
-    writer = df.write.format("spark-log").option("bootstrap", bootstrap).option("topic", topic).mode("append")
+def _write(df: Any, bootstrap: str, topic: str, fmt: str = "spark-log", **options: str) -> None:
+    writer = df.write.format(fmt).option("bootstrap", bootstrap).option("topic", topic).mode("append")
     for key, value in options.items():
         writer = writer.option(key, value)
     writer.save()
@@ -106,18 +106,19 @@ def test_stream_write_sets_the_schema(spark: Any, log_cluster: Any, admin: Any, 
 
 
 def test_missing_topic_is_refused_unless_create_topic(
-        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
+    """Both implementations (the JVM one through the gRPC Admin.CreateTopic/RegisterSchema)."""
     topic = topic_name()
     df = spark.createDataFrame([("u1", 3, dt.datetime(2024, 1, 1, tzinfo=UTC)), ("u2", None, None)],
                                "user string, clicks long, at timestamp")
     with pytest.raises(Exception, match=f"topic '{topic}' does not exist.*createTopic=true"):
-        _write(df, log_cluster.bootstrap, topic)
+        _write(df, log_cluster.bootstrap, topic, fmt)
     assert topic not in admin.list_topics()
-    _write(df, log_cluster.bootstrap, topic, createTopic="true", partitions="3", keyColumns="user")
+    _write(df, log_cluster.bootstrap, topic, fmt, createTopic="true", partitions="3", keyColumns="user")
     described = admin.describe_topic(topic)
     assert (described.kind, described.num_partitions, described.key_columns) == ("typed", 3, ("user",))
     assert described.schema.equals(_data_schema(df))
-    assert_df_equality(_read(spark, log_cluster.bootstrap, topic).select("user", "clicks", "at"), df,
+    assert_df_equality(_read(spark, log_cluster.bootstrap, topic, fmt).select("user", "clicks", "at"), df,
                        ignore_row_order=True, ignore_nullable=True)
 
 

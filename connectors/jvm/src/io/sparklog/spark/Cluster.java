@@ -78,16 +78,34 @@ final class Cluster implements Closeable {
   private static final Map<String, String[]> DISCOVERED = new ConcurrentHashMap<>();
   static final int IO_TIMEOUT_MS = 180_000;
 
+  /** Metadata shared by the Cluster objects of one JVM (tasks), per bootstrap and security:
+   *  a task reuses what another fetched less than SHARED_TTL_MS ago instead of asking again;
+   *  a refresh (retries, unknown schema ids) always asks. */
+  private static final class Shared {
+    final Map<Integer, Broker> brokers;
+    final Map<String, TopicMeta> topics = new ConcurrentHashMap<>();
+    final Map<String, Long> fetched = new ConcurrentHashMap<>();
+
+    Shared(Map<Integer, Broker> brokers) { this.brokers = brokers; }
+  }
+
+  private static final Map<String, Shared> SHARED = new ConcurrentHashMap<>();
+  static final long SHARED_TTL_MS = 10_000;
+
   private final String bootstrap;
+  final Security security;
+  private final String sharedKey;
   private final Map<Integer, Broker> brokers = new HashMap<>();
   private final Map<String, TopicMeta> topics = new HashMap<>();
   private final Map<Integer, DataConnection> connections = new HashMap<>();
 
-  Cluster(String bootstrap) {
+  Cluster(String bootstrap, Security security) {
     if (bootstrap == null || bootstrap.trim().isEmpty()) {
       throw SparkLogException.config("bootstrap", "no broker address: give option 'bootstrap' or set SPARK_LOG_BOOTSTRAP");
     }
     this.bootstrap = bootstrap.trim();
+    this.security = security == null ? Security.PLAINTEXT : security;
+    this.sharedKey = this.bootstrap + "|" + this.security.key();
   }
 
   // --- discovery -----------------------------------------------------------------------
@@ -98,9 +116,11 @@ final class Cluster implements Closeable {
    *  (brokers that just answered with a retriable error, e.g. one catching up with the
    *  metadata log after a restart). */
   private DataConnection anyConnection(java.util.Set<DataConnection> avoid) {
-    for (DataConnection c : connections.values()) if (!avoid.contains(c)) return c;
+    for (DataConnection c : connections.values()) if (!c.broken() && !avoid.contains(c)) return c;
+    for (DataConnection c : extra) if (!c.broken() && !avoid.contains(c)) return c;
     for (Broker b : brokers.values()) {
-      if (b.dataPort > 0 && !connections.containsKey(b.id)) {
+      DataConnection open = connections.get(b.id);
+      if (b.dataPort > 0 && (open == null || open.broken())) {
         try {
           return connection(b.id);
         } catch (RuntimeException ignored) {
@@ -108,22 +128,22 @@ final class Cluster implements Closeable {
         }
       }
     }
-    for (DataConnection c : connections.values()) return c;
-    String[] found = DISCOVERED.get(bootstrap);
+    for (DataConnection c : connections.values()) if (!c.broken()) return c;
+    String[] found = DISCOVERED.get(sharedKey);
     if (found != null) {
       try {
-        return new DataConnection(found[0], Integer.parseInt(found[1]), IO_TIMEOUT_MS);
+        return adopt(DataConnection.borrow(found[0], Integer.parseInt(found[1]), IO_TIMEOUT_MS, security));
       } catch (IOException e) {
-        DISCOVERED.remove(bootstrap);
+        DISCOVERED.remove(sharedKey);
       }
     }
     StringBuilder why = new StringBuilder();
     for (String address : bootstrap.split(",")) {
       address = address.trim();
       try {
-        String[] where = describe(address);
-        DataConnection c = new DataConnection(where[0], Integer.parseInt(where[1]), IO_TIMEOUT_MS);
-        DISCOVERED.put(bootstrap, where);
+        String[] where = describe(address, security);
+        DataConnection c = adopt(DataConnection.borrow(where[0], Integer.parseInt(where[1]), IO_TIMEOUT_MS, security));
+        DISCOVERED.put(sharedKey, where);
         return c;
       } catch (SparkLogException e) {
         why.append("; ").append(address).append(": ").append(e.getMessage());
@@ -135,10 +155,17 @@ final class Cluster implements Closeable {
         "no data listener reachable through bootstrap " + bootstrap + why);
   }
 
+  /** A discovery connection, given back to the pool on close (kept apart from the per-broker ones). */
+  private final List<DataConnection> extra = new ArrayList<>();
+
+  private DataConnection adopt(DataConnection c) {
+    extra.add(c);
+    return c;
+  }
+
   /** {host, port} of the data listener of the broker whose gRPC address is {@code address}. */
-  static String[] describe(String address) throws Exception {
-    org.sparkproject.connect.grpc.ManagedChannel channel =
-        org.sparkproject.connect.grpc.netty.NettyChannelBuilder.forTarget(address).usePlaintext().build();
+  static String[] describe(String address, Security security) throws Exception {
+    org.sparkproject.connect.grpc.ManagedChannel channel = Grpc.channel(address, security);
     try {
       org.sparkproject.connect.grpc.MethodDescriptor.Marshaller<byte[]> raw =
           new org.sparkproject.connect.grpc.MethodDescriptor.Marshaller<byte[]>() {
@@ -153,8 +180,8 @@ final class Cluster implements Closeable {
               .setFullMethodName("spark_log.data.v1.DataListener/Describe")
               .setRequestMarshaller(raw).setResponseMarshaller(raw).build();
       byte[] answer = org.sparkproject.connect.grpc.stub.ClientCalls.blockingUnaryCall(
-          channel, method, org.sparkproject.connect.grpc.CallOptions.DEFAULT.withDeadlineAfter(10, TimeUnit.SECONDS),
-          new byte[0]);
+          Grpc.authenticated(channel, security), method,
+          org.sparkproject.connect.grpc.CallOptions.DEFAULT.withDeadlineAfter(10, TimeUnit.SECONDS), new byte[0]);
       // DataListenerInfo: 1 broker_id (varint), 2 host (string), 3 port (varint), 4 reason (string)
       String host = "", reason = "";
       long port = 0;
@@ -255,6 +282,18 @@ final class Cluster implements Closeable {
       topics.put(name, meta);
       out.put(name, meta);
     }
+    Shared shared = new Shared(new HashMap<>(brokers));
+    Shared before = SHARED.get(sharedKey);
+    if (before != null) {
+      shared.topics.putAll(before.topics);
+      shared.fetched.putAll(before.fetched);
+    }
+    long now = System.currentTimeMillis();
+    for (Map.Entry<String, TopicMeta> e : out.entrySet()) {
+      shared.topics.put(e.getKey(), e.getValue());
+      shared.fetched.put(e.getKey(), now);
+    }
+    SHARED.put(sharedKey, shared);
     return out;
   }
 
@@ -268,6 +307,15 @@ final class Cluster implements Closeable {
 
   TopicMeta topic(String name, boolean refresh) {
     TopicMeta meta = topics.get(name);
+    if (meta == null && !refresh) {
+      Shared shared = SHARED.get(sharedKey);
+      Long at = shared == null ? null : shared.fetched.get(name);
+      if (at != null && System.currentTimeMillis() - at < SHARED_TTL_MS) {
+        meta = shared.topics.get(name);
+        topics.put(name, meta);
+        if (brokers.isEmpty()) brokers.putAll(shared.brokers);
+      }
+    }
     if (meta == null || refresh) {
       refresh(java.util.Collections.singletonList(name));
       meta = topics.get(name);
@@ -280,8 +328,9 @@ final class Cluster implements Closeable {
   Map<Integer, Broker> brokers() { return brokers; }
 
   /** Metadata calls go to any broker: a connection that fails is dropped, and a broker
-   *  that answers a retriable error (restarting, catching up, not registered yet) is passed
-   *  over for another, with a short backoff once every broker was tried, for up to 60 s. */
+   *  that answers a retriable error (restarting, catching up with the metadata log, not
+   *  registered yet) is passed over for another, with a short backoff once every broker
+   *  was tried, for up to 60 s. */
   private ByteBuffer callAny(int api, Buf req) {
     long deadline = System.currentTimeMillis() + 60_000;
     Exception last = null;
@@ -294,7 +343,8 @@ final class Cluster implements Closeable {
         last = e;
         c.close();
         connections.values().remove(c);
-        DISCOVERED.remove(bootstrap);
+        extra.remove(c);
+        DISCOVERED.remove(sharedKey);
       } catch (SparkLogException e) {
         if (!ErrorCodes.retriable(e.code)) throw e;
         last = e;
@@ -311,14 +361,15 @@ final class Cluster implements Closeable {
 
   DataConnection connection(int brokerId) {
     DataConnection c = connections.get(brokerId);
-    if (c != null) return c;
+    if (c != null && !c.broken()) return c;
+    connections.remove(brokerId);
     Broker b = brokers.get(brokerId);
     if (b == null || b.dataPort <= 0) {
       throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
           "broker " + brokerId + " has no reachable data listener");
     }
     try {
-      c = new DataConnection(b.dataHost, b.dataPort, IO_TIMEOUT_MS);
+      c = DataConnection.borrow(b.dataHost, b.dataPort, IO_TIMEOUT_MS, security);
     } catch (IOException e) {
       throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE,
           "broker " + brokerId + " at " + b.dataHost + ":" + b.dataPort + ": " + e);
@@ -336,9 +387,16 @@ final class Cluster implements Closeable {
         topic + "-" + partition + " does not exist");
   }
 
+  /** What to do with the leader's connection (IOException: the connection failed). */
+  interface OnLeader<T> { T call(DataConnection c) throws IOException; }
+
   /** Call {@code api} on the leader of topic-partition; retried (metadata refreshed) on
    *  connection failures and whole-request retriable errors, for up to {@code deadlineMs}. */
   ByteBuffer callLeader(String topic, int partition, int api, Buf req, long deadlineMs) {
+    return onLeader(topic, partition, c -> c.call(api, req), deadlineMs);
+  }
+
+  <T> T onLeader(String topic, int partition, OnLeader<T> call, long deadlineMs) {
     boolean refresh = false;
     long backoff = 50;
     while (true) {
@@ -349,7 +407,7 @@ final class Cluster implements Closeable {
         }
         DataConnection c = connection(leader);
         try {
-          return c.call(api, req);
+          return call.call(c);
         } catch (IOException e) {
           c.close();
           connections.remove(leader);
@@ -434,6 +492,34 @@ final class Cluster implements Closeable {
     return out;
   }
 
+  /** The stored bytes per record of the first data frame at or after {@code offset} of tp
+   *  (one fetch of at most 1 MiB; null when there is none): maxBytesPerTrigger's estimate. */
+  Double storedBytesPerRecord(TopicPartition tp, long offset, boolean committed) {
+    Buf req = new Buf().i32(0).i32(1).i32(1 << 20).u8(committed ? 1 : 0).i32(1).str(tp.topic).i32(tp.partition).i64(offset)
+        .i64(0).i32(1 << 20);
+    ByteBuffer r = callLeader(tp.topic, tp.partition, DataConnection.FETCH, req, System.currentTimeMillis() + 30_000);
+    r.getInt();
+    Buf.str(r);
+    r.getInt();
+    short code = r.getShort();
+    Buf.str(r);
+    r.getLong();
+    r.getLong();
+    r.getLong();
+    if (code != 0) return null;
+    ByteBuffer frames = Buf.slice(r);
+    int at = 0;
+    while (at + 64 <= frames.limit()) {
+      int length = frames.getInt(at + 8);
+      int attributes = frames.getShort(at + 24) & 0xFFFF;
+      int count = frames.getInt(at + 28);
+      if (length <= 0) break;
+      if ((attributes & 0x20) == 0 && count > 0) return (double) length / count;
+      at += length;
+    }
+    return null;
+  }
+
   /** Every partition of {@code topics}. */
   List<TopicPartition> partitionsOf(Collection<String> names) {
     List<TopicPartition> out = new ArrayList<>();
@@ -443,9 +529,12 @@ final class Cluster implements Closeable {
     return out;
   }
 
+  /** Gives this object's connections back to the JVM's pool (DataConnection.giveBack). */
   @Override
   public void close() {
-    for (DataConnection c : connections.values()) c.close();
+    for (DataConnection c : connections.values()) DataConnection.giveBack(c);
     connections.clear();
+    for (DataConnection c : extra) DataConnection.giveBack(c);
+    extra.clear();
   }
 }

@@ -47,6 +47,9 @@ final class ErrorCodes {
       case 30: return "MissingKeyError";
       case 90: return "NotEnoughReplicasAfterAppendError";
       case 91: return "OffsetNotAvailableError";
+      case 100: return "AuthenticationError";
+      case 101: return "TopicAuthorizationError";
+      case 107: return "SessionExpiredError";
       default: return "SparkLogError(" + code + ")";
     }
   }

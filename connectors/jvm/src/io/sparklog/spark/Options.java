@@ -26,25 +26,27 @@ final class Options implements Serializable {
       "batchSize", "timeoutMs", "tombstoneColumn", "createTopic", "partitions", "replicationFactor", "transactional",
       "transactionTimeoutMs");
   /** Accepted names the JVM implementation refuses (use the Python connector for them). */
-  static final Set<String> NOT_YET = new TreeSet<>(Arrays.asList("startingTimestamp", "maxBytesPerTrigger", "groupId",
-      "tombstoneColumn", "createTopic", "transactional", "transactionTimeoutMs"));
+  static final Set<String> NOT_YET = new TreeSet<>(Arrays.asList("groupId", "tombstoneColumn"));
   private static final Set<String> SPARK_OWNED = new TreeSet<>(Arrays.asList("path", "checkpointlocation", "queryname"));
 
   final Map<String, String> values;
+  /** kafka.security.protocol, kafka.ssl.*, kafka.sasl.*, kafka.client.id (Security.parse). */
+  final Security security;
 
-  private Options(Map<String, String> values) { this.values = values; }
+  private Options(Map<String, String> values, Security security) { this.values = values; this.security = security; }
 
   static Options parse(Map<String, String> raw, List<String> known) {
     Map<String, String> byLower = new HashMap<>();
     for (String k : known) byLower.put(k.toLowerCase(Locale.ROOT), k);
     Map<String, String> out = new TreeMap<>();
+    Map<String, String> client = new TreeMap<>();
     for (Map.Entry<String, String> e : raw.entrySet()) {
       String lower = e.getKey().toLowerCase(Locale.ROOT);
       if (lower.equals("kafka.bootstrap.servers")) lower = "bootstrap";
       if (SPARK_OWNED.contains(lower)) continue;
       if (lower.startsWith("kafka.")) {
-        throw SparkLogException.config(e.getKey(), "security and client options are not supported by the JVM "
-            + "implementation (its data listener has no TLS/SASL yet); use the Python connector");
+        client.put(e.getKey(), e.getValue());
+        continue;
       }
       String name = byLower.get(lower);
       if (name == null) {
@@ -59,7 +61,7 @@ final class Options implements Serializable {
       }
       out.put(name, e.getValue());
     }
-    Options o = new Options(out);
+    Options o = new Options(out, Security.parse(client));
     if (known == READER) o.checkReader();
     return o;
   }
@@ -179,7 +181,12 @@ final class Options implements Serializable {
     assign();
     spec("startingOffsets", Arrays.asList("earliest", "latest"));
     spec("endingOffsets", Arrays.asList("latest"));
+    if (has("startingOffsets") && has("startingTimestamp")) {
+      throw SparkLogException.config("startingTimestamp", "contradicts 'startingOffsets': give one of them");
+    }
+    longOpt("startingTimestamp", 0);
     longOpt("maxOffsetsPerTrigger", 1);
+    longOpt("maxBytesPerTrigger", 1);
     longOpt("minPartitions", 1);
     longOpt("maxRecordsPerPartition", 1);
     longOpt("pollTimeoutMs", 1);
@@ -209,8 +216,8 @@ final class Options implements Serializable {
     if ("latest".equals(spec("startingOffsets", Arrays.asList("earliest", "latest")))) {
       throw SparkLogException.config("startingOffsets", "cannot be 'latest' for a batch query");
     }
-    if (has("maxOffsetsPerTrigger")) {
-      throw SparkLogException.config("maxOffsetsPerTrigger", "is for streaming queries; a batch query reads its whole range");
+    for (String n : new String[] {"maxOffsetsPerTrigger", "maxBytesPerTrigger"}) {
+      if (has(n)) throw SparkLogException.config(n, "is for streaming queries; a batch query reads its whole range");
     }
   }
 }

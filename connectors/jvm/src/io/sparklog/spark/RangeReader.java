@@ -1,21 +1,22 @@
 package io.sparklog.spark;
 
-import java.io.ByteArrayInputStream;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.channels.Channels;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.zip.CRC32C;
 
+import org.apache.arrow.flatbuf.MessageHeader;
+import org.apache.arrow.memory.ArrowBuf;
 import org.apache.arrow.memory.BufferAllocator;
 import org.apache.arrow.vector.FieldVector;
 import org.apache.arrow.vector.VectorLoader;
 import org.apache.arrow.vector.VectorSchemaRoot;
 import org.apache.arrow.vector.ipc.ReadChannel;
 import org.apache.arrow.vector.ipc.message.ArrowRecordBatch;
+import org.apache.arrow.vector.ipc.message.MessageMetadataResult;
 import org.apache.arrow.vector.ipc.message.MessageSerializer;
 import org.apache.arrow.vector.types.pojo.Schema;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -49,12 +50,17 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private final long pollTimeoutMs;
   private final int timestampType;
   private final boolean typed;
+  /** SPARK_LOG_JVM_PROFILE=1: each task prints where its time went (stderr of its JVM). */
+  private static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
+  private final long created = System.nanoTime();
+  private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos;
+  private int fetches;
 
   RangeReader(ReadPlan plan, StructType schema, Scans.RangePartition part) {
     this.plan = plan;
     this.schema = schema;
     this.part = part;
-    this.cluster = new Cluster(plan.bootstrap);
+    this.cluster = new Cluster(plan.bootstrap, plan.options.security);
     this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log " + part, 0, Long.MAX_VALUE);
     this.position = part.start;
     this.failOnDataLoss = plan.options.bool("failOnDataLoss", true);
@@ -97,34 +103,43 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private void fetch() {
     Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
         .str(part.topic).i32(part.partition).i64(position).i64(part.end).i32(0);
-    ByteBuffer r = cluster.callLeader(part.topic, part.partition, DataConnection.FETCH, req,
-        System.currentTimeMillis() + pollTimeoutMs);
-    r.getInt();
-    Buf.str(r);
-    r.getInt();
-    short code = r.getShort();
-    String message = Buf.str(r);
-    r.getLong();
-    long logStart = r.getLong();
-    long next = r.getLong();
-    ByteBuffer frames = Buf.slice(r);
-    int abortedCount = r.getInt();
-    long[] aborted = new long[3 * abortedCount];  // (producer id, first offset, abort marker offset) each
-    for (int i = 0; i < aborted.length; i++) aborted[i] = r.getLong();
-    if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) {
-      afterLoss();
-      return;
-    }
-    if (code != 0) {
-      if (ErrorCodes.retriable(code)) {
-        cluster.topic(part.topic, true);
-        Cluster.sleep(50);
+    long t0 = System.nanoTime();
+    try (DataConnection.Direct answer = cluster.onLeader(part.topic, part.partition,
+        c -> c.callDirect(DataConnection.FETCH, req, allocator), System.currentTimeMillis() + pollTimeoutMs)) {
+      fetchNanos += System.nanoTime() - t0;
+      fetches++;
+      ByteBuffer r = answer.view;
+      fetchedBytes += r.remaining();
+      r.getInt();
+      Buf.str(r);
+      r.getInt();
+      short code = r.getShort();
+      String message = Buf.str(r);
+      r.getLong();
+      r.getLong();
+      long next = r.getLong();
+      int framesBase = r.position() + 4;  // where the frames start in answer.buf
+      ByteBuffer frames = Buf.slice(r);
+      int abortedCount = r.getInt();
+      long[] aborted = new long[3 * abortedCount];  // (producer id, first offset, abort marker offset) each
+      for (int i = 0; i < aborted.length; i++) aborted[i] = r.getLong();
+      if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) {
+        afterLoss();
         return;
       }
-      throw SparkLogException.of(code, part.topic + "-" + part.partition + ": " + message);
+      if (code != 0) {
+        if (ErrorCodes.retriable(code)) {
+          cluster.topic(part.topic, true);
+          Cluster.sleep(50);
+          return;
+        }
+        throw SparkLogException.of(code, part.topic + "-" + part.partition + ": " + message);
+      }
+      long t1 = System.nanoTime();
+      decode(frames, aborted, answer.buf, framesBase);
+      decodeNanos += System.nanoTime() - t1;
+      if (next > position) position = Math.min(next, part.end);
     }
-    decode(frames, aborted);
-    if (next > position) position = Math.min(next, part.end);
   }
 
   private void afterLoss() {
@@ -154,7 +169,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     return false;
   }
 
-  private void decode(ByteBuffer frames, long[] aborted) {
+  private void decode(ByteBuffer frames, long[] aborted, ArrowBuf answer, int framesBase) {
     frames.order(ByteOrder.LITTLE_ENDIAN);
     int at = 0;
     int limit = frames.limit();
@@ -175,8 +190,10 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       long storedCrc = frames.getInt(at + 20) & 0xFFFFFFFFL;
       ByteBuffer covered = frames.duplicate();
       covered.position(at + 24).limit(at + length);
+      long tc = System.nanoTime();
       crc.reset();
       crc.update(covered);
+      crcNanos += System.nanoTime() - tc;
       if (crc.getValue() != storedCrc) throw corrupt(at, "CRC mismatch at offset " + base);
       long span = version == 1 ? count : (long) frames.getInt(at + 64) + 1;
       long next = base + span;
@@ -203,7 +220,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         while (hi > lo && offsets[hi - 1] >= part.end) hi--;
       }
       if (hi <= lo) continue;
-      emit(frames, frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, firstTs, count);
+      emit(answer, framesBase + frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, firstTs, count);
     }
   }
 
@@ -212,22 +229,54 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         + " of a fetch answer: " + what);
   }
 
-  private void emit(ByteBuffer frames, int bodyAt, int bodyLength, int schemaId, long base, long[] offsets, int lo, int hi,
+  /** A ReadableByteChannel over a ByteBuffer (the IPC message metadata of a frame body). */
+  private static final class BufferChannel implements java.nio.channels.ReadableByteChannel {
+    private final ByteBuffer src;
+
+    BufferChannel(ByteBuffer src) { this.src = src; }
+
+    @Override public int read(ByteBuffer dst) {
+      if (!src.hasRemaining()) return -1;
+      int n = Math.min(dst.remaining(), src.remaining());
+      ByteBuffer part = src.duplicate();
+      part.limit(part.position() + n);
+      dst.put(part);
+      src.position(src.position() + n);
+      return n;
+    }
+
+    @Override public boolean isOpen() { return true; }
+
+    @Override public void close() {}
+  }
+
+  /** The Arrow IPC record batch at answer[bodyAt, bodyAt + bodyLength): its metadata parsed,
+   *  its body a slice of the answer's off-heap buffer (no copy; LZ4 bodies decompress from it). */
+  private void emit(ArrowBuf answer, int bodyAt, int bodyLength, int schemaId, long base, long[] offsets, int lo, int hi,
                     long firstTs, int count) {
     Schema arrow = cluster.topic(part.topic, false).schemas.get(schemaId);
     if (arrow == null) arrow = cluster.topic(part.topic, true).schemas.get(schemaId);
     if (arrow == null) {
       throw new SparkLogException("SchemaMismatchError", 14, part.topic + "-" + part.partition + ": unknown schema id " + schemaId);
     }
-    byte[] body = new byte[bodyLength];
-    ByteBuffer src = frames.duplicate();
-    src.position(bodyAt);
-    src.get(body);
+    long tb = System.nanoTime();
     VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
-    try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(
-        new ReadChannel(Channels.newChannel(new ByteArrayInputStream(body))), allocator)) {
-      if (records == null) throw new IOException("no record batch message");
-      new VectorLoader(root, Lz4Codecs.INSTANCE).load(records);
+    try {
+      ReadChannel channel = new ReadChannel(new BufferChannel(answer.nioBuffer(bodyAt, bodyLength)));
+      MessageMetadataResult message = MessageSerializer.readMessage(channel);
+      if (message == null || message.getMessage().headerType() != MessageHeader.RecordBatch) {
+        throw new IOException("no record batch message");
+      }
+      long start = channel.bytesRead(), size = message.getMessageBodyLength();
+      if (start + size > bodyLength) throw new IOException("record batch body past the frame's end");
+      ArrowBuf body = answer.slice(bodyAt + start, size);
+      body.getReferenceManager().retain();  // deserializeRecordBatch releases its body once
+      long tl = System.nanoTime();
+      copyNanos += tl - tb;
+      try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(message, body)) {
+        new VectorLoader(root, Lz4Codecs.INSTANCE).load(records);
+      }
+      loadNanos += System.nanoTime() - tl;
     } catch (IOException | RuntimeException e) {
       root.close();
       if (e instanceof SparkLogException) throw (SparkLogException) e;
@@ -297,6 +346,11 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
 
   @Override
   public void close() {
+    if (PROFILE) {
+      System.err.printf("spark-log profile %s: task %.1f ms, %d fetches %.1f ms (%d bytes), decode %.1f ms (crc %.1f, copy+deserialize %.1f, load+decompress %.1f), connections opened "
+          + "in this JVM so far %d%n", part, (System.nanoTime() - created) / 1e6, fetches, fetchNanos / 1e6, fetchedBytes,
+          decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, DataConnection.OPENED.get());
+    }
     release();
     for (ColumnarBatch b : ready) b.close();
     ready.clear();

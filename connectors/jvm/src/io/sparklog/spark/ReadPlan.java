@@ -59,7 +59,7 @@ final class ReadPlan implements Serializable {
   }
 
   Cluster cluster() {
-    if (cluster == null) cluster = new Cluster(bootstrap);
+    if (cluster == null) cluster = new Cluster(bootstrap, options.security);
     return cluster;
   }
 
@@ -144,6 +144,17 @@ final class ReadPlan implements Serializable {
 
   @SuppressWarnings("unchecked")
   TreeMap<TopicPartition, Long> starting(String dflt) {
+    Long timestamp = options.longOpt("startingTimestamp", 0);
+    if (timestamp != null) {  // each partition's first record with timestamp >= it; none: the partition's end
+      TreeMap<TopicPartition, Long> latest = latest();
+      TreeMap<TopicPartition, Long> found = offsets(timestamp);
+      TreeMap<TopicPartition, Long> out = new TreeMap<>();
+      for (Map.Entry<TopicPartition, Long> e : latest.entrySet()) {
+        Long at = found.get(e.getKey());
+        out.put(e.getKey(), at == null || at < 0 ? e.getValue() : at);
+      }
+      return out;
+    }
     Object spec = options.spec("startingOffsets", Arrays.asList("earliest", "latest"));
     if (spec == null) spec = dflt;
     TreeMap<TopicPartition, Long> latest = latest();
@@ -199,6 +210,33 @@ final class ReadPlan implements Serializable {
         out.add(new Object[] {r[0], offset, offset + step});
         offset += step;
       }
+    }
+    return out;
+  }
+
+  /** connectors.offsets.limit_bytes: latest capped so about maxBytes are read (soft). */
+  static TreeMap<TopicPartition, Long> limitBytes(Map<TopicPartition, Long> start, Map<TopicPartition, Long> latest,
+                                                  long maxBytes, Map<TopicPartition, Double> bytesPerRecord) {
+    Map<TopicPartition, Long> backlog = new HashMap<>();
+    Map<TopicPartition, Double> size = new HashMap<>();
+    double total = 0;
+    for (Map.Entry<TopicPartition, Long> e : latest.entrySet()) {
+      long b = Math.max(0, e.getValue() - start.getOrDefault(e.getKey(), 0L));
+      double s = Math.max(1.0, bytesPerRecord.getOrDefault(e.getKey(), 1.0));
+      backlog.put(e.getKey(), b);
+      size.put(e.getKey(), s);
+      total += b * s;
+    }
+    TreeMap<TopicPartition, Long> out = new TreeMap<>();
+    for (Map.Entry<TopicPartition, Long> e : latest.entrySet()) {
+      TopicPartition tp = e.getKey();
+      long begin = start.getOrDefault(tp, 0L);
+      if (backlog.get(tp) == 0 || total <= maxBytes) {
+        out.put(tp, e.getValue());
+        continue;
+      }
+      long records = (long) Math.floor(maxBytes * (backlog.get(tp) * size.get(tp) / total) / size.get(tp));
+      out.put(tp, begin + Math.min(backlog.get(tp), Math.max(1, records)));
     }
     return out;
   }

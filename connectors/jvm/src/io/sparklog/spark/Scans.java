@@ -19,6 +19,7 @@ import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxBytes;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -69,9 +70,15 @@ final class Scans {
     }
   }
 
-  /** Preferred locations of a partition: the executors on the hosts of its replicas (leader
-   *  first, then the in-sync replicas) as {@code executor_<host>_<id>}, else those hosts. */
+  /** Preferred locations of a partition: for each of its replicas (leader first, then the
+   *  in-sync replicas) the executor that broker is paired with, as {@code executor_<host>_<id>};
+   *  hosts alone when no executor is known.  A broker's executor: among the executors on the
+   *  broker's host (sorted by executor id), the one at position broker id mod their number, so
+   *  several brokers on one host (a local cluster) each have their own executor and a task
+   *  reading a partition prefers the executor of the partition's leader.  {@link #LAST} keeps
+   *  the latest plan's choices (tests and benches show them beside Spark's task list). */
   static final class Locality {
+    static final Map<String, String[]> LAST = new java.util.concurrent.ConcurrentHashMap<>();
     private final Map<String, List<String>> executors = new HashMap<>();
 
     Locality() {
@@ -79,7 +86,11 @@ final class Scans {
         SparkEnv env = SparkEnv.get();
         if (env == null) return;
         BlockManagerId self = env.blockManager().blockManagerId();
-        for (BlockManagerId id : scala.jdk.javaapi.CollectionConverters.asJava(env.blockManager().master().getPeers(self))) {
+        List<BlockManagerId> ids = new ArrayList<>(
+            scala.jdk.javaapi.CollectionConverters.asJava(env.blockManager().master().getPeers(self)));
+        ids.sort(java.util.Comparator.comparing((BlockManagerId id) -> id.executorId().length())
+            .thenComparing(BlockManagerId::executorId));
+        for (BlockManagerId id : ids) {
           if (id.isDriver()) continue;
           executors.computeIfAbsent(id.host(), h -> new ArrayList<>()).add("executor_" + id.host() + "_" + id.executorId());
         }
@@ -103,14 +114,20 @@ final class Scans {
         if (b == null) continue;
         hosts.add(b.host());
         List<String> found = executors.get(b.host());
-        if (found != null) {
-          // a broker's own executor first: several brokers on one host (local clusters) spread by broker id
-          List<String> sorted = new ArrayList<>(found);
-          java.util.Collections.rotate(sorted, -(r % Math.max(1, sorted.size())));
-          out.addAll(sorted);
-        }
+        if (found != null && !found.isEmpty()) out.add(found.get(Math.floorMod(r, found.size())));
       }
-      return (out.isEmpty() ? hosts : out).toArray(new String[0]);
+      String[] chosen = (out.isEmpty() ? hosts : out).toArray(new String[0]);
+      LAST.put(tp.toString(), chosen);
+      return chosen;
+    }
+
+    /** LAST as text, one "topic-partition location,location" a line (for tests and benches). */
+    static String last() {
+      StringBuilder b = new StringBuilder();
+      for (Map.Entry<String, String[]> e : new java.util.TreeMap<>(LAST).entrySet()) {
+        b.append(e.getKey()).append(' ').append(String.join(",", e.getValue())).append('\n');
+      }
+      return b.toString();
     }
   }
 
@@ -185,8 +202,12 @@ final class Scans {
 
     @Override public ReadLimit getDefaultReadLimit() {
       Long max = plan.options.longOpt("maxOffsetsPerTrigger", 1);
-      return max != null ? ReadLimit.maxRows(max) : ReadLimit.allAvailable();
+      Long maxBytes = plan.options.longOpt("maxBytesPerTrigger", 1);
+      return max != null ? ReadLimit.maxRows(max) : maxBytes != null ? ReadLimit.maxBytes(maxBytes) : ReadLimit.allAvailable();
     }
+
+    /** Each partition's stored bytes per record, sampled once (maxBytesPerTrigger). */
+    private final Map<TopicPartition, Double> recordBytes = new HashMap<>();
 
     @Override public void prepareForTriggerAvailableNow() { target = plan.latest(); }
 
@@ -210,6 +231,18 @@ final class Scans {
         Long maxRows = limit instanceof ReadMaxRows ? Long.valueOf(((ReadMaxRows) limit).maxRows())
             : plan.options.longOpt("maxOffsetsPerTrigger", 1);
         if (maxRows != null) end = ReadPlan.limitRows(begin, end, maxRows);
+        Long maxBytes = limit instanceof ReadMaxBytes ? Long.valueOf(((ReadMaxBytes) limit).maxBytes())
+            : plan.options.longOpt("maxBytesPerTrigger", 1);
+        if (maxBytes != null) {
+          for (Map.Entry<TopicPartition, Long> e : end.entrySet()) {
+            long from = begin.getOrDefault(e.getKey(), 0L);
+            if (e.getValue() > from && !recordBytes.containsKey(e.getKey())) {
+              Double sampled = plan.cluster().storedBytesPerRecord(e.getKey(), from, plan.options.readCommitted());
+              if (sampled != null) recordBytes.put(e.getKey(), sampled);
+            }
+          }
+          end = ReadPlan.limitBytes(begin, end, maxBytes, recordBytes);
+        }
       }
       TreeMap<TopicPartition, Long> merged = new TreeMap<>();
       for (Map.Entry<TopicPartition, Long> e : begin.entrySet()) {

@@ -16,8 +16,12 @@ public class SparkLogException extends RuntimeException {
     return new SparkLogException("InvalidConfigError", 0, "option '" + option + "': " + message);
   }
 
+  /** The broker's typed error {@code code}; security refusals carry the code's name too
+   *  (TOPIC_AUTHORIZATION_FAILED, ...), as the Python connector's errors do. */
   public static SparkLogException of(int code, String message) {
-    return new SparkLogException(ErrorCodes.name(code), code, message);
+    String name = code == 100 ? "AUTHENTICATION_FAILED" : code == 101 ? "TOPIC_AUTHORIZATION_FAILED"
+        : code == 17 ? "UNAUTHORIZED" : code == 107 ? "SESSION_EXPIRED" : null;
+    return new SparkLogException(ErrorCodes.name(code), code, name == null ? message : name + ": " + message);
   }
 
   public boolean retriable() {

@@ -45,6 +45,7 @@ import org.apache.spark.sql.connector.write.WriterCommitMessage;
 import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
 import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
+import org.apache.spark.sql.execution.arrow.ArrowWriter$;
 import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.IntegerType;
@@ -58,7 +59,8 @@ import org.apache.spark.sql.util.ArrowUtils;
 /** The sink: the exactly-once idempotent scheme of connectors/writer.py.  Each write task is an
  *  idempotent producer whose id and epoch come from (query id, Spark partition, batch id)
  *  (Identity.producer: the same function as writer.producer_identity), frames are cut
- *  deterministically (the task's rows in chunks of CHUNK_ROWS, as Spark's Arrow batches reach the
+ *  deterministically (the task's rows in chunks of spark.sql.execution.arrow.maxRecordsPerBatch rows
+ *  (default CHUNK_ROWS), read on the driver: as Spark's Arrow batches reach the
  *  Python sink; one frame per chunk and partition, sliced when larger than batchSize), and
  *  sequences run from 0 per partition in input order, so a re-run task's frames are
  *  acknowledged as duplicates by the brokers.  Rows without a key go to partition
@@ -90,12 +92,28 @@ final class Writes {
     final int schemaId, partitions, acks, timeoutMs, codec;
     final long batchSize;
     final int keyOrdinal, valueOrdinal, partitionOrdinal, timestampOrdinal;
+    int headersOrdinal = -1;
     final boolean keyIsString, valueIsString;
     final int[] dataOrdinals, keyOrdinals;
     final StructType input;
+    final Security security;
+    /** Rows per chunk: Spark's Arrow batch size, as the Python sink's batches are cut. */
+    final int chunkRows;
+    /** transactional=true: each micro-batch (batch write: the whole write) is one transaction. */
+    final boolean transactional;
+    final int transactionTimeoutMs;
 
     Target(Options o, StructType input) {
       this.input = input;
+      this.security = o.security;
+      int arrowBatch = org.apache.spark.sql.internal.SQLConf.get().arrowMaxRecordsPerBatch();
+      this.chunkRows = arrowBatch > 0 ? arrowBatch : CHUNK_ROWS;
+      this.transactional = o.bool("transactional", false);
+      Long txnTimeout = o.longOpt("transactionTimeoutMs", 1);
+      if (txnTimeout != null && !transactional) {
+        throw SparkLogException.config("transactionTimeoutMs", "applies only with transactional=true");
+      }
+      this.transactionTimeoutMs = txnTimeout == null ? 600_000 : (int) Math.min(Integer.MAX_VALUE, txnTimeout);
       bootstrap = o.bootstrap();
       topic = o.get("topic");
       if (topic == null) {
@@ -106,6 +124,7 @@ final class Writes {
       if (a.equals("0")) throw SparkLogException.config("acks", "cannot be 0: the sink must know a write landed to be exactly-once");
       if (!a.equals("all") && !a.equals("-1") && !a.equals("1")) throw SparkLogException.config("acks", "must be all, -1 or 1, got '" + a + "'");
       acks = a.equals("1") ? 1 : -1;
+      if (transactional && acks != -1) throw SparkLogException.config("transactional", "needs acks=all");
       String c = o.has("compression") ? o.get("compression").trim().toLowerCase(Locale.ROOT) : "lz4";
       switch (c) {
         case "lz4": codec = 1; break;
@@ -117,19 +136,34 @@ final class Writes {
       batchSize = bs == null ? 4L << 20 : bs;
       Long t = o.longOpt("timeoutMs", 1);
       timeoutMs = t == null ? 120_000 : (int) Math.min(Integer.MAX_VALUE, t);
-      if (o.has("partitions") || o.has("replicationFactor")) {
+      boolean create = o.bool("createTopic", false);
+      if (!create && (o.has("partitions") || o.has("replicationFactor"))) {
         throw SparkLogException.config(o.has("partitions") ? "partitions" : "replicationFactor", "applies with createTopic=true only");
       }
-      Cluster cluster = new Cluster(bootstrap);
+      Long parts = o.longOpt("partitions", 1), rf = o.longOpt("replicationFactor", 1);
+      Cluster cluster = new Cluster(bootstrap, security);
       Cluster.TopicMeta meta;
       try {
-        meta = cluster.topic(topic, true);
-      } catch (SparkLogException e) {
-        if (e.code == ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION) {
-          throw new SparkLogException("UnknownTopicOrPartitionError", e.code, "topic '" + topic + "' does not exist; create "
-              + "it first (Admin.create_topic or `spark-log topics create`)");
+        try {
+          meta = cluster.topic(topic, true);
+        } catch (SparkLogException e) {
+          if (e.code != ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION) throw e;
+          if (!create) {
+            throw new SparkLogException("UnknownTopicOrPartitionError", e.code, "topic '" + topic + "' does not exist; create "
+                + "it first (Admin.create_topic('" + topic + "', kind='typed') or `spark-log topics create " + topic
+                + " --typed`: the first write sets its schema; or a bytes topic), or set option createTopic=true (with "
+                + "partitions / replicationFactor) to create a typed topic from the DataFrame's schema");
+          }
+          // a typed topic without a schema (the first write below registers the DataFrame's), as the Python sink does
+          Admin.createTypedTopic(bootstrap, security, topic, parts == null ? 1 : parts.intValue(), rf == null ? 1 : rf.intValue(),
+              o.names("keyColumns"));
+          meta = Admin.await(cluster, topic);
         }
-        throw e;
+        if (meta.kind.equals("typed") && meta.latest() == null) {
+          Schema data = dataSchema(input);
+          Admin.registerSchema(bootstrap, security, topic, data);
+          meta = Admin.awaitSchema(cluster, topic);
+        }
       } finally {
         cluster.close();
       }
@@ -155,9 +189,15 @@ final class Writes {
         keyOrdinal = ordinal(input, "key");
         keyIsString = keyOrdinal >= 0 && binaryOrString(input, keyOrdinal, "key");
         valueIsString = binaryOrString(input, valueOrdinal, "value");
-        if (ordinal(input, "headers") >= 0) {
-          throw SparkLogException.config("headers", "a 'headers' column is not written by the JVM implementation yet; use the "
-              + "Python connector");
+        headersOrdinal = ordinal(input, "headers");
+        if (headersOrdinal >= 0) {
+          DataType ht = input.fields()[headersOrdinal].dataType();
+          Field have = ArrowUtils.toArrowField("headers", ht, true, "UTC", false,
+              org.apache.spark.sql.types.Metadata.empty());
+          if (!sameTypes(have, meta.schemas.get(0).findField("headers"))) {
+            throw new SparkLogException("SchemaMismatchError", 14, "column 'headers' must be array<struct<key: string, "
+                + "value: binary>>, got " + ht.simpleString());
+          }
         }
         timestampOrdinal = ordinal(input, "timestamp");
         if (timestampOrdinal >= 0 && !(input.fields()[timestampOrdinal].dataType() instanceof TimestampType)) {
@@ -170,10 +210,6 @@ final class Writes {
         keyOrdinals = null;
       } else {
         Schema schema = meta.latest();
-        if (schema == null) {
-          throw new SparkLogException("NoSchemaError", 25, "typed topic '" + topic + "' has no schema yet; the JVM writer does not "
-              + "register one: write once with the Python connector or register it with Admin.register_schema");
-        }
         schemaId = meta.latestSchemaId();
         schemaJson = schema.toJson();
         List<String> data = new ArrayList<>();
@@ -192,11 +228,11 @@ final class Writes {
           Field f = schema.getFields().get(i);
           dataOrdinals[i] = ordinal(input, f.getName());
           DataType dt = input.fields()[dataOrdinals[i]].dataType();
-          ArrowType have = ArrowUtils.toArrowType(dt, "UTC", false);
-          if (!have.equals(f.getType())) {
+          Field have = ArrowUtils.toArrowField(f.getName(), dt, true, "UTC", false, org.apache.spark.sql.types.Metadata.empty());
+          if (!sameTypes(have, f)) {
             throw new SparkLogException("SchemaMismatchError", 14, "column '" + f.getName() + "' of topic '" + topic + "' is "
-                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have + "): the JVM writer needs the "
-                + "topic's exact types, cast the column or use the Python connector");
+                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have.getType() + "): the JVM writer needs "
+                + "the topic's exact types, cast the column or use the Python connector");
           }
         }
         List<String> keys = o.names("keyColumns") != null ? o.names("keyColumns") : meta.keyColumns;
@@ -208,6 +244,25 @@ final class Writes {
         keyOrdinal = valueOrdinal = timestampOrdinal = -1;
         keyIsString = valueIsString = false;
       }
+    }
+
+    /** The DataFrame's data columns (without the routing ones) as Arrow, as the Python sink
+     *  registers them (pyspark's to_arrow_schema with UTC: ArrowUtils.toArrowSchema). */
+    private static Schema dataSchema(StructType input) {
+      StructType data = new StructType();
+      for (StructField f : input.fields()) if (!ROUTING.contains(f.name())) data = data.add(f);
+      return ArrowUtils.toArrowSchema(data, "UTC", true, false);
+    }
+
+    /** Same Arrow types and child names all the way down (nullability aside). */
+    private static boolean sameTypes(Field a, Field b) {
+      if (!a.getType().equals(b.getType()) || a.getChildren().size() != b.getChildren().size()) return false;
+      for (int i = 0; i < a.getChildren().size(); i++) {
+        Field x = a.getChildren().get(i), y = b.getChildren().get(i);
+        if (!(a.getType() instanceof ArrowType.List) && !x.getName().equals(y.getName())) return false;
+        if (!sameTypes(x, y)) return false;
+      }
+      return true;
     }
 
     private static int ordinal(StructType s, String name) {
@@ -228,6 +283,10 @@ final class Writes {
     final int sparkPartition;
     final long rows, frames, producerId;
     final int producerEpoch;
+    /** Transactional writes: the transaction the task joined ("" for none), and whether it did. */
+    String transactionalId = "", run = "";
+    long label;
+    boolean joined;
 
     Commit(int sparkPartition, long rows, long frames, long producerId, int producerEpoch) {
       this.sparkPartition = sparkPartition; this.rows = rows; this.frames = frames; this.producerId = producerId;
@@ -235,37 +294,84 @@ final class Writes {
     }
   }
 
+  /** The transaction a task writes in (connectors/writer.py: transactional_id_of(query id) and the
+   *  batch id for streams, spark-job-<id> and 0 for a batch write; the run names the writer). */
+  static final class Transaction implements java.io.Serializable {
+    final String transactionalId, run;
+    final long label;
+
+    Transaction(String transactionalId, long label, String run) {
+      this.transactionalId = transactionalId; this.label = label; this.run = run;
+    }
+  }
+
+  /** The driver's end of a transactional write: commit (or abort) with the joined participants.
+   *  {@code own} is the transaction as the driver names it: an abort after failed tasks (which
+   *  send no message) still ends it, aborting every participant that joined. */
+  static void endTransaction(Target target, Transaction own, WriterCommitMessage[] messages, boolean commit) {
+    if (!target.transactional) return;
+    String transactionalId = own.transactionalId, run = own.run;
+    long label = own.label;
+    List<Long> participants = new ArrayList<>();
+    for (WriterCommitMessage m : messages) {
+      if (!(m instanceof Commit) || ((Commit) m).transactionalId.isEmpty()) continue;
+      Commit c = (Commit) m;
+      transactionalId = c.transactionalId;
+      run = c.run;
+      label = c.label;
+      if (c.joined) participants.add(c.producerId);
+    }
+    Txn.end(target.bootstrap, target.security, transactionalId, label, run, commit, participants, target.timeoutMs);
+  }
+
   static final class Sink implements BatchWrite, StreamingWrite {
     private final Target target;
     private final String id;
     private final boolean streaming;
+    /** This writer instance (one per query run): a newer run aborts an older one's open batch. */
+    private final String run = UUID.randomUUID().toString().replace("-", "");
 
     Sink(Target target, String id, boolean streaming) { this.target = target; this.id = id; this.streaming = streaming; }
 
-    @Override public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+    @Override public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id, run); }
 
-    @Override public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) { return new Factory(target, id); }
+    @Override public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+      return new Factory(target, id, run);
+    }
 
     @Override public boolean useCommitCoordinator() { return false; }
 
-    @Override public void commit(WriterCommitMessage[] messages) {}
+    private Transaction batchTransaction() { return new Transaction("spark-job-" + id, 0, id); }
 
-    @Override public void abort(WriterCommitMessage[] messages) {}
+    private Transaction streamTransaction(long epochId) {
+      String query = org.apache.spark.SparkContext.getOrCreate().getLocalProperty("sql.streaming.queryId");
+      String batch = org.apache.spark.SparkContext.getOrCreate().getLocalProperty("streaming.sql.batchId");
+      return new Transaction("spark-sink-" + (query != null ? query : id), batch != null ? Long.parseLong(batch) : epochId, run);
+    }
 
-    @Override public void commit(long epochId, WriterCommitMessage[] messages) {}
+    @Override public void commit(WriterCommitMessage[] messages) { endTransaction(target, batchTransaction(), messages, true); }
 
-    @Override public void abort(long epochId, WriterCommitMessage[] messages) {}
+    @Override public void abort(WriterCommitMessage[] messages) { endTransaction(target, batchTransaction(), messages, false); }
+
+    @Override public void commit(long epochId, WriterCommitMessage[] messages) {
+      endTransaction(target, streamTransaction(epochId), messages, true);
+    }
+
+    @Override public void abort(long epochId, WriterCommitMessage[] messages) {
+      endTransaction(target, streamTransaction(epochId), messages, false);
+    }
   }
 
   static final class Factory implements DataWriterFactory, StreamingDataWriterFactory {
     private final Target target;
-    private final String id;
+    private final String id, run;
 
-    Factory(Target target, String id) { this.target = target; this.id = id; }
+    Factory(Target target, String id, String run) { this.target = target; this.id = id; this.run = run; }
 
     @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
       long[] identity = Identity.producer(id, partitionId, 0);
-      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+      Transaction txn = target.transactional ? new Transaction("spark-job-" + id, 0, id) : null;
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1], txn);
     }
 
     @Override public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
@@ -274,7 +380,8 @@ final class Writes {
       String batch = ctx != null ? ctx.getLocalProperty("streaming.sql.batchId") : null;
       long batchId = batch != null ? Long.parseLong(batch) : epochId;
       long[] identity = Identity.producer(query != null ? query : id, partitionId, batchId);
-      return new TaskWriter(target, partitionId, identity[0], (int) identity[1]);
+      Transaction txn = target.transactional ? new Transaction("spark-sink-" + (query != null ? query : id), batchId, run) : null;
+      return new TaskWriter(target, partitionId, identity[0], (int) identity[1], txn);
     }
   }
 
@@ -282,23 +389,28 @@ final class Writes {
   private static final class Pending {
     final VectorSchemaRoot root;
     final ArrowWriter writer;  // typed topics
+    final org.apache.spark.sql.execution.arrow.ArrowFieldWriter headers;  // bytes topics written with a headers column
     int rows;
     long firstTs = Long.MIN_VALUE, maxTs = Long.MIN_VALUE;
 
-    Pending(VectorSchemaRoot root, boolean typed) {
+    Pending(VectorSchemaRoot root, boolean typed, boolean withHeaders) {
       this.root = root;
       this.writer = typed ? ArrowWriter.create(root) : null;
       if (!typed) {
         for (FieldVector v : root.getFieldVectors()) v.allocateNew();
       }
+      this.headers = !typed && withHeaders ? ArrowWriter$.MODULE$.createFieldWriter(root.getVector("headers")) : null;
     }
   }
 
   static final class TaskWriter implements DataWriter<InternalRow> {
     private final Target target;
     private final int sparkPartition;
-    private final long producerId;
-    private final int producerEpoch;
+    private long producerId;
+    private int producerEpoch;
+    private final Transaction txn;
+    private boolean joined, alreadyCommitted;
+    private final java.util.Set<Integer> added = new java.util.HashSet<>();
     private final Schema schema;
     private final BufferAllocator allocator;
     private final Cluster cluster;
@@ -309,19 +421,23 @@ final class Writes {
     private final long now = System.currentTimeMillis();
     private long rows, frames, chunk;
     private int inChunk;
+    private static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
+    private final long created = System.nanoTime();
+    private long encodeNanos, sendNanos, sentBytes;
 
-    TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch) {
+    TaskWriter(Target target, int sparkPartition, long producerId, int producerEpoch, Transaction txn) {
       this.target = target;
       this.sparkPartition = sparkPartition;
       this.producerId = producerId;
       this.producerEpoch = producerEpoch;
+      this.txn = txn;
       try {
         this.schema = Schema.fromJSON(target.schemaJson);
       } catch (IOException e) {
         throw new RuntimeException(e);
       }
       this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log writer " + sparkPartition, 0, Long.MAX_VALUE);
-      this.cluster = new Cluster(target.bootstrap);
+      this.cluster = new Cluster(target.bootstrap, target.security);
       this.codec = target.codec == 0 ? NoCompressionCodec.INSTANCE
           : Lz4Codecs.INSTANCE.createCodec(target.codec == 1 ? CompressionUtil.CodecType.LZ4_FRAME : CompressionUtil.CodecType.ZSTD);
       this.mapped = target.dataOrdinals != null ? new MappedRow(target.dataOrdinals) : null;
@@ -363,8 +479,13 @@ final class Writes {
 
     @Override
     public void write(InternalRow row) throws IOException {
+      if (txn != null && !joined) {
+        join();
+      }
+      if (alreadyCommitted) return;  // this batch's transaction committed before: write nothing
       int p = route(row);
-      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null));
+      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null,
+          target.headersOrdinal >= 0));
       int i = buf.rows;
       if (mapped != null) {
         buf.writer.write(mapped.of(row));
@@ -380,13 +501,14 @@ final class Writes {
         long millis = target.timestampOrdinal >= 0 && !row.isNullAt(target.timestampOrdinal)
             ? Math.floorDiv(row.getLong(target.timestampOrdinal), 1000) : now;
         ts.setSafe(i, millis);
-        buf.root.getVector("headers").setNull(i);
+        if (buf.headers != null) buf.headers.write(row, target.headersOrdinal);
+        else buf.root.getVector("headers").setNull(i);
         if (buf.firstTs == Long.MIN_VALUE) buf.firstTs = millis;
         buf.maxTs = Math.max(buf.maxTs, millis);
       }
       buf.rows++;
       rows++;
-      if (++inChunk == CHUNK_ROWS) flush();
+      if (++inChunk == target.chunkRows) flush();
     }
 
     private void flush() throws IOException {
@@ -396,14 +518,19 @@ final class Writes {
         if (buf.writer != null) {
           buf.writer.finish();
         } else {
+          if (buf.headers != null) buf.headers.finish();
           for (FieldVector v : buf.root.getFieldVectors()) v.setValueCount(buf.rows);
           buf.root.setRowCount(buf.rows);
         }
+        long t0 = System.nanoTime();
         framesByPartition.put(e.getKey(), encode(e.getKey(), buf));
+        encodeNanos += System.nanoTime() - t0;
         buf.root.close();
       }
       pending.clear();
+      long t1 = System.nanoTime();
       send(framesByPartition);
+      sendNanos += System.nanoTime() - t1;
       inChunk = 0;
       chunk++;
     }
@@ -426,6 +553,21 @@ final class Writes {
       return out;
     }
 
+    /** Join the task's transaction as a participant with a fresh producer id (or learn that
+     *  its batch committed before); sequences start from 0 under the new id. */
+    private void join() {
+      long[] got = Txn.join(target.bootstrap, target.security, txn.transactionalId, txn.label, txn.run,
+          target.transactionTimeoutMs);
+      joined = true;
+      if (got == null) {
+        alreadyCommitted = true;
+        return;
+      }
+      producerId = got[0];
+      producerEpoch = (int) got[1];
+      sequences.clear();
+    }
+
     private byte[] frame(int partition, VectorSchemaRoot root, int count, long firstTs, long maxTs) throws IOException {
       ByteArrayOutputStream body = new ByteArrayOutputStream();
       body.write(new byte[64]);
@@ -438,7 +580,7 @@ final class Writes {
       ByteBuffer h = ByteBuffer.wrap(frame).order(ByteOrder.LITTLE_ENDIAN);
       h.putLong(0, 0L).putInt(8, frame.length).putInt(12, -1);
       h.put(16, (byte) 'S').put(17, (byte) 'L').put(18, (byte) 1).put(19, (byte) 0);
-      h.putShort(24, (short) target.codec).putShort(26, (short) producerEpoch).putInt(28, count);
+      h.putShort(24, (short) (target.codec | (txn != null ? 0x10 : 0))).putShort(26, (short) producerEpoch).putInt(28, count);
       h.putLong(32, firstTs).putLong(40, maxTs).putLong(48, producerId).putInt(56, sequence).putInt(60, target.schemaId);
       CRC32C crc = new CRC32C();
       crc.update(frame, 24, frame.length - 24);
@@ -459,10 +601,21 @@ final class Writes {
         SparkLogException last = null;
         Map<Integer, List<byte[]>> again = new TreeMap<>();
         for (Map.Entry<Integer, List<Integer>> e : byLeader.entrySet()) {
-          Buf req = new Buf().i16(target.acks).i32(target.timeoutMs).i32(e.getValue().size());
+          Buf req = new Buf();
+          if (txn != null) {
+            req.str(txn.transactionalId);
+            for (int p : e.getValue()) {
+              if (added.add(p)) {
+                Txn.addPartition(target.bootstrap, target.security, txn.transactionalId, producerId, producerEpoch,
+                    target.topic, p);
+              }
+            }
+          }
+          req.i16(target.acks).i32(target.timeoutMs).i32(e.getValue().size());
           for (int p : e.getValue()) {
             int size = 0;
             for (byte[] f : todo.get(p)) size += f.length;
+            sentBytes += size;
             req.str(target.topic).i32(p).i32(-1).i32(size);
             for (byte[] f : todo.get(p)) req.raw(f);
           }
@@ -471,9 +624,8 @@ final class Writes {
             if (e.getKey() < 0) throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, "no leader");
             DataConnection c = cluster.connection(e.getKey());
             try {
-              r = c.call(DataConnection.PRODUCE, req);
+              r = c.call(txn != null ? DataConnection.PRODUCE_TXN : DataConnection.PRODUCE, req);
             } catch (IOException io) {
-              c.close();
               throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, io.toString());
             }
           } catch (SparkLogException err) {
@@ -509,14 +661,26 @@ final class Writes {
 
     @Override
     public WriterCommitMessage commit() throws IOException {
+      if (txn != null && !joined) join();
       if (!pending.isEmpty()) flush();
-      return new Commit(sparkPartition, rows, frames, producerId, producerEpoch);
+      Commit c = new Commit(sparkPartition, rows, frames, producerId, producerEpoch);
+      if (txn != null) {
+        c.transactionalId = txn.transactionalId;
+        c.run = txn.run;
+        c.label = txn.label;
+        c.joined = !alreadyCommitted;
+      }
+      return c;
     }
 
     @Override public void abort() {}
 
     @Override
     public void close() {
+      if (PROFILE) {
+        System.err.printf("spark-log profile writer %d: task %.1f ms, %d rows, %d frames, encode %.1f ms, send %.1f ms (%d bytes)%n",
+            sparkPartition, (System.nanoTime() - created) / 1e6, rows, frames, encodeNanos / 1e6, sendNanos / 1e6, sentBytes);
+      }
       for (Pending p : pending.values()) p.root.close();
       pending.clear();
       cluster.close();

@@ -1,0 +1,58 @@
+"""Task locality of the JVM reader on ``local-cluster[2,1,1024]`` (its own process: one
+SparkContext a process).
+
+    python -m tests.spark.locality_job BOOTSTRAP TOPIC JAR
+
+Reads TOPIC through the JVM implementation (class name; JAR is its jar without the
+DataSourceRegister) with ``io.sparklog.spark.TaskLocality`` listening, and prints one JSON
+object: ``preferred`` (each topic-partition's preferred locations as the scan planned
+them), ``tasks`` (every task of the read: stage, index, executor, host, Spark's task
+locality, success) and ``rows`` (rows read).  ``spark.locality.wait`` is 10 s so a task
+whose executor is busy under heavy load still waits for it rather than running ANY.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+
+def main(bootstrap: str, topic: str, jar: str) -> None:
+    from pyspark.sql import SparkSession
+
+    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spark-log-locality")
+             .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.executor.memory", "512m").config("spark.jars", jar)
+             .config("spark.locality.wait", "10s").getOrCreate())
+    try:
+        sc = spark.sparkContext
+        sc.setLogLevel("ERROR")
+        jvm: Any = spark._jvm
+        deadline_executors = 0
+        import time
+
+        while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and deadline_executors < 240:  # driver + 2
+            time.sleep(0.5)
+            deadline_executors += 1
+        listener = jvm.io.sparklog.spark.TaskLocality()
+        sc._jsc.sc().addSparkListener(listener)
+        rows = (spark.read.format("io.sparklog.spark.SparkLogProvider").option("bootstrap", bootstrap)
+                .option("subscribe", topic).load().count())
+        deadline = time.monotonic() + 30
+        while len(listener.report().splitlines()) < 1 and time.monotonic() < deadline:
+            time.sleep(0.1)  # the listener bus delivers task ends asynchronously
+        sc._jsc.sc().listenerBus().waitUntilEmpty()
+        preferred = {}
+        for line in jvm.io.sparklog.spark.TaskLocality.preferred().splitlines():
+            name, _, locations = line.partition(" ")
+            preferred[name] = locations.split(",")
+        tasks = [dict(zip(("stage", "index", "executor", "host", "locality", "successful"), line.split(" ")))
+                 for line in listener.report().splitlines()]
+        print(json.dumps({"preferred": preferred, "tasks": tasks, "rows": rows}))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])
