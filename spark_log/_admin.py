@@ -68,6 +68,7 @@ class PartitionDescription:
     log_start_offset: int | None = None
     last_stable_offset: int | None = None
     log_end_offsets: dict[int, int | None] | None = None
+    log_size_bytes: int | None = None  # the leader's log on disk
     under_replicated: bool = False
     offline: bool = False
     adding_replicas: tuple[int, ...] = ()
@@ -330,7 +331,8 @@ class Admin:
                     view = dataclasses.replace(
                         view, high_watermark=state.high_watermark, log_start_offset=state.log_start_offset,
                         last_stable_offset=state.last_stable_offset,
-                        log_end_offsets={r: state.log_end_offsets.get(r) for r in view.replicas})
+                        log_end_offsets={r: state.log_end_offsets.get(r) for r in view.replicas},
+                        log_size_bytes=state.log_size_bytes)
                 partitions[index] = view
             out[name] = dataclasses.replace(d, partitions=partitions)
         return out

@@ -55,6 +55,7 @@ class LiveState:
     high_watermark: int
     last_stable_offset: int | None
     log_end_offsets: dict[int, int | None]
+    log_size_bytes: int | None = None  # the leader's log on disk
 
     @staticmethod
     def from_pb(state: pb.PartitionState) -> "LiveState":
@@ -63,7 +64,8 @@ class LiveState:
             isr=tuple(state.isr), log_start_offset=state.log_start_offset, high_watermark=state.high_watermark,
             last_stable_offset=state.last_stable_offset if state.last_stable_offset >= 0 else None,
             log_end_offsets={p.broker_id: (p.log_end_offset if p.log_end_offset >= 0 else None)
-                             for p in state.replicas_progress})
+                             for p in state.replicas_progress},
+            log_size_bytes=state.log_size_bytes if state.log_size_bytes >= 0 else None)
 
 
 def live_states(

@@ -208,6 +208,7 @@ class ConsoleServer:
                 partitions.append({"partition": index, "leader": p.leader, "replicas": list(p.replicas),
                                    "isr": list(p.isr), "high_watermark": p.high_watermark,
                                    "log_start_offset": p.log_start_offset, "log_end_offset": leo,
+                                   "log_size_bytes": p.log_size_bytes,
                                    "records": (p.high_watermark - p.log_start_offset)
                                    if p.high_watermark is not None and p.log_start_offset is not None else None,
                                    "under_replicated": p.under_replicated, "offline": p.offline})

@@ -182,6 +182,12 @@ class Partition(CompactingPartition, TieredPartition):
             return ReplicationView(self._core.replica_view(ends.log_end_offset, self._clock.monotonic_ms()),
                                    self._core.offsets(ends))
 
+    def log_size_bytes(self) -> int:
+        """Bytes of this replica's log on disk (describe)."""
+        with self._cond:
+            self._core.check_open()
+            return self._log.size_bytes
+
     # -- produce ----------------------------------------------------------------------------
 
     def append_as_leader(self, frames: CheckedFrames, *, required_leader_epoch: int = -1, acks_all: bool = False,

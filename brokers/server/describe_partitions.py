@@ -101,6 +101,7 @@ class DescribePartitionsHandler:
         state.high_watermark = offsets.high_watermark
         state.last_stable_offset = offsets.last_stable_offset
         state.log_end_offset = view.log_end_offsets.get(self.manager.broker_id, -1)
+        state.log_size_bytes = partition.log_size_bytes()
         for replica in view.replicas:
             state.replicas_progress.add(broker_id=replica, log_end_offset=view.log_end_offsets.get(replica, -1),
                                         caught_up_ms_ago=view.caught_up_ms_ago.get(replica, -1))
@@ -113,6 +114,7 @@ class DescribePartitionsHandler:
         state.topic, state.partition = topic, index
         state.leader_id = state.leader_epoch = state.partition_epoch = -1
         state.log_start_offset = state.high_watermark = state.last_stable_offset = state.log_end_offset = -1
+        state.log_size_bytes = -1
 
 
 def _topic_id(manager: PartitionManager, topic: str) -> str | None:

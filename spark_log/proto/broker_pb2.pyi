@@ -329,7 +329,7 @@ class ReplicaProgress(_message.Message):
     def __init__(self, broker_id: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., caught_up_ms_ago: _Optional[int] = ...) -> None: ...
 
 class PartitionState(_message.Message):
-    __slots__ = ("topic", "partition", "error", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "pending_isr", "log_start_offset", "high_watermark", "last_stable_offset", "log_end_offset", "replicas_progress")
+    __slots__ = ("topic", "partition", "error", "leader_id", "leader_epoch", "partition_epoch", "replicas", "isr", "pending_isr", "log_start_offset", "high_watermark", "last_stable_offset", "log_end_offset", "replicas_progress", "log_size_bytes")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
@@ -344,6 +344,7 @@ class PartitionState(_message.Message):
     LAST_STABLE_OFFSET_FIELD_NUMBER: _ClassVar[int]
     LOG_END_OFFSET_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    LOG_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     error: Error
@@ -358,7 +359,8 @@ class PartitionState(_message.Message):
     last_stable_offset: int
     log_end_offset: int
     replicas_progress: _containers.RepeatedCompositeFieldContainer[ReplicaProgress]
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., pending_isr: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., replicas_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ...) -> None: ...
+    log_size_bytes: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., error: _Optional[_Union[Error, _Mapping]] = ..., leader_id: _Optional[int] = ..., leader_epoch: _Optional[int] = ..., partition_epoch: _Optional[int] = ..., replicas: _Optional[_Iterable[int]] = ..., isr: _Optional[_Iterable[int]] = ..., pending_isr: _Optional[_Iterable[int]] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., last_stable_offset: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., replicas_progress: _Optional[_Iterable[_Union[ReplicaProgress, _Mapping]]] = ..., log_size_bytes: _Optional[int] = ...) -> None: ...
 
 class DescribePartitionsResponse(_message.Message):
     __slots__ = ("partitions",)

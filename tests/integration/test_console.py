@@ -156,6 +156,12 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
 
         _page(browser, base + "#topics", "topics", shots, ready="topics")
         assert typed in browser.find_element(By.ID, "view").text
+        with Admin(cluster.bootstrap) as admin:  # the size column shows the leader's log on disk
+            size = admin.describe_topic(typed).partitions[0].log_size_bytes
+        assert size is not None and size > 0
+        shown = [p for t in console.topics() if t["name"] == typed for p in t["partitions"]]
+        assert shown and shown[0]["log_size_bytes"] is not None and shown[0]["log_size_bytes"] > 0
+        assert "size" in [h.text for h in browser.find_elements(By.CSS_SELECTOR, "th")]
         done = _confirm(browser, "create-form", {"name": made, "partitions": "2", "replication_factor": "1"})
         assert json.loads(done) == {"created": made, "partitions": 2}
         assert made in browser.find_element(By.ID, "view").text, "the view was not drawn again after the action"

@@ -100,6 +100,7 @@ def test_leader_reports_its_live_state(manager: PartitionManager, clock: ManualC
     assert list(state.replicas) == [1, 2, 3] and list(state.isr) == [1, 2] and not state.pending_isr
     assert (state.log_start_offset, state.high_watermark, state.last_stable_offset) == (0, 5, 5)
     assert state.log_end_offset == 8
+    assert state.log_size_bytes == manager.get("t", 0).log_size_bytes() > 0  # the leader's log on disk
     # follower 3 never caught up: the leader counts it as caught up when it became leader (t=1000)
     assert _progress(state) == {1: (8, 0), 2: (5, 700), 3: (2, 1000)}
 
@@ -107,7 +108,7 @@ def test_leader_reports_its_live_state(manager: PartitionManager, clock: ManualC
 def test_a_follower_that_never_fetched_shows_minus_one(manager: PartitionManager) -> None:
     (state,) = DescribePartitionsHandler(manager).handle(_request(("t", [0]))).partitions
     assert _progress(state) == {1: (0, 0), 2: (-1, -1), 3: (-1, -1)}
-    assert state.high_watermark == 0 and state.log_end_offset == 0
+    assert state.high_watermark == 0 and state.log_end_offset == 0 and state.log_size_bytes == 0
 
 
 def test_not_leader_names_the_leader_and_no_leader_says_so(manager: PartitionManager) -> None:
