@@ -17,9 +17,12 @@ import argparse
 import os
 import subprocess
 import sys
+import tempfile
+import time
 from typing import TYPE_CHECKING, Any
 
-from .errors import TieringNotEnabledError
+from .errors import InvalidConfigError, TieringNotEnabledError
+from .progress import progress_steps
 
 if TYPE_CHECKING:
     from ._admin import Admin
@@ -36,6 +39,8 @@ def add_parsers(actions: Any) -> None:
     tier.add_argument("--wait", action="store_true", help="run the round in the foreground and wait for the brokers")
     tier.add_argument("--timeout-ms", type=int, default=300_000, help="with --wait (default 300000)")
     tier.add_argument("--engine", choices=("local", "spark"), default="local", help="the job's reader (default local)")
+    tier.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                      help="with --wait: a progress bar of the offsets tiered (default: when stderr is a terminal)")
 
 
 def tier_table(description: TierDescription, topic: str) -> list[str]:
@@ -83,16 +88,56 @@ def _tier(admin: Admin, args: argparse.Namespace) -> int:
         print(f"tiering {args.name} in the background (pid {process.pid}); `spark-log topics describe "
               f"{args.name}` shows the tiered ranges")
         return 0
-    done = subprocess.run(command, timeout=args.timeout_ms / 1000, capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "the tiering job failed",
-              file=sys.stderr)
-        return done.returncode or 1
-    sys.stdout.write(done.stdout)
+    if args.progress and not args.wait:
+        raise InvalidConfigError("--progress needs --wait", key="progress")
+    stdout, stderr, code = _run_with_progress(admin, args, command)
+    if code != 0:
+        print(stderr.strip().splitlines()[-1] if stderr.strip() else "the tiering job failed", file=sys.stderr)
+        return code or 1
+    sys.stdout.write(stdout)
     described = admin.describe_tier(args.name)   # the job returns once every leader's in-sync replicas recorded it
     for line in tier_table(described, args.name):
         print(line)
     return 0
+
+
+def _offsets_tiered(admin: Admin, name: str, floor: dict[int, int]) -> tuple[int, int]:
+    """``(offsets tiered since the start, offsets to tier)`` of ``name``'s partitions."""
+    done = total = 0
+    for (topic, partition), info in admin.describe_tier(name).partitions.items():
+        if topic != name:
+            continue
+        start = floor.setdefault(partition, info.tiered_end if info.tiered else info.log_start_offset)
+        total += max(0, info.tierable_end - start)
+        done += max(0, (info.tiered_end if info.tiered else start) - start)
+    return done, total
+
+
+def _run_with_progress(admin: Admin, args: argparse.Namespace, command: list[str]) -> tuple[str, str, int]:
+    """Run the job (``--wait``), showing the offsets the brokers record as tiered as a bar."""
+    floor: dict[int, int] = {}
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(command, stdout=out, stderr=err, text=True)
+        deadline = time.monotonic() + args.timeout_ms / 1000
+        with progress_steps(f"tiering {args.name}", enabled=args.progress) as update:
+            done, total = _offsets_tiered(admin, args.name, floor)
+            update(done, max(total, 1))
+            while True:
+                try:
+                    process.wait(timeout=0.5)
+                    break
+                except subprocess.TimeoutExpired:
+                    if time.monotonic() > deadline:
+                        process.kill()
+                        process.wait()
+                        raise
+                done, total = _offsets_tiered(admin, args.name, floor)
+                update(done, max(total, 1))
+            done, total = _offsets_tiered(admin, args.name, floor)
+            update(done, max(total, done, 1))
+        out.seek(0)
+        err.seek(0)
+        return out.read(), err.read(), process.returncode
 
 
 def describe_lines(admin: Admin, name: str, config: dict[str, str]) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -120,12 +121,15 @@ def test_cli_tier_wait_and_describe(cluster: LocalCluster) -> None:
     bootstrap, topic, plain = cluster.bootstrap, _name("cli"), _name("cli-plain")
     create_tiered(bootstrap, topic, partitions=1)
     produce(bootstrap, topic, 150, partitions=1)
-    done = _cli(cluster, "topics", "tier", topic, "--wait")
+    done = _cli(cluster, "topics", "tier", topic, "--wait", "--progress")
     assert done.returncode == 0, done.stdout + done.stderr
     with Admin(bootstrap) as admin:
         info = admin.describe_tier(topic).partitions[(topic, 0)]
         admin.create_topic(plain, partitions=1, replication_factor=1)
     assert info.tier_start == 0 and info.tiered_end > 0
+    # the bar (stderr) ends at the offsets the brokers recorded as tiered, out of those tierable
+    shown = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", done.stderr)
+    assert f"tiering {topic}" in shown and re.search(rf"\b{info.tiered_end}/\d+", shown), shown[-2000:]
     assert f"[0, {info.tiered_end})" in done.stdout
     described = _cli(cluster, "topics", "describe", topic)
     assert described.returncode == 0 and f"[0, {info.tiered_end})" in described.stdout and "tier:" in described.stdout
