@@ -148,6 +148,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     String what;
     long resume;
     if (earliest <= position) {
+      long latest = cluster.listOffsets(java.util.Collections.singletonList(tp), -1, false).get(tp);
+      if (position < latest) {  // below the brokers' local log start, above the tier's start: in the Delta tier
+        throw new SparkLogException("TierUnavailableError", 122, tp + ": offset " + position + " is held only by the "
+            + "topic's Delta tier (below the brokers' local log start); the JVM implementation of spark-log does not "
+            + "read the tier yet: read this topic with the Python connector (local_session(connector=\"python\"), "
+            + "or leave the spark-log jar off spark.jars)");
+      }
       what = tp + ": offset " + position + " is past the end of the log (was the topic recreated?)";
       resume = part.end;
     } else {
