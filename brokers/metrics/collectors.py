@@ -218,6 +218,10 @@ class BrokerCollector(Collector):
                          labels=labels)
         dirty = _gauge("spark_log_cleaner_dirty_ratio", "Dirty share of a compacted log's cleanable part",
                        labels=labels)
+        tiered_end = _gauge("spark_log_tier_tiered_end_offset", "Offset below which the Delta tier durably holds a "
+                            "tiered partition (remote.storage.enable)", labels=labels)
+        tier_lag = _gauge("spark_log_tier_lag_offsets", "Offsets of a tiered partition that could be tiered and are "
+                          "not yet (tierable end - tiered end)", labels=labels)
         high_watermarks: dict[tuple[str, int], int] = {}
         led = under_replicated = under_min_isr = 0
         for partition in hosted:
@@ -235,6 +239,13 @@ class BrokerCollector(Collector):
             if status is not None:
                 cleaned.add_metric(key, status.cleaned_offset)
                 dirty.add_metric(key, status.dirty_ratio)
+            if partition.config.remote_storage_enable:
+                try:
+                    tier = partition.tier_status()
+                except SparkLogError:
+                    continue
+                tiered_end.add_metric(key, tier.tiered_end)
+                tier_lag.add_metric(key, max(0, tier.tierable_end - tier.tiered_end))
             info = image.partition(partition.topic, partition.partition)
             if not partition.is_leader or info is None or info.leader != broker_id:
                 continue
@@ -254,7 +265,7 @@ class BrokerCollector(Collector):
                      under_replicated)
         yield _gauge("spark_log_under_min_isr_partitions", "Partitions this broker leads with fewer in-sync replicas "
                      "than min.insync.replicas", under_min_isr)
-        yield from (size, segments, start, end, hw, lso, lso_lag, urp, isr_size, cleaned, dirty)
+        yield from (size, segments, start, end, hw, lso, lso_lag, urp, isr_size, cleaned, dirty, tiered_end, tier_lag)
         isr = self.isr
         yield CounterMetricFamily("spark_log_isr_shrinks", "ISR shrinks this broker made as leader", value=isr.shrinks)
         yield CounterMetricFamily("spark_log_isr_expands", "ISR expansions this broker made as leader", value=isr.expands)

@@ -18,6 +18,7 @@ from spark_log.tier import TierTable
 from spark_log import Admin, Consumer
 from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
 from tests.support.wait import wait_until
+from tests.support.metrics import scrape, value
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
 
 pytestmark = pytest.mark.integration
@@ -47,6 +48,11 @@ def test_tier_delete_locally_and_read_everything_back(cluster: LocalCluster) -> 
     for p, (_, end) in result.tiered.items():
         info = wait_local_start(bootstrap, topic, p, 1)
         assert 0 < info.log_start_offset <= end and info.tier_start == 0 and info.tiered_end == end
+        # tiering progress on the leader's /metrics (issue 18): the tiered end, and what is left to tier
+        url = cluster.metrics_url(info.broker_id) or ""
+        labels = {"topic": topic, "partition": str(p)}
+        assert value(scrape(url), "spark_log_tier_tiered_end_offset", **labels) == end
+        assert value(scrape(url), "spark_log_tier_lag_offsets", **labels) == max(0, info.tierable_end - end)
     with Admin(bootstrap) as admin:
         assert admin.list_offsets(topic, "earliest") == {0: 0, 1: 0}    # KIP-405: the tier's start
     held = tier_rows(location, topic)
