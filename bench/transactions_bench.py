@@ -74,7 +74,7 @@ def commit_latency(bootstrap: str, topic: str, count: int) -> tuple[list[float],
             began = time.perf_counter()
             producer.begin_transaction()
             for partition in range(3):
-                producer.send(topic, b"x" * 100, partition=partition)
+                producer.send(topic, os.urandom(100), partition=partition)
             called = time.perf_counter()
             producer.commit_transaction()
             done = time.perf_counter()

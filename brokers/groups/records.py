@@ -35,7 +35,7 @@ from spark_log.schemas import BYTES_SCHEMA
 
 from .model import CommittedOffset, Group, Member, MemberState, Subscription, TopicPartition
 
-__all__ = ["GroupRecord", "OffsetRecord", "Record", "encode", "decode", "to_frame", "from_frame"]
+__all__ = ["GroupRecord", "OffsetRecord", "Record", "encode", "decode", "to_frame", "rows_frame", "from_frame"]
 
 _VERSION = 1
 
@@ -139,15 +139,15 @@ def decode(key: bytes, value: bytes | None) -> Record:
 
 def to_frame(records: Sequence[Record], *, timestamp_ms: int) -> bytes:
     """One frame (LZ4, not idempotent) holding ``records`` in order."""
-    keys: list[bytes] = []
-    values: list[bytes | None] = []
-    for record in records:
-        key, value = encode(record)
-        keys.append(key)
-        values.append(value)
-    n = len(keys)
+    return rows_frame([encode(record) for record in records], timestamp_ms=timestamp_ms)
+
+
+def rows_frame(rows: Sequence[tuple[bytes, bytes | None]], *, timestamp_ms: int) -> bytes:
+    """One frame (LZ4, not idempotent) of keyed ``(key, value)`` rows of the bytes schema: how a
+    coordinator (groups, transactions) appends one decision's records atomically."""
+    n = len(rows)
     batch = pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+        [pa.array([k for k, _ in rows], pa.binary()), pa.array([v for _, v in rows], pa.binary()),
          pa.nulls(n, BYTES_SCHEMA.field("headers").type), pa.array([timestamp_ms] * n, pa.timestamp("ms"))],
         schema=BYTES_SCHEMA)
     return encode_batch(batch, compression=Codec.LZ4, timestamp_ms=timestamp_ms)

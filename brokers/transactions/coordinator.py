@@ -279,9 +279,8 @@ class TransactionCoordinator:
         self._read(transactional_id, lambda core: core.verify(transactional_id, producer_id, epoch, partition))
 
     def join(self, transactional_id: str, label: int, run: str, timeout_ms: int) -> tuple[int, int, bool]:
-        answer = self._decide(transactional_id, lambda core, now: core.join(transactional_id, label, run, timeout_ms,
-                                                                            now, _new_producer_id))
-        return answer
+        return self._decide(transactional_id, lambda core, now: core.join(transactional_id, label, run, timeout_ms,
+                                                                          now, _new_producer_id))
 
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, offsets: list[GroupOffset], *,
                     member_id: str = "", member_epoch: int = -1) -> None:

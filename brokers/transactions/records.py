@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-import pyarrow as pa
-
 from spark_log.errors import CorruptRecordError
-from spark_log.frame import Codec, encode_batch
-from spark_log.schemas import BYTES_SCHEMA
+from brokers.groups.records import rows_frame
 
 from .model import GroupOffset, Participant, TxnMeta, TxnState
 
@@ -58,10 +55,4 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMeta | None]:
 
 
 def to_frame(metas: Sequence[TxnMeta], *, timestamp_ms: int) -> bytes:
-    keys, values = zip(*(encode(m) for m in metas))
-    n = len(keys)
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
-         pa.nulls(n, BYTES_SCHEMA.field("headers").type), pa.array([timestamp_ms] * n, pa.timestamp("ms"))],
-        schema=BYTES_SCHEMA)
-    return encode_batch(batch, compression=Codec.LZ4, timestamp_ms=timestamp_ms)
+    return rows_frame([encode(m) for m in metas], timestamp_ms=timestamp_ms)
