@@ -31,9 +31,24 @@ __all__ = [
 ]
 
 
+def null_column(n: int, type_: pa.DataType) -> pa.Array[Any]:
+    """``n`` nulls of ``type_`` whose buffers hold nothing more than ``n`` rows need.
+
+    ``pa.nulls`` of a list type allocates its (empty) child's buffers for ``n`` rows, and
+    Arrow IPC writes a child's buffers whole, also for a slice: a frame cut from a large
+    ``send_batch`` table carried the whole table's null ``headers`` child, 233 bytes a record
+    beside 100-byte values.  Here the child is truly empty, so a frame holds 4 bytes a
+    record (the list offsets) for absent headers."""
+    if pa.types.is_list(type_):
+        mask = pa.array(np.ones(n, dtype=np.bool_))
+        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], type_.value_type),
+                                        type=type_, mask=mask)
+    return pa.nulls(n, type_)
+
+
 def _headers_array(headers: list[Any]) -> pa.Array[Any]:
     if headers.count(None) == len(headers):
-        return pa.nulls(len(headers), HEADERS_TYPE)
+        return null_column(len(headers), HEADERS_TYPE)
     rows: list[list[dict[str, Any]] | None] = []
     for h in headers:
         if h is None:
@@ -121,7 +136,7 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema, *, kind: str, no
             elif field.name == "timestamp":
                 column = pa.chunked_array([pa.array(np.full(n, now_ms, dtype=np.int64)).cast(pa.timestamp("ms"))])
             else:
-                column = pa.chunked_array([pa.nulls(n, field.type)])
+                column = pa.chunked_array([null_column(n, field.type)])
             arrays.append(column)
         return pa.Table.from_arrays(arrays, schema=schema)
     missing = [f.name for f in schema if f.name not in names]

@@ -1,0 +1,140 @@
+"""Same-run ceilings for the data-path benches (``client_bench``, ``replication_bench``).
+
+On a shared 2-core machine absolute records/s move with the load, so every figure is also
+printed against what the same data reaches, in the same run, without spark-log's code:
+
+- ``ipc_ceiling``: Arrow IPC encode (``spark_log.frame.ipc_message``, no compression) and
+  decode (``pyarrow.ipc.read_record_batch``) of the bench's own records, cut into frames
+  of about 1 MiB as ``send_batch`` cuts them: the cost any Arrow-IPC wire format pays.
+- ``grpc_ceiling``: raw bytes through Python gRPC on loopback, 1 MiB messages, 8 calls in
+  flight, to an echo-free sink in another process (``python -m bench.ceilings --serve``):
+  what moving the frames' bytes through grpcio costs, in records/s of a given size.
+
+Bench-only code: not part of the product.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent import futures
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from spark_log.frame import Codec, ipc_message
+
+__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "random_values", "cpu_s"]
+
+_METHOD = "/bench.Sink/Put"
+
+
+@dataclass
+class Ceiling:
+    name: str
+    records_per_s: float
+    cpu_us_per_record: float
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) used so far by process ``pid`` (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def random_values(rows: int, size: int) -> pa.Array:
+    """``rows`` values of ``size`` bytes from ``os.urandom`` (incompressible, all distinct)."""
+    offsets = pa.py_buffer(pa.array(range(0, (rows + 1) * size, size), pa.int32()).buffers()[1])
+    return pa.Array.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(os.urandom(rows * size))])
+
+
+def ipc_ceiling(batch: pa.RecordBatch, seconds: float = 1.0) -> tuple[Ceiling, Ceiling, int]:
+    """(encode, decode, wire bytes per record) for ``batch`` cut into ~1 MiB frames."""
+    rows_per_frame = max(1, int((1 << 20) * batch.num_rows / max(1, batch.nbytes)))
+    slices = [batch.slice(i, rows_per_frame) for i in range(0, batch.num_rows, rows_per_frame)]
+    messages = [ipc_message(s, Codec.NONE) for s in slices]
+    per_record = sum(m.size for m in messages) // batch.num_rows
+    out = []
+    for name, work in (("Arrow IPC encode", lambda: [ipc_message(s, Codec.NONE) for s in slices]),
+                       ("Arrow IPC decode", lambda: [ipc.read_record_batch(m, batch.schema) for m in messages])):
+        records, cpu0, start = 0, time.process_time(), time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            work()
+            records += batch.num_rows
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        out.append(Ceiling(name, records / elapsed, cpu / records * 1e6))
+    return out[0], out[1], per_record
+
+
+def _serve(port_file: str) -> None:
+    import grpc
+
+    def put(request: bytes, context: object) -> bytes:
+        return b""
+
+    handler = grpc.method_handlers_generic_handler("bench.Sink", {"Put": grpc.unary_unary_rpc_method_handler(put)})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8),
+                         options=[("grpc.max_receive_message_length", 64 << 20)])
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(port))
+    os.rename(port_file + ".tmp", port_file)
+    sys.stdin.read()  # until the parent closes our stdin
+    server.stop(0)
+
+
+def grpc_ceiling(record_bytes: int, seconds: float = 1.0, message_bytes: int = 1 << 20) -> Ceiling:
+    """Records/s of ``record_bytes`` each through loopback gRPC (client + server CPU per record)."""
+    import tempfile
+
+    import grpc
+
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = os.path.join(tmp, "port")
+        server = subprocess.Popen([sys.executable, "-m", "bench.ceilings", "--serve", port_file],
+                                  stdin=subprocess.PIPE)
+        try:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(port_file):
+                if time.monotonic() > deadline or server.poll() is not None:
+                    raise RuntimeError("the gRPC sink did not start")
+                time.sleep(0.02)  # polling a file another process writes
+            with open(port_file) as f:
+                port = int(f.read())
+            channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", 64 << 20)])
+            put = channel.unary_unary(_METHOD)
+            payload = os.urandom(message_bytes)
+            put(payload, timeout=30)
+            sent, calls = 0, []
+            cpu0, server0, start = time.process_time(), cpu_s(server.pid), time.perf_counter()
+            while time.perf_counter() - start < seconds:
+                calls.append(put.future(payload, timeout=30))
+                sent += message_bytes
+                if len(calls) >= 8:
+                    calls.pop(0).result()
+            for call in calls:
+                call.result()
+            elapsed = time.perf_counter() - start
+            cpu = time.process_time() - cpu0 + cpu_s(server.pid) - server0
+            channel.close()
+        finally:
+            server.stdin.close()  # type: ignore[union-attr]
+            server.wait(timeout=10)
+    records = sent / record_bytes
+    return Ceiling("loopback gRPC raw bytes", records / elapsed, cpu / records * 1e6)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        _serve(sys.argv[2])
+    else:
+        values = random_values(200_000, 100)
+        batch = pa.record_batch({"value": values})
+        enc, dec, per = ipc_ceiling(batch)
+        for c in (enc, dec, grpc_ceiling(per)):
+            print(f"{c.name:28s} {c.records_per_s:14,.0f} rec/s  {c.cpu_us_per_record:.3f} us CPU/record")

@@ -1,0 +1,42 @@
+"""The producer's frames carry the records and little else (issue 19's data path)."""
+from __future__ import annotations
+
+import os
+
+import pyarrow as pa
+
+from spark_log._batching import cut_frames
+from spark_log._records import bytes_batch, conform, null_column
+from spark_log.frame import Codec, decode_batch, encode_batch
+from spark_log.schemas import BYTES_SCHEMA, HEADERS_TYPE
+
+
+def _values(rows: int) -> pa.Array:
+    return pa.array([os.urandom(100) for _ in range(rows)], pa.binary())
+
+
+def test_frames_cut_from_a_large_table_do_not_carry_its_absent_headers() -> None:
+    table = conform(pa.table({"value": _values(40_000)}), BYTES_SCHEMA, kind="bytes", now_ms=1)
+    frames = cut_frames(table, 0, 256 * 1024)
+    assert len(frames) > 5
+    for batch, _ in frames:
+        frame = encode_batch(batch, compression=Codec.NONE)
+        # 100-byte value + 4 (value offsets) + 4 (key offsets) + 4 (headers offsets) + 8 (timestamp)
+        assert len(frame) / batch.num_rows < 125, f"{len(frame) / batch.num_rows:.0f} bytes per record"
+        decoded = decode_batch(frame, BYTES_SCHEMA)
+        assert decoded.column("headers").null_count == batch.num_rows
+        assert decoded.column("value").equals(batch.column("value"))
+
+
+def test_null_column_is_all_null_and_valid() -> None:
+    for n in (0, 1, 7):
+        column = null_column(n, HEADERS_TYPE)
+        column.validate(full=True)
+        assert column.type == HEADERS_TYPE and column.null_count == n and column.to_pylist() == [None] * n
+    assert null_column(3, pa.binary()).to_pylist() == [None] * 3
+
+
+def test_bytes_batch_without_headers_is_small() -> None:
+    values = [os.urandom(100) for _ in range(5_000)]
+    batch = bytes_batch([None] * 5_000, values, [None] * 5_000, [1] * 5_000)
+    assert len(encode_batch(batch, compression=Codec.NONE)) / 5_000 < 125
