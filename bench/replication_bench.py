@@ -48,6 +48,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from bench.ceilings import grpc_ceiling, ipc_ceiling
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
 from spark_log._client import Cluster
@@ -59,8 +60,11 @@ __all__ = ["main"]
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
 AIM_RATIO = 0.5
-AIM_RF3_RECORDS_PER_S = 2_000_000
+AIM_RF1_RECORDS_PER_S = 5_000_000
+AIM_RF3_RECORDS_PER_S = 3_000_000
 PARTITIONS = 3
+# the two settings columns: the producer's defaults (only acks set), and tuned for throughput
+SETTINGS = {"default": {}, "tuned": {"compression": "none", "linger_ms": 5, "batch_size": 1 << 20}}
 
 
 def _batch(rows: int, payload: str = "random") -> pa.RecordBatch:
@@ -134,7 +138,7 @@ class Ledger:
 
 
 def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: float, batch: pa.RecordBatch,
-                window: int, ledger: Ledger) -> Run:
+                window: int, ledger: Ledger, settings: str = "tuned") -> Run:
     """Send ``window`` rounds (one ``send_batch`` per partition each) in flight for ``seconds``;
     the rate counts acknowledged records over the time until the last acknowledgement."""
     pids = [n.pid for n in cluster.nodes]
@@ -152,7 +156,7 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
             acked[partition] += batch.num_rows
 
     broker0, producer0 = sum(_cpu_s(pid) for pid in pids), time.process_time()
-    with Producer(cluster.bootstrap, acks=acks, linger_ms=5, batch_size=1 << 20) as producer:
+    with Producer(cluster.bootstrap, acks=acks, **SETTINGS[settings]) as producer:
         started = time.monotonic()
         while time.monotonic() - started < seconds:
             rounds.append([(p, producer.send_batch(topic, batch, partition=p)) for p in range(PARTITIONS)])
@@ -163,7 +167,7 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
         elapsed = time.monotonic() - started
     broker_s, producer_s = sum(_cpu_s(pid) for pid in pids) - broker0, time.process_time() - producer0
     ledger.check(acked, first_offsets)
-    return Run(f"{topic} acks={acks}", sum(acked.values()), elapsed, broker_s, producer_s)
+    return Run(f"{topic} acks={acks} {settings}", sum(acked.values()), elapsed, broker_s, producer_s)
 
 
 def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> None:
@@ -173,28 +177,41 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
                timeout=30, message="rf3 fully in sync")
     batch = _batch(args.rows, args.payload)
     ledgers = {"rf1": Ledger(admin, "rf1", 1), "rf3": Ledger(admin, "rf3", 3)}
-    cases = (("rf1", 1), ("rf3", "all"))
-    for topic, acks in cases:  # warm-up: connections, metadata, first segment files
-        _throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic])
-    runs: dict[str, list[Run]] = {"rf1": [], "rf3": []}
+    cases = [(topic, acks, setting) for setting in args.settings for topic, acks in (("rf1", 1), ("rf3", "all"))]
+    for topic, acks, setting in cases[:2]:  # warm-up: connections, metadata, first segment files
+        _throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic], setting)
+    runs: dict[tuple[str, str], list[Run]] = {(t, s): [] for t, _, s in cases}
     for _ in range(args.rounds):
-        for topic, acks in cases:
-            run = _throughput(cluster, topic, acks, args.seconds / args.rounds, batch, args.window, ledgers[topic])
-            runs[topic].append(run)
+        for topic, acks, setting in cases:
+            run = _throughput(cluster, topic, acks, args.seconds / args.rounds, batch, args.window, ledgers[topic],
+                              setting)
+            runs[(topic, setting)].append(run)
             broker_us, producer_us = run.cpu_us()
-            print(f"  {run.label:15s} {run.rate:12,.0f} rec/s  ({run.records:,} records in {run.seconds:.2f} s; "
+            print(f"  {run.label:23s} {run.rate:12,.0f} rec/s  ({run.records:,} records in {run.seconds:.2f} s; "
                   f"CPU per record: brokers {broker_us:.3f} us, producer {producer_us:.3f} us)")
-    one = statistics.mean(r.rate for r in runs["rf1"])
-    three = statistics.mean(r.rate for r in runs["rf3"])
-    cpu = {t: (sum(r.broker_cpu_s + r.producer_cpu_s for r in rs) / sum(r.records for r in rs) * 1e6) for t, rs in runs.items()}
-    ratio = three / one
-    print(f"produce 100-byte {args.payload} records, Arrow batches of {args.rows:,}, {args.window} rounds in flight: "
-          f"RF=1 acks=1 {one:,.0f} rec/s; RF=3 acks=all {three:,.0f} rec/s; ratio {ratio:.2f}")
-    print(f"  aim ratio >= {AIM_RATIO}: {'met' if ratio >= AIM_RATIO else 'NOT met'}; aim RF=3 >= "
-          f"{AIM_RF3_RECORDS_PER_S:,} rec/s: {'met' if three >= AIM_RF3_RECORDS_PER_S else 'NOT met'}")
-    print(f"  CPU per record (brokers + producer): RF=1 {cpu['rf1']:.3f} us, RF=3 {cpu['rf3']:.3f} us "
-          f"(RF=1/RF=3 {cpu['rf1'] / cpu['rf3']:.2f}: the ratio's bound when the CPU is the limit); "
-          "counts verified: every acknowledged record stored once, RF=3 on every replica")
+    encode, _, wire_bytes = ipc_ceiling(batch)
+    wire = grpc_ceiling(wire_bytes)
+    print(f"produce 100-byte {args.payload} records, Arrow batches of {args.rows:,}, {args.window} rounds in flight")
+    print("  settings: " + "; ".join(f"{s}: Producer(acks=..., {', '.join(f'{k}={v!r}' for k, v in SETTINGS[s].items())})"
+                                      for s in args.settings))
+    print(f"  ceilings, same run: Arrow IPC encode {encode.records_per_s:,.0f} rec/s; loopback gRPC raw bytes "
+          f"{wire.records_per_s:,.0f} rec/s of {wire_bytes} bytes ({wire.cpu_us_per_record:.3f} us CPU/rec both ends)")
+    print(f"  {'figure':<22} {'settings':<8} {'rec/s':>12} {'aim':>11} {'vs aim':>7} {'vs gRPC raw':>11} "
+          f"{'CPU us/rec brokers':>18} {'producer':>8}")
+    means: dict[tuple[str, str], float] = {}
+    for (topic, setting), rs in runs.items():
+        rate = means[(topic, setting)] = statistics.mean(r.rate for r in rs)
+        aim = AIM_RF1_RECORDS_PER_S if topic == "rf1" else AIM_RF3_RECORDS_PER_S
+        records = sum(r.records for r in rs)
+        broker_us = sum(r.broker_cpu_s for r in rs) / records * 1e6
+        producer_us = sum(r.producer_cpu_s for r in rs) / records * 1e6
+        name = "RF=1 acks=1" if topic == "rf1" else "RF=3 acks=all"
+        print(f"  {name:<22} {setting:<8} {rate:>12,.0f} {aim:>11,} {rate / aim:>7.2f} {rate / wire.records_per_s:>11.2f} "
+              f"{broker_us:>18.3f} {producer_us:>8.3f}")
+    for setting in args.settings:
+        ratio = means[("rf3", setting)] / means[("rf1", setting)]
+        print(f"  RF=3/RF=1 ({setting}): {ratio:.2f} (aim >= {AIM_RATIO}: {'met' if ratio >= AIM_RATIO else 'NOT met'})")
+    print("  counts verified: every acknowledged record stored once, RF=3 on every replica")
 
 
 def _active_controller(cluster: LocalCluster) -> int:
@@ -301,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payload", choices=("random", "compressible"), default="random",
                         help="100-byte values: random bytes (incompressible) or b'x' * 100")
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
+    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS),
+                        help="producer settings columns to run")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:

@@ -165,6 +165,7 @@ class Cluster:
         self.request_timeout_s = request_timeout_s
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
+        self._stubs: dict[str, tuple[grpc.Channel, rpc.BrokerStub, Any]] = {}
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._metadata_offset = -1  # highest metadata offset seen in an answer
@@ -185,7 +186,21 @@ class Cluster:
             return channel
 
     def broker(self, address: str) -> rpc.BrokerStub:
-        return rpc.BrokerStub(self.channel(address))
+        """The ``Broker`` stub of ``address`` (made once per channel: a stub builds a callable
+        per method, which the producer would otherwise pay on every request)."""
+        channel = self.channel(address)
+        stub = self._stubs.get(address)
+        if stub is None or stub[0] is not channel:
+            stub = self._stubs[address] = (channel, rpc.BrokerStub(channel),
+                                           channel.unary_unary("/spark_log.broker.v1.Broker/Fetch",
+                                                               request_serializer=pb.FetchRequest.SerializeToString))
+        return stub[1]
+
+    def fetch_raw(self, address: str) -> Any:
+        """``Broker.Fetch`` of ``address`` answering the serialised ``FetchResponse`` bytes
+        (read with ``_fetch_wire.parse_fetch_response``: no copy of the records)."""
+        self.broker(address)
+        return self._stubs[address][2]
 
     def admin(self, address: str) -> rpc.AdminStub:
         return rpc.AdminStub(self.channel(address))

@@ -77,6 +77,7 @@ import pyarrow.ipc as ipc
 from . import errors
 from ._client_metrics import ClientMetrics
 from ._client import Cluster, error_from_pb
+from ._fetch_wire import parse_fetch_response
 from ._group_client import GroupRpc
 from ._group_member import GroupSubscription
 from ._group_session import Callback, ConsumerGroupMetadata, GroupSession, OffsetAndMetadata, OffsetsArg
@@ -523,7 +524,7 @@ class Consumer:
             if request is None:
                 continue
             try:
-                call = self._cluster.broker(address).Fetch.future(request, timeout=self._timeout_s + max_wait_ms / 1000)
+                call = self._cluster.fetch_raw(address).future(request, timeout=self._timeout_s + max_wait_ms / 1000)
             except grpc.RpcError as exc:  # refused before it was sent (a SCRAM session that could not open)
                 error = errors.from_rpc_error(exc, address=address)
                 if not error.retriable:
@@ -564,7 +565,7 @@ class Consumer:
               offsets: dict[TopicPartition, int]) -> list[tuple[TopicPartition, pa.RecordBatch]]:
         address, topic = key
         try:
-            response: pb.FetchResponse = call.result()
+            response = parse_fetch_response(call.result())
         except grpc.RpcError as exc:
             error = errors.from_rpc_error(exc, address=address)
             if error.retriable:
@@ -576,7 +577,7 @@ class Consumer:
             return []
         self._gate.note(address, response.throttle_time_ms)
         out: list[tuple[TopicPartition, pa.RecordBatch]] = []
-        for result in response.partitions:
+        for result, records, arrow_stream in response.partitions:
             tp = (result.topic, result.partition)
             if tp not in self._positions or self._positions[tp] != offsets.get(tp):
                 continue  # unassigned or sought since the fetch left
@@ -585,7 +586,7 @@ class Consumer:
                 if not (isinstance(failure, OffsetOutOfRangeError) and self._enter_tier(tp)):
                     self._partition_error(tp, failure)
                 continue
-            out.extend((tp, batch) for batch in self._decode(tp, result))
+            out.extend((tp, batch) for batch in self._decode(tp, result, records, arrow_stream))
         return out
 
     # -- union read: the Delta tier below the brokers' log start --------------------------------
@@ -663,19 +664,22 @@ class Consumer:
             return
         raise error
 
-    def _decode(self, tp: TopicPartition, result: pb.FetchPartitionResult) -> list[pa.RecordBatch]:
+    def _decode(self, tp: TopicPartition, result: pb.FetchPartitionResult, records: memoryview | None,
+                arrow_stream: memoryview | None) -> list[pa.RecordBatch]:
+        """The record batches of one partition's answer; ``records`` / ``arrow_stream`` are
+        views of the response bytes (``_fetch_wire``), decoded without a copy."""
         topic, partition = tp
         position = self._positions[tp]
         assert position is not None
         batches: list[pa.RecordBatch] = []
-        if result.arrow_stream:
-            reader = ipc.open_stream(pa.py_buffer(result.arrow_stream))
+        if arrow_stream:
+            reader = ipc.open_stream(pa.py_buffer(arrow_stream))
             for batch in reader:
                 if batch.num_rows:
                     batches.append(_finish_projected(batch, topic, partition))
-        elif result.records:
+        elif records:
             info = self._cluster.topic(topic)
-            buffer = pa.py_buffer(result.records)
+            buffer = pa.py_buffer(records)
             aborted = aborted_ranges(result)
             for pos, header in iter_frames(memoryview(buffer), verify=True):
                 if header.attributes & ATTR_CONTROL or header.next_offset <= position or not header.record_count:

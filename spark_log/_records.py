@@ -13,7 +13,7 @@ kernel's: ``spark_log.schemas``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 
-def null_column(n: int, type_: pa.DataType) -> pa.Array[Any]:
+def null_column(n: int, type_: Any) -> pa.Array[Any]:
     """``n`` nulls of ``type_`` whose buffers hold nothing more than ``n`` rows need.
 
     ``pa.nulls`` of a list type allocates its (empty) child's buffers for ``n`` rows, and
@@ -41,9 +41,10 @@ def null_column(n: int, type_: pa.DataType) -> pa.Array[Any]:
     record (the list offsets) for absent headers."""
     if pa.types.is_list(type_):
         mask = pa.array(np.ones(n, dtype=np.bool_))
-        return pa.ListArray.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], type_.value_type),
-                                        type=type_, mask=mask)
-    return pa.nulls(n, type_)
+        lists: Any = pa.ListArray  # pyarrow's stubs know no overload with type= and mask= together
+        return cast("pa.Array[Any]", lists.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
+                                                       pa.array([], type_.value_type), type=type_, mask=mask))
+    return cast("pa.Array[Any]", pa.nulls(n, type_))
 
 
 def _headers_array(headers: list[Any]) -> pa.Array[Any]:

@@ -167,7 +167,7 @@ class FollowerFetchAnswer(NamedTuple):
     ``fetch_offset``, not capped by the HW) and the offsets at the time."""
 
     diverging: Diverging | None
-    records: bytes
+    records: bytes | memoryview  # a read-only view of a buffer read for this answer alone
     next_fetch_offset: int
     offsets: PartitionOffsets
     hw_grew: bool

@@ -25,12 +25,17 @@ that it starts each time a channel goes from 0 to 1 calls in flight, which for a
 (one call at a time) is a new thread and two thread handoffs per round.  ``stop`` cancels
 the call in flight by closing the channel.
 
+Copies: the answer's bytes are read with ``spark_log._fetch_wire.parse_fetch_response``, so
+the frames go from gRPC's buffer to the log file as views of it, checked (CRC included) and
+written, never copied in between.
+
 Thread-safety: ``set_partitions``/``stop`` may be called from any thread.
 """
 from __future__ import annotations
 
 import logging
 import threading
+from typing import Callable
 
 import grpc
 
@@ -38,6 +43,7 @@ from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import FetchedData, Partition
 from brokers.partition.messages import Diverging
+from spark_log._fetch_wire import parse_fetch_response
 from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
@@ -61,9 +67,8 @@ class ReplicaFetcher:
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._stopped = False
         self._channel = channels.open(address, PEER_CHANNEL_OPTIONS)  # the node's security (TLS or not)
-        self._fetch = self._channel.unary_unary(
-            "/spark_log.broker.v1.Broker/Fetch", request_serializer=pb.FetchRequest.SerializeToString,
-            response_deserializer=pb.FetchResponse.FromString)
+        self._fetch: Callable[..., bytes] = self._channel.unary_unary(  # the answer's bytes: parse_fetch_response copies no records
+            "/spark_log.broker.v1.Broker/Fetch", request_serializer=pb.FetchRequest.SerializeToString)
         self._thread = threading.Thread(target=self._run, name=f"replica-fetcher-{broker_id}-from-{leader_id}",
                                         daemon=True)
 
@@ -152,9 +157,9 @@ class ReplicaFetcher:
             return
         if self.stopped:
             return
-        response = self._fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0)
+        response = parse_fetch_response(self._fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0))
         errors = 0
-        for result in response.partitions:
+        for result, records, _ in response.partitions:
             key = (result.topic, result.partition)
             answered = partitions.get(key)
             if answered is None or key not in epochs:
@@ -171,7 +176,8 @@ class ReplicaFetcher:
                          if result.HasField("diverging_epoch") else None)
             try:
                 answered.apply_fetched(self.leader_id, epochs[key],
-                                       FetchedData(diverging, memoryview(result.records), result.high_watermark))
+                                       FetchedData(diverging, records if records is not None else memoryview(b""),
+                                                   result.high_watermark))
             except SparkLogError as exc:
                 errors += 1
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)

@@ -58,7 +58,7 @@ class FetchHandler:
         if request.replica_id >= 0:
             if self.follower_fetches is None:
                 raise InvalidRequestError("this broker does not serve follower fetches")
-            return self.follower_fetches.handle(request, is_active=is_active).SerializeToString()
+            return encode_fetch_response(self.follower_fetches.handle(request, is_active=is_active))
         return encode_fetch_response(self.collect(request, is_active=is_active))
 
     def collect(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> list[FetchPart]:

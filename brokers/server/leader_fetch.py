@@ -20,6 +20,10 @@ notifications do not end the wait (each bumps the broker's ``data_version`` by o
 discounted).  Fault hook: a leader that ``blocked`` the fetching broker refuses the whole
 request (``BrokerNotAvailableError``).
 
+The answer is a list of ``FetchPart`` (``wire.py``) that ``FetchHandler`` serialises with
+``encode_fetch_response``: the frames read from the log are copied once, into the answer,
+not three times (into the protobuf message, out of it, into gRPC).
+
 Thread-safety: called from gRPC threads; all partition state is the ``Partition``'s.
 """
 from __future__ import annotations
@@ -33,6 +37,7 @@ from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
+from .wire import RECORDS, FetchPart
 
 __all__ = ["LeaderFetchHandler"]
 
@@ -50,7 +55,7 @@ class LeaderFetchHandler:
         self._clock = manager.clock
         self._on_expandable = on_expandable
 
-    def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> pb.FetchResponse:
+    def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> list[FetchPart]:
         if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
             raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
         self.faults.refresh()
@@ -67,18 +72,19 @@ class LeaderFetchHandler:
                 seen += notified  # only our own HW notifications moved it: nothing new to answer with
             self.manager.wait_for_data(seen, remaining_ms / 1000)
 
-    def _answer(self, request: pb.FetchRequest) -> tuple[pb.FetchResponse, bool, int]:
+    def _answer(self, request: pb.FetchRequest) -> tuple[list[FetchPart], bool, int]:
         """(answer, whether to send it now, how many HW notifications it sent: each bumped the
         manager's ``data_version`` by one)."""
-        response = pb.FetchResponse()
+        response: list[FetchPart] = []
         budget = request.max_bytes or _DEFAULT_MAX_BYTES
         done = False
         grown: list[Partition] = []
         expandable = False
         for wanted in request.partitions:
-            result = response.partitions.add(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
+            result = pb.FetchPartitionResult(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
                                              last_stable_offset=-1, log_start_offset=-1, log_end_offset=-1,
                                              next_fetch_offset=wanted.fetch_offset, preferred_read_replica=-1)
+            response.append((result, RECORDS, None))
             try:
                 partition = self.manager.get(wanted.topic, wanted.partition)
                 limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)
@@ -104,7 +110,7 @@ class LeaderFetchHandler:
                 grown.append(partition)
             expandable = expandable or answer.expand_candidate
             if answer.records:
-                result.records = answer.records
+                response[-1] = (result, RECORDS, answer.records)
                 result.next_fetch_offset = answer.next_fetch_offset
                 budget -= len(answer.records)
                 done = True

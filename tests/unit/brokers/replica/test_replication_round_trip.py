@@ -28,6 +28,7 @@ from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 from brokers.replica.fetcher import ReplicaFetcher
 from brokers.server.leader_fetch import LeaderFetchHandler
+from brokers.server.wire import encode_fetch_response
 from brokers.server.partition_manager import PartitionManager
 from brokers.server.produce import ProduceHandler, validate_frames
 from spark_log.clock import ManualClock
@@ -79,7 +80,7 @@ def _follower_fetch(manager: PartitionManager, fetch_offset: int, leader_epoch: 
     handler = LeaderFetchHandler(manager=manager, faults=FetchFaults(None, ME))
     request = pb.FetchRequest(replica_id=FOLLOWER, max_wait_ms=0, max_bytes=1 << 20, partitions=[pb.FetchPartition(
         topic="t", partition=0, fetch_offset=fetch_offset, current_leader_epoch=leader_epoch, last_fetched_epoch=-1)])
-    return handler.handle(request)
+    return pb.FetchResponse.FromString(encode_fetch_response(handler.handle(request)))
 
 
 def test_one_follower_fetch_acknowledges_every_entry_of_a_request(manager: PartitionManager) -> None:
