@@ -124,6 +124,9 @@ def bench_send(bootstrap: str, topic: str, seconds: float, settings: dict) -> in
                 send(topic, value, partition=0)
             sent += len(values)
         producer.flush()
+        if os.environ.get("BENCH_VERBOSE"):
+            m = producer.metrics()
+            print(f"  send(): {m['requests']:.0f} requests, {m['batches']:.0f} frames", flush=True)
     return sent
 
 
