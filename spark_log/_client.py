@@ -284,8 +284,7 @@ class Cluster:
     def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
         """Cached metadata of ``name``; raises ``UnknownTopicOrPartitionError`` if absent."""
         if not refresh:
-            with self._lock:
-                info = self._topics.get(name)
+            info = self._topics.get(name)  # no lock: a dict read is atomic (the producer asks once per send)
             if info is not None:
                 return info
         self.refresh([name])

@@ -236,25 +236,30 @@ class Producer:
         if self._txn is not None:
             self._txn.add(topic, partition)
         ts = self._clock.wall_ms() if timestamp is None else int(timestamp)
-        with self._lock:
+        slot = (topic, partition)
+        lock = self._lock
+        lock.acquire()  # the condition's lock, taken without Condition.__enter__'s Python frame
+        try:
             if self._closed:
                 raise errors.InvalidRequestError("producer is closed")
-            slot = (topic, partition)
             batch = self._open.get(slot)
             if batch is None:
                 batch = self._open[slot] = OpenBatch(created=self._now_s())
-                self._lock.notify()
+                lock.notify()
             batch.keys.append(key if not isinstance(key, str) else key.encode())
             batch.values.append(payload)
             batch.headers.append(headers)
             batch.timestamps.append(ts)
             batch.size += size
-            batch.sticky = batch.sticky or sticky
+            if sticky:
+                batch.sticky = True
             future = batch.group.new()
             full = batch.size >= self._batch_size
             if full:
                 del self._open[slot]
                 batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
+        finally:
+            lock.release()
         if full:
             self._ship_open(topic, partition, batch)
         return future

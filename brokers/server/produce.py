@@ -38,7 +38,6 @@ import logging
 from typing import NamedTuple, Protocol
 
 import pyarrow as pa
-import pyarrow.ipc as ipc
 
 from brokers.groups import INTERNAL_TOPIC
 from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
@@ -57,7 +56,7 @@ from spark_log.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body
+from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body, read_message
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -87,9 +86,9 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
                 f"frame at byte {position} has schema id {header.schema_id}, which is not a schema of topic "
                 f"{topic.name!r} (its schema ids: {known})")
         try:
-            batch = ipc.read_record_batch(pa.py_buffer(frame_body(view, header, position)), schema)
+            batch = read_message(pa.py_buffer(frame_body(view, header, position)), schema, header.codec)
             batch.validate()
-        except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError) as exc:
+        except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError, StopIteration) as exc:
             raise CorruptRecordError(
                 f"frame at byte {position} does not hold an Arrow batch of schema {header.schema_id}: {exc}") from None
         if batch.num_rows != header.record_count:
