@@ -40,3 +40,36 @@ def test_bytes_batch_without_headers_is_small() -> None:
     values = [os.urandom(100) for _ in range(5_000)]
     batch = bytes_batch([None] * 5_000, values, [None] * 5_000, [1] * 5_000)
     assert len(encode_batch(batch, compression=Codec.NONE)) / 5_000 < 125
+
+
+def test_frames_of_every_codec_decode_to_what_was_encoded() -> None:
+    batch = bytes_batch([None, b"k"], [os.urandom(100), b"v" * 100], [None, [("h", b"x")]], [5, 3])
+    for codec in Codec:
+        frame = encode_batch(batch, compression=codec)
+        assert decode_batch(frame, BYTES_SCHEMA, verify=True).equals(batch)
+
+
+def test_group_futures_work_with_wait_as_completed_and_callbacks() -> None:
+    import threading
+    from concurrent.futures import as_completed, wait
+
+    from spark_log._futures import FutureGroup
+
+    group = FutureGroup()
+    futures = [group.new() for _ in range(4)]
+    called: list[object] = []
+    futures[1].add_done_callback(lambda f: called.append(f.result()))
+    assert not futures[0].done() and futures[0].running() and not futures[0].cancel()
+    timer = threading.Timer(0.05, group.resolve, args=(lambda i: ("p", 10 + i),))
+    timer.start()
+    done, not_done = wait(futures[:3], timeout=10)
+    assert len(done) == 3 and not not_done
+    assert [f.result() for f in futures] == [("p", 10 + i) for i in range(4)]
+    assert called == [("p", 11)]
+    futures[2].add_done_callback(lambda f: called.append("after"))
+    assert called[-1] == "after"
+    failed = FutureGroup()
+    more = [failed.new() for _ in range(3)]
+    pending = as_completed(more, timeout=10)
+    failed.fail(ValueError("refused"))
+    assert all(isinstance(f.exception(), ValueError) for f in pending)
