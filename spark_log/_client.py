@@ -165,7 +165,7 @@ class Cluster:
         self.request_timeout_s = request_timeout_s
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
-        self._stubs: dict[str, tuple[grpc.Channel, rpc.BrokerStub, Any]] = {}
+        self._stubs: dict[str, tuple[grpc.Channel, rpc.BrokerStub, Any, Any]] = {}
         self._brokers: dict[int, str] = {}
         self._topics: dict[str, TopicInfo] = {}
         self._metadata_offset = -1  # highest metadata offset seen in an answer
@@ -193,8 +193,16 @@ class Cluster:
         if stub is None or stub[0] is not channel:
             stub = self._stubs[address] = (channel, rpc.BrokerStub(channel),
                                            channel.unary_unary("/spark_log.broker.v1.Broker/Fetch",
-                                                               request_serializer=pb.FetchRequest.SerializeToString))
+                                                               request_serializer=pb.FetchRequest.SerializeToString),
+                                           channel.unary_unary("/spark_log.broker.v1.Broker/Produce",
+                                                               response_deserializer=pb.ProduceResponse.FromString))
         return stub[1]
+
+    def produce_raw(self, address: str) -> Any:
+        """``Broker.Produce`` of ``address`` taking a serialised ``ProduceRequest``
+        (``_fetch_wire.encode_produce_request``: frames copied once)."""
+        self.broker(address)
+        return self._stubs[address][3]
 
     def fetch_raw(self, address: str) -> Any:
         """``Broker.Fetch`` of ``address`` answering the serialised ``FetchResponse`` bytes

@@ -1,4 +1,4 @@
-"""Reading a ``FetchResponse`` without copying its record bytes.
+"""Fetch answers read and Produce requests written without copying their record bytes.
 
 The generated ``FetchResponse.FromString`` copies every partition's ``records`` into the
 message, and reading the field copies it again into a new ``bytes``: two copies of
@@ -8,6 +8,9 @@ bytes of the response instead (protobuf's encoding, fields in any order), parses
 class) and hands the payload (``records``, field 8, or ``arrow_stream``, field 9) out as a
 read-only ``memoryview`` of the response bytes.  The result is what the generated parser
 would give (tests compare both); a malformed response raises ``CorruptRecordError``.
+
+``encode_produce_request`` is the other direction: a serialised ``ProduceRequest`` built
+with one copy of its frames (the generated message would copy them in, then out again).
 
 Thread-safety: a pure function of its input.
 """
@@ -20,7 +23,7 @@ from google.protobuf.message import DecodeError
 from .errors import CorruptRecordError
 from .proto import broker_pb2 as pb
 
-__all__ = ["FetchAnswer", "FetchedPartition", "parse_fetch_response"]
+__all__ = ["FetchAnswer", "FetchedPartition", "parse_fetch_response", "encode_produce_request"]
 
 _RECORDS = 8
 _ARROW_STREAM = 9
@@ -117,3 +120,34 @@ def parse_fetch_response(data: bytes) -> FetchAnswer:
     if at != end:
         raise CorruptRecordError("malformed fetch response: its last field runs past its end")
     return FetchAnswer(partitions, throttle)
+
+
+def _put_varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        bits = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(bits | 0x80)
+        else:
+            out.append(bits)
+            return bytes(out)
+
+
+_PARTITIONS = (4 << 3) | _LEN  # ProduceRequest.partitions
+_FRAMES = (3 << 3) | _LEN  # PartitionRecords.records
+
+
+def encode_produce_request(*, acks: int, timeout_ms: int, transactional_id: str,
+                           entries: list[tuple[str, int, bytes]]) -> bytes:
+    """A serialised ``ProduceRequest`` of ``entries`` ``(topic, partition, frames)`` (each
+    with ``current_leader_epoch`` -1), what ``ProduceRequest.SerializeToString`` would give
+    up to field order (protobuf readers accept any order; tests parse it back)."""
+    chunks: list[bytes] = [pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms,
+                                             transactional_id=transactional_id).SerializeToString()]
+    for topic, partition, frames in entries:
+        head = pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=-1).SerializeToString()
+        size = _put_varint(len(frames))
+        inner = len(head) + 1 + len(size) + len(frames)
+        chunks += [_put_varint(_PARTITIONS), _put_varint(inner), head, _put_varint(_FRAMES), size, frames]
+    return b"".join(chunks)

@@ -64,6 +64,7 @@ from . import errors
 from ._client import Cluster, TopicInfo, error_from_pb
 from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
+from ._fetch_wire import encode_produce_request
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
 from ._records import bytes_batch, conform
@@ -555,17 +556,14 @@ class Producer:
             for shipment in shipments:
                 self._failed(shipment, exc)
             return
-        request = pb.ProduceRequest(
-            acks=self._acks,
-            timeout_ms=int(self._request_timeout_s * 1000),
+        request = encode_produce_request(  # the frames copied once, not into a message and out again
+            acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000),
             transactional_id=self._txn.transactional_id if self._txn is not None else "",
-            partitions=[pb.PartitionRecords(topic=s.topic, partition=s.partition, records=s.frame,
-                                            current_leader_epoch=-1) for s in shipments],
-        )
+            entries=[(s.topic, s.partition, s.frame) for s in shipments])
         self._in_flight.acquire()
         self._gate.acquire(address, timeout_s=self._request_timeout_s)
         try:
-            call = self._cluster.broker(address).Produce.future(request, timeout=self._request_timeout_s)
+            call = self._cluster.produce_raw(address).future(request, timeout=self._request_timeout_s)
         except Exception as exc:  # noqa: BLE001 - e.g. a closed channel, a refused authentication
             self._in_flight.release()
             self._gate.release(address, None)

@@ -141,8 +141,10 @@ class ProduceHandler:
             result = response.partitions.add(topic=entry.topic, partition=entry.partition, base_offset=-1,
                                              last_offset=-1, log_append_time_ms=-1, log_start_offset=-1,
                                              high_watermark=-1)
+            records = entry.records  # read once: each read of a protobuf bytes field is a new copy
             try:
-                partition, outcome = self._append(entry, request.acks, timeout_ms, result, request.transactional_id)
+                partition, outcome = self._append(entry, records, request.acks, timeout_ms, result,
+                                                  request.transactional_id)
             except StorageError as exc:  # a full or failing disk: logged and counted, not only answered
                 self.counters.storage_error("produce", entry.topic, entry.partition, exc)
                 result.error.CopyFrom(to_pb(exc))
@@ -156,7 +158,7 @@ class ProduceHandler:
                 appended = appended or not outcome.duplicate
                 if not outcome.duplicate:
                     self.counters.produced(entry.topic, outcome.last_offset - outcome.base_offset + 1,
-                                           len(entry.records))
+                                           len(records))
                 if request.acks == -1:
                     replicating.append(_Replicating(entry, partition, outcome, result))
         if appended:
@@ -174,7 +176,7 @@ class ProduceHandler:
                 waiting.result.error.CopyFrom(to_pb(exc))
         return response
 
-    def _append(self, entry: pb.PartitionRecords, acks: int, timeout_ms: int,
+    def _append(self, entry: pb.PartitionRecords, records: bytes, acks: int, timeout_ms: int,
                 result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
         if entry.topic in (INTERNAL_TOPIC, TXN_STATE_TOPIC):  # only their coordinators write them
@@ -183,7 +185,7 @@ class ProduceHandler:
         topic = self.manager.image.topics.get(entry.topic)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {entry.topic!r}")
-        frames = validate_frames(memoryview(entry.records), topic)
+        frames = validate_frames(memoryview(records), topic)
         first = frames.headers[0]
         if first.is_transactional:
             self._verify(partition, transactional_id, first)

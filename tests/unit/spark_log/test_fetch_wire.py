@@ -63,3 +63,15 @@ def test_a_truncated_response_is_refused() -> None:
     for cut in (1, 5, 500, len(data) - 1):
         with pytest.raises(CorruptRecordError):
             parse_fetch_response(data[:cut])
+
+
+def test_a_hand_encoded_produce_request_parses_as_the_generated_one() -> None:
+    from spark_log._fetch_wire import encode_produce_request
+
+    entries = [("t", 0, os.urandom(70_000)), ("ü", 5, b"x")]
+    data = encode_produce_request(acks=-1, timeout_ms=30_000, transactional_id="tx", entries=entries)
+    expected = pb.ProduceRequest(acks=-1, timeout_ms=30_000, transactional_id="tx", partitions=[
+        pb.PartitionRecords(topic=t, partition=p, records=r, current_leader_epoch=-1) for t, p, r in entries])
+    assert pb.ProduceRequest.FromString(data) == expected
+    assert pb.ProduceRequest.FromString(encode_produce_request(acks=1, timeout_ms=1, transactional_id="",
+                                                               entries=[])) == pb.ProduceRequest(acks=1, timeout_ms=1)

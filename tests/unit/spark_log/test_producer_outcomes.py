@@ -48,7 +48,8 @@ class _Stub:
     def Produce(self) -> "_Stub":  # noqa: N802 - the gRPC stub's method name
         return self
 
-    def future(self, request: pb.ProduceRequest, timeout: float) -> _Call:
+    def future(self, request: bytes, timeout: float) -> _Call:
+        assert pb.ProduceRequest.FromString(request).partitions[0].records  # a whole serialised request
         code, base = self.cluster.answers.pop(0)
         self.cluster.calls += 1
         response = pb.ProduceResponse()
@@ -70,6 +71,9 @@ class _FakeCluster:
         return "127.0.0.1:1", 0
 
     def broker(self, address: str) -> _Stub:
+        return _Stub(self)
+
+    def produce_raw(self, address: str) -> _Stub:  # the producer sends serialised requests
         return _Stub(self)
 
     def forget(self, name: str) -> None:
@@ -152,11 +156,14 @@ class _HoldingCluster(_FakeCluster):
         class Stub:
             class Produce:  # noqa: N801 - the gRPC stub's method name
                 @staticmethod
-                def future(request: pb.ProduceRequest, timeout: float) -> _HeldCall:
-                    call = _HeldCall(request)
+                def future(request: bytes, timeout: float) -> _HeldCall:
+                    call = _HeldCall(pb.ProduceRequest.FromString(request))
                     cluster.held.append(call)
                     return call
         return Stub()
+
+    def produce_raw(self, address: str) -> Any:  # the producer sends serialised requests
+        return self.broker(address).Produce
 
 
 def _frame_pid(call: _HeldCall) -> int:
