@@ -21,6 +21,7 @@ import time
 from concurrent import futures
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -47,7 +48,7 @@ def cpu_s(pid: int) -> float:
 
 def random_values(rows: int, size: int) -> pa.Array:
     """``rows`` values of ``size`` bytes from ``os.urandom`` (incompressible, all distinct)."""
-    offsets = pa.py_buffer(pa.array(range(0, (rows + 1) * size, size), pa.int32()).buffers()[1])
+    offsets = pa.py_buffer(np.arange(0, (rows + 1) * size, size, dtype=np.int32))
     return pa.Array.from_buffers(pa.binary(), rows, [None, offsets, pa.py_buffer(os.urandom(rows * size))])
 
 
