@@ -25,6 +25,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -150,7 +151,13 @@ func natsPub(url string, streams, replicas, size, window int, seconds float64) {
 			var i int64
 			for time.Since(start).Seconds() < seconds {
 				for k := 0; k < 256; k++ {
-					if _, err := js.PublishAsync(subject, valueAt(buf, i, size)); err != nil {
+					// the client gives up waiting for a free slot after 200 ms (R3 on a busy machine):
+					// the same record again, as backpressure
+					_, err := js.PublishAsync(subject, valueAt(buf, i, size))
+					for err != nil && strings.Contains(err.Error(), "stalled with too many outstanding") {
+						_, err = js.PublishAsync(subject, valueAt(buf, i, size))
+					}
+					if err != nil {
 						die("publish: %v", err)
 					}
 					i++
