@@ -40,10 +40,11 @@ OTHER_BENCHES: list[tuple[str, list[str], float]] = [
     ("bench.failover_bench", ["--kills", "3"], 120),
     ("bench.group_bench", ["--members", "2,5", "--records", "50000", "--commit-seconds", "2"], 120),
     ("bench.security_bench", ["--mib", "16", "--rounds", "1", "--small-seconds", "1"], 120),
-    ("bench.transactions_bench", ["--records", "50000", "--rows", "20000"], 120),
-    ("bench.tier_bench", ["--rows", "20000"], 150),
-    ("bench.compaction_bench", ["--mib", "16", "--spark-mib", "4", "--repeats", "1", "--pairs", "2"], 180),
-    ("bench.connector_bench", ["--rows", "50000", "--rounds", "1"], 240),
+    ("bench.transactions_bench", ["--records", "100000", "--rows", "50000"], 150),
+    ("bench.tier_bench", ["--rows", "20000"], 240),
+    # more than one 32 MiB segment, so the cleaner has closed segments to clean
+    ("bench.compaction_bench", ["--mib", "48", "--spark-mib", "8", "--repeats", "1", "--pairs", "1"], 180),
+    ("bench.connector_bench", ["--rows", "80000", "--rounds", "1"], 240),
 ]
 UNKNOWN_BENCH_TIMEOUT_S = 150  # a bench/*_bench.py not listed above runs with its defaults
 SWEEP_SIZES = (100, 1024, 4096)
@@ -355,12 +356,17 @@ def write_report(figures: dict, out: Path) -> Path:
         lines += ["## Plots", ""]
         for name, caption in plots:
             lines += [f"![{caption}]({name})", ""]
-    if figures.get("sweep"):
-        lines += ["Sweep figures (records/s):", "", "| series | x | records/s |", "| --- | ---: | ---: |"]
-        for axis in ("size", "batch"):
-            for name, points in figures["sweep"].get(axis, {}).items():
-                for x, rate in points:
-                    lines.append(f"| {name}, {axis} | {x:,} | {rate:,.0f} |")
+    for axis, title in (("size", "record size (bytes)"), ("batch", "batch size (records per send_batch; "
+                                                                   "publishes in flight for the peers)")):
+        series = (figures.get("sweep") or {}).get(axis) or {}
+        xs = sorted({x for points in series.values() for x, _ in points})
+        if not xs:
+            continue
+        lines += [f"Publish records/s against {title}, 100-byte values unless the size varies:", "",
+                  "| | " + " | ".join(f"{x:,}" for x in xs) + " |", "| --- |" + " ---: |" * len(xs)]
+        for name, points in series.items():
+            got = dict((x, rate) for x, rate in points)
+            lines.append(f"| {name} | " + " | ".join(_num(got.get(x)) for x in xs) + " |")
         lines.append("")
     benches = figures.get("benches") or []
     if benches:

@@ -7,8 +7,10 @@ What ``make bench-peers`` installs (``make peers-deps``; nothing by hand):
 - ``redis-server`` from Debian;
 - ``.peers/peerbench``: bench/peers/go/peerbench.go built with Debian's ``golang`` and its
   packaged clients (``golang-github-nats-io-go-nats-dev``, ``golang-github-gomodule-redigo-dev``),
-  in GOPATH mode (no module download).  The Go client is NATS's fastest here: the Node client
-  published 328k rec/s on this machine kind where the Go client's async publish does more.
+  in GOPATH mode (no module download).  The Go client: NATS's fastest consumer on this machine
+  kind (issue 19); a Node (npm ``nats`` 2.29.3) publisher with 10,000 publishes in flight was
+  tried here and got 3.8k rec/s where the Go client got 39k in the same minute, so it is not
+  used.
 
 Modules: ``bench.peers.nats`` and ``bench.peers.redis`` (a server or cluster as a context
 manager, and ``measure()`` returning the figures as data), ``bench.peers.compare`` (spark-log's

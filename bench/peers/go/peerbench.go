@@ -47,6 +47,7 @@ type result struct {
 	P99Ms      float64   `json:"p99_ms,omitempty"`
 	LatencyMs  []float64 `json:"latency_ms,omitempty"` // sorted, at most 2,000 points (quantiles)
 	StoredBack int64     `json:"stored,omitempty"`
+	Client     string    `json:"client"`
 }
 
 func die(format string, args ...interface{}) {
@@ -69,6 +70,7 @@ func valueAt(buf []byte, i int64, size int) []byte {
 }
 
 func emit(r result) {
+	r.Client = "go"
 	out, _ := json.Marshal(r)
 	fmt.Println(string(out))
 }

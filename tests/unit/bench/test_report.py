@@ -4,16 +4,20 @@ from __future__ import annotations
 from pathlib import Path
 
 from bench.peers import compare
+from bench.peers import nats as nats_peer
+from bench.peers import redis as redis_peer
 from bench.report import write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
 def _peer(name: str, pub100: float, pub3: float | None = None) -> dict:
-    publish = [{"mode": "x-pub", "size": 100, "rate": pub100, "window": 1000, "replicas": 1},
-               {"mode": "x-pub", "size": 1024, "rate": pub100 / 4, "window": 1000, "replicas": 1}]
+    w = nats_peer.HEADLINE_WINDOW if name.startswith("NATS") else redis_peer.HEADLINE_WINDOW
+    publish = [{"mode": "x-pub", "size": 100, "rate": pub100, "window": w, "replicas": 1},
+               {"mode": "x-pub", "size": 100, "rate": 1.0, "window": 7, "replicas": 1},  # not the headline window
+               {"mode": "x-pub", "size": 1024, "rate": pub100 / 4, "window": w, "replicas": 1}]
     if pub3 is not None:
-        publish.append({"mode": "x-pub", "size": 100, "rate": pub3, "window": 1000, "replicas": 3})
+        publish.append({"mode": "x-pub", "size": 100, "rate": pub3, "window": w, "replicas": 3})
     return {"peer": name, "publish": publish,
             "consume": [{"mode": "x-sub", "size": 100, "rate": 2 * pub100}, {"mode": "x-sub", "size": 1024, "rate": pub100}],
             "latency": {"p50_ms": 0.5, "p99_ms": 2.0, "latency_ms": [0.2, 0.5, 0.9, 2.0]}}
@@ -47,6 +51,7 @@ def test_report_has_the_tables_and_the_plots(tmp_path: Path) -> None:
     assert "| publish 100 B, RF=3 acks=all vs JetStream R3 | 600,000 | 100,000 | 6.00x | n/a | n/a |" in text
     # latency: lower is better, so the ratio is peer / spark-log
     assert "| produce->consume latency p99 (ms) at ~2,000 rec/s | 9.00 | 2.00 | 0.22x |" in text
+    assert "| spark-log | 1,000,000 | 300,000 | 90,000 |" in text  # the sweep, one row per series
     assert "storage table here" in text and "`python -m bench.storage_bench --mib 1`" in text
     for png in ("report-throughput-size.png", "report-throughput-batch.png", "report-latency-cdf.png"):
         assert f"]({png})" in text
