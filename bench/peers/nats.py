@@ -14,7 +14,7 @@ from typing import Iterator
 
 from bench.peers import Server, free_port, peerbench, tool
 
-HEADLINE_WINDOW = 10_000  # async publishes in flight per publisher (the best of 10..10,000 in the sweep here)
+HEADLINE_WINDOW = 10_000  # publishes in flight per publisher: the best of 10..10,000 in one sweep here, within noise of 1,000 in another
 
 
 def _config(root: Path, name: str, port: int, cluster_port: int | None, routes: list[int]) -> Path:
