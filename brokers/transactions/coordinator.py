@@ -151,9 +151,6 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             self._completed.notify_all()
 
     def _on_stop(self) -> None:
-        self._markers.close()
-        if self._offsets is not None:
-            self._offsets.close()
         with self._completed:
             self._completed.notify_all()
 
