@@ -14,7 +14,7 @@ One process = one gRPC server on ``host:port`` carrying every service of the nod
 - on every node the ``Security`` service, and on voters ``SecurityController``;
 - on every node the ``Quorum`` service (DescribeQuorum: the Raft state as the leader sees
   it, forwarded to the leader), and on voters ``QuorumController``
-  (``brokers.controller.quorum_service``).
+  (``brokers.raft.quorum_service``).
 
 Security (``brokers.security``, the ``[security]`` config): the listener is TLS or
 plaintext as configured (``NodeSecurity.bind``); every RPC of the server, whoever
@@ -71,7 +71,7 @@ from typing import Callable, Sequence
 
 import grpc
 
-from brokers.controller import quorum_service
+from brokers.raft import quorum_service
 from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
 from brokers.controller.client import ControllerClient

@@ -23,12 +23,13 @@ from typing import Any, Callable, TypeVar
 
 import grpc
 
-from brokers.raft.driver import RaftNode
-from brokers.raft.quorum_info import QuorumInfo, ReplicaProgress
 from spark_log import errors
 from spark_log.clock import Clock
 from spark_log.proto import quorum_pb2 as pb
 from spark_log.proto import quorum_pb2_grpc as pb_grpc
+
+from .driver import RaftNode
+from .quorum_info import QuorumInfo, ReplicaProgress
 
 __all__ = ["QuorumServicer", "QuorumControllerServicer", "add_to_server", "encode"]
 
