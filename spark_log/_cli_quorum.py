@@ -61,7 +61,7 @@ def status_lines(d: QuorumDescription) -> list[str]:
     rows = [("LeaderId", text(d.leader_id)), ("LeaderAddress", d.leader_address or "-"),
             ("LeaderEpoch", text(d.leader_epoch)), ("HighWatermark", text(d.high_watermark)),
             ("MaxFollowerLag", text(d.max_lag)), ("MaxFollowerLagTimeMs", text(_max_lag_time_ms(d))),
-            ("CurrentVoters", "[" + ",".join(str(v.node_id) for v in d.voters) + "]"),
+            ("CurrentVoters", "[" + ",".join(str(v) for v in sorted(v.node_id for v in d.voters)) + "]"),
             ("CurrentObservers", "[" + ",".join(str(o.node_id) for o in d.observers) + "]")]
     width = max(len(k) for k, _ in rows) + 2
     return [f"{key + ':':<{width}}{value}" for key, value in rows]
