@@ -1,7 +1,8 @@
 """Compaction benchmark: bytes cleaned per second, next to a raw read-and-rewrite of the same
 bytes on the same disk, in the same run.
 
-    python -m bench.compaction_bench [--dir DIR] [--mib 128] [--spark-mib 32] [--repeats 2] [--no-spark]
+    python -m bench.compaction_bench [--dir DIR] [--mib 128] [--pairs 5] [--spark-mib 128] [--repeats 2]
+                                     [--partitions 2] [--no-spark] [--no-in-process]
 
 The topic: 100-byte incompressible values (10-digit id + 90 random bytes, as the connector
 bench) under 16-byte keys, each key written ten times in a shuffled order, so **90% of the
@@ -15,15 +16,22 @@ records are overwritten**; frames of 4,096 records, LZ4 (as producers write them
 - **raw read-and-rewrite** of the very same segment bytes: read them and write them to a
   new file on the same disk, fsync: what moving those bytes costs at best.
 - **Spark job** (``--spark-mib`` MiB on a one-broker local cluster, RF=1, in 16 MiB
-  segments): ``jobs.compact.compact_topic`` end to end (Spark reads the range through the
-  ``spark-log`` source, builds the offset map, the broker rewrites), and the broker
-  cleaner of that cluster on an identical topic (``Admin.compact(wait=True)``), each next
-  to the raw read-and-rewrite of that topic's segment files on that broker's disk.
+  segments, ``--partitions`` partitions): ``jobs.compact.compact_topic`` end to end (Spark
+  reads the range through the ``spark-log`` source, builds the offset map, the broker
+  rewrites), and the broker cleaner of that cluster on an identical topic
+  (``Admin.compact(wait=True)``).  Spark's fixed costs are printed apart: the session's
+  start and a job on an almost empty topic (once on the new session, once warm); they are
+  not taken off the rates, which are measured at a size where the per-job cost is small.
 
-Both sides start cold: the files are fsynced and dropped from the page cache
-(``posix_fadvise DONTNEED``) before each measurement; each side runs ``--repeats`` times
-and its best run counts (on a shared machine the least disturbed one).  Ratios are the
-cleaner's rate over the raw rate.  A benchmark, never a test: it asserts nothing.
+Pairs, not bests: every measured run sits between two raw runs over the same bytes (the
+one before reads the segments, the one after a copy made before the clean), each cold:
+files fsynced and the guest's page cache dropped (``/proc/sys/vm/drop_caches`` as root,
+else ``posix_fadvise DONTNEED``).  On a virtual disk the host caches below the guest, so
+the raw rate swings between runs; a run is compared with the mean of its own two raw runs,
+and the medians and ranges of rates and ratios are printed.  In-process runs also print
+the cleaner's CPU time and how long it waited for a CPU (``/proc/.../schedstat``), with
+the ratio both sides would have without those waits: on a shared machine a CPU-bound
+cleaner's wall time is mostly the wait.  A benchmark, never a test: it asserts nothing.
 """
 from __future__ import annotations
 
@@ -274,7 +282,7 @@ def spark_run(root: Path, mib: int, repeats: int, partitions: int) -> tuple[list
     bootstrap = cluster.up(timeout_s=120)
     started = time.perf_counter()
     spark = local_session(bootstrap, app_name="compaction-bench", master="local[2]",
-                          conf={"spark.sql.shuffle.partitions": "2"})
+                          conf={"spark.sql.shuffle.partitions": "2", "spark.ui.showConsoleProgress": "false"})
     session_s = time.perf_counter() - started
     batches = history(mib)
     job_runs: list[Pair] = []
@@ -317,6 +325,8 @@ def spark_run(root: Path, mib: int, repeats: int, partitions: int) -> tuple[list
                     if kind == "job":
                         done = compact_topic(spark, topic, bootstrap=bootstrap)
                         seconds = time.perf_counter() - started
+                        print(f"    Spark job run {repeat}: {seconds:.1f} s: Spark's pass {done.map_seconds:.1f} s, the "
+                              f"brokers' apply {done.apply_seconds:.1f} s", flush=True)
                         side = Side(f"Spark job (1 broker, RF=1, {partitions} partition(s))", done.bytes_before, seconds,
                                     kept=f"{done.records_after:,} of {done.records_before:,} records")
                     else:
