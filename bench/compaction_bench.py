@@ -47,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from brokers.log.append import check_frames
 from brokers.log.cleaner.records import KeySpec
@@ -116,6 +117,19 @@ def run_queue_s() -> float:
             return int(handle.read().split()[1]) / 1e9
     except (OSError, IndexError, ValueError):
         return 0.0
+
+
+def by_key(batches: list[pa.RecordBatch], partitions: int) -> list[list[pa.RecordBatch]]:
+    """The history split by key over ``partitions`` (key number modulo ``partitions``, so
+    every version of a key is in one partition and 90% of each partition's records are
+    overwritten), in frames of ``FRAME_RECORDS`` records per partition."""
+    if partitions == 1:
+        return [batches]
+    table = pa.Table.from_batches(batches)
+    numbers = [int(key[4:]) % partitions for key in table.column("key").to_pylist()]
+    owner = pa.array(numbers, pa.int64())
+    return [table.filter(pc.equal(owner, p)).combine_chunks().to_batches(max_chunksize=FRAME_RECORDS)
+            for p in range(partitions)]
 
 
 def raw_rewrite(sources: list[Path], target: Path) -> tuple[int, float, float]:
@@ -292,9 +306,10 @@ def spark_run(root: Path, mib: int, repeats: int, partitions: int) -> tuple[list
     def produce(topic: str, frames: list[pa.RecordBatch]) -> None:
         with Producer(bootstrap, batch_size=FRAME_RECORDS * (RECORD_BYTES + 30), linger_ms=50,
                       delivery_timeout_ms=600_000) as producer:
-            for i, batch in enumerate([*frames, frames[0]]):  # the last one closes the segments written before
-                for future in producer.send_batch(topic, batch, partition=i % partitions):
-                    future.result(timeout=300)
+            for p, batches_of_p in enumerate(by_key(frames, partitions)):
+                for batch in [*batches_of_p, batches_of_p[0]]:  # the last one closes the segments written before
+                    for future in producer.send_batch(topic, batch, partition=p):
+                        future.result(timeout=300)
 
     try:
         with Admin(bootstrap) as admin:
