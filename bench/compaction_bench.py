@@ -126,7 +126,7 @@ def by_key(batches: list[pa.RecordBatch], partitions: int) -> list[list[pa.Recor
     if partitions == 1:
         return [batches]
     table = pa.Table.from_batches(batches)
-    numbers = [int(bytes(key)[4:]) % partitions for key in table.column("key").to_pylist()]
+    numbers = [int(key[4:]) % partitions for key in table.column("key").to_pylist() if isinstance(key, bytes)]
     owner = pa.array(numbers, pa.int64())
     return [table.filter(pc.equal(owner, pa.scalar(p, pa.int64()))).combine_chunks()
             .to_batches(max_chunksize=FRAME_RECORDS) for p in range(partitions)]
