@@ -72,7 +72,7 @@ def tier_frames(rows: pa.Table, *, schema: pa.Schema, schema_id: int, typed: boo
     if n == 0:
         return [], None
     offsets = rows.column("offset").to_numpy().astype(np.int64)
-    stamps = rows.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(0).to_numpy()
+    stamps = rows.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64()).fill_null(pa.scalar(0, pa.int64())).to_numpy()
     arrays = []
     for field in schema:
         if field.name == "timestamp":
