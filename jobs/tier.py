@@ -115,6 +115,11 @@ def consumer_reader(bootstrap: str | None, *, timeout_s: float = 60.0) -> Reader
     return read
 
 
+_WRITTEN_TYPES: dict[str, pa.DataType] = {"path": pa.string(), "size": pa.int64(), "partition": pa.int32(),
+                                           "rows": pa.int64(), "stats": pa.string()}
+_WRITTEN = pa.schema(_WRITTEN_TYPES)   # what each Spark task of SparkEngine.write answers
+
+
 class SparkEngine:
     """The job's Spark engine (``spark_reader``): the ``spark-log`` source reads the ranges in
     parallel tasks, and each task writes its rows as Parquet data files of the table itself
@@ -170,10 +175,11 @@ class SparkEngine:
                 part = _sorted_table(table.filter(pc.equal(table.column("partition"), pa.scalar(p, pa.int32()))))
                 relative, size, stats = _write_file(path, p, part)
                 yield pa.RecordBatch.from_pydict({"path": [relative], "size": [size], "partition": [p],
-                                                  "rows": [part.num_rows], "stats": [stats]})
+                                                  "rows": [part.num_rows], "stats": [stats]}, schema=_WRITTEN)
 
         written = (self._frame(topic, ranges)
                    .mapInArrow(task, "path string, size long, partition int, rows long, stats string").collect())
+        # (the schema's Arrow types must be exactly _WRITTEN's: Spark reads the vectors as declared)
         actions = [_add_action(r.path, r.size, r.partition, r.stats)
                    for r in sorted(written, key=lambda r: (r.partition, r.path))]
         return actions, sum(r.rows for r in written)
