@@ -183,7 +183,8 @@ def test_union_read_gives_the_consumers_rows_columns_timestamps_and_headers(
         spark: Any, log_cluster: Any, topic_name: Callable[[], str], fmt: str) -> None:
     """Both implementations, batch: a bytes topic with headers and a typed topic, read from 0
     and over a range that starts in the tier and ends on the brokers, give exactly what a
-    Consumer reads (offsets, timestamps, headers, typed columns)."""
+    Consumer reads (offsets, timestamps, headers, typed columns); a tier table deleted by hand
+    fails the read (TierUnavailableError), it is never skipped."""
     import json
 
     import pyarrow as pa
@@ -234,3 +235,10 @@ def test_union_read_gives_the_consumers_rows_columns_timestamps_and_headers(
     got_typed = _spark_rows(read(typed, startingOffsets="earliest"), typed_columns)
     assert got_typed == _consumer_rows(bootstrap, typed, typed_columns)
     assert [r[3] for r in got_typed] == list(range(150)) and got_typed[0][1] < starts[typed]
+    # a tier that cannot be read is an error, never a gap, also with failOnDataLoss=false
+    import shutil
+
+    with Admin(bootstrap) as admin:
+        shutil.rmtree(Path(admin.describe_tier(typed).location) / typed)   # someone deleted the table by hand
+    with pytest.raises(Exception, match="TierUnavailableError|TIER_UNAVAILABLE"):
+        read(typed, startingOffsets="earliest", failOnDataLoss="false").collect()
