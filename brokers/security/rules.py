@@ -18,6 +18,7 @@ The table (Kafka's choices where Kafka has the same request):
     Broker.Metadata                 DESCRIBE each named topic; all topics: filtered
     Broker.Produce                  WRITE each topic (+ WRITE the transactional id)
     Broker.Fetch                    consumers: READ each topic; followers: CLUSTER_ACTION
+                                    (also the data listener's FETCH and FETCH_TIER, the tier read)
     Broker.ListOffsets              DESCRIBE each topic (followers: CLUSTER_ACTION)
     Broker.DescribePartitions       DESCRIBE each topic
     Admin.CreateTopic               CREATE on the cluster or the topic

@@ -51,6 +51,7 @@ from spark_log.proto import data_listener_pb2 as dpb
 
 from .admin import AdminHandler
 from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
+from .tier_fetch import TierFetchHandler
 from .tiering import TieringHandler, TieringServicer
 from .data_listener import DataListener, check_config, describe_handler
 from .leader_fetch import LeaderFetchHandler
@@ -208,7 +209,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
     servicer = server.broker_servicer
     listener = DataListener(manager=server.manager, builder=server.builder, fetch=servicer.fetch,
                             produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
-                            port=config.data_port, data_dir=host.data_dir, channels=host.channels)
+                            port=config.data_port, data_dir=host.data_dir, channels=host.channels,
+                            tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location))
     node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)
     if node_security is not None:
         listener.attach_security(node_security)
