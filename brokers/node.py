@@ -68,6 +68,7 @@ from typing import Callable, Sequence
 
 import grpc
 
+from brokers.controller import isr_service as isr_controller_service
 from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
 from brokers.controller.client import ControllerClient
@@ -221,6 +222,7 @@ class Node:
             self.controller.attach(self.raft)
             controller_service.add_to_server(self.controller, self.server)
             security_controller_service.add_to_server(self.controller, self.server)
+            isr_controller_service.add_to_server(self.controller, self.server)
         self.controller_client = ControllerClient(self.voters, channels=self.security.channels)
         self.security.attach(image=lambda: self.metadata.image,
                              wait_for=lambda predicate, timeout_s: self.metadata.wait_for(predicate, timeout_s=timeout_s),

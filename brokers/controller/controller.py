@@ -11,6 +11,7 @@ module that validates against the current image and returns records):
     delete_topic      topics.py
     alter_partition   alter_partition.py  ISR changes from leaders, stale epochs fenced;
                       then completes a reassignment whose target is all in the ISR
+    alter_partitions  the same for many partitions, committed in one proposal (isr.proto)
     alter_partition_reassignment  reassignment.py  start / replace / cancel (KIP-455)
     complete_reassignments        reassignment.py  safety net (periodic, lease loop)
     elect_leaders     preferred_leader.py               on demand (periodic too)
@@ -53,12 +54,14 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.metadata.image import MetadataImage, PartitionInfo, TopicImage
 from brokers.metadata.publisher import MetadataListener
 from brokers.metadata.records import MetadataRecord, NoOpRecord, encode
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, TopicConfig
 from spark_log.errors import (
+    InvalidRequestError,
     NotControllerError,
     RequestTimeoutError,
     SparkLogError,
@@ -405,6 +408,48 @@ class QuorumController:
             info = self.image.partition(topic, partition)
             assert info is not None
             return info
+
+        return self._serve(handle)
+
+    def alter_partitions(self, items: Sequence[AlterIsr]) -> list[PartitionInfo | SparkLogError]:
+        """Many ``alter_partition`` requests (distinct partitions) in one proposal: each item
+        is validated on its own against the image (a refusal changes nothing for the others),
+        the accepted changes commit together.  Per item: the partition's state afterwards, or
+        the typed refusal.  A failed proposal raises (every item's outcome is then unknown)."""
+
+        def handle(image: MetadataImage) -> list[PartitionInfo | SparkLogError]:
+            outcomes: list[PartitionInfo | SparkLogError | None] = []
+            records: list[MetadataRecord] = []
+            changed: set[tuple[str, int]] = set()
+            seen: set[tuple[str, int]] = set()
+            for item in items:
+                key = (item.topic, item.partition)
+                try:
+                    if key in seen:
+                        raise InvalidRequestError(f"{item.topic}-{item.partition} appears twice in one batch")
+                    seen.add(key)
+                    found = alter_partition_records(
+                        image, broker_id=item.broker_id, broker_epoch=item.broker_epoch, topic=item.topic,
+                        partition=item.partition, leader_epoch=item.leader_epoch,
+                        partition_epoch=item.partition_epoch, new_isr=item.new_isr)
+                except SparkLogError as exc:
+                    outcomes.append(exc)
+                    continue
+                if found:
+                    records.extend(found)
+                    changed.add(key)
+                outcomes.append(None)
+            self._propose(records)
+            if changed:
+                self._complete(lambda t, p: (t, p) in changed)
+            result: list[PartitionInfo | SparkLogError] = []
+            for item, outcome in zip(items, outcomes):
+                if outcome is None:
+                    info = self.image.partition(item.topic, item.partition)
+                    assert info is not None
+                    outcome = info
+                result.append(outcome)
+            return result
 
         return self._serve(handle)
 

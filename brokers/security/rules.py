@@ -38,7 +38,7 @@ The table (Kafka's choices where Kafka has the same request):
     Security.DescribeUserScramCredentials / DescribeAcls     DESCRIBE the cluster
     Security.AlterClientQuotas      ALTER_CONFIGS the cluster
     Security.DescribeClientQuotas   DESCRIBE_CONFIGS the cluster
-    ControllerService.*, SecurityController.*, RaftService.Call   CLUSTER_ACTION (nodes only)
+    ControllerService.*, SecurityController.*, IsrController.*, RaftService.Call   CLUSTER_ACTION (nodes only)
     GroupCoordinator.FindCoordinator / DescribeGroup           DESCRIBE the group
     GroupCoordinator.ConsumerGroupHeartbeat                     READ the group
     GroupCoordinator.OffsetCommit   READ the group and READ each topic committed
@@ -69,6 +69,7 @@ from spark_log.acls import CLUSTER_NAME, Operation, Resource, ResourceType
 from spark_log.proto import broker_pb2 as bpb
 from spark_log.proto import controller_pb2 as cpb
 from spark_log.proto import groups_pb2 as gpb
+from spark_log.proto import isr_pb2 as ipb
 from spark_log.proto import security_pb2 as spb
 
 __all__ = ["Check", "Rule", "Quota", "RULES", "Allowed", "CLUSTER", "topic", "group", "undeclared"]
@@ -308,7 +309,8 @@ RULES: dict[str, Rule] = {
 }
 # Node-to-node services: every method, present and future, is for nodes only.
 for _service in (cpb.DESCRIPTOR.services_by_name["ControllerService"],
-                 spb.DESCRIPTOR.services_by_name["SecurityController"]):
+                 spb.DESCRIPTOR.services_by_name["SecurityController"],
+                 ipb.DESCRIPTOR.services_by_name["IsrController"]):
     for _method in _service.methods:
         RULES[f"/{_service.full_name}/{_method.name}"] = Rule(_on_cluster(_O.CLUSTER_ACTION))
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from brokers.controller.controller import QuorumController
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.metadata import records as r
 from spark_log.clock import ManualClock
 from spark_log.errors import (
@@ -250,6 +251,37 @@ def test_alter_partition(controller: QuorumController) -> None:
             controller.alter_partition(**kwargs, partition_epoch=1, new_isr=bad)  # type: ignore[arg-type]
     back = controller.alter_partition(**kwargs, partition_epoch=1, new_isr=p.isr)  # type: ignore[arg-type]
     assert back.isr == p.isr and back.partition_epoch == 2
+
+
+def test_alter_partitions_validates_each_item_and_commits_the_accepted_in_one_proposal(
+        controller: QuorumController) -> None:
+    topic = controller.create_topic(name="a", partitions=4, replication_factor=3)
+    raft = controller._raft
+    assert isinstance(raft, LocalRaft)
+
+    def shrink(index: int, **override: object) -> AlterIsr:
+        p = topic.partitions[index]
+        assert p.leader is not None
+        fields: dict[str, object] = dict(broker_id=p.leader, broker_epoch=1, topic="a", partition=index,
+                                         leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                                         new_isr=tuple(b for b in p.isr if b != p.replicas[1]))
+        fields.update(override)
+        return AlterIsr(**fields)  # type: ignore[arg-type]
+
+    before = len(raft.proposals)
+    outcomes = controller.alter_partitions([
+        shrink(0), shrink(1, partition_epoch=9), shrink(2, new_isr=()), shrink(3), shrink(3),
+        shrink(0, partition=7)])
+    assert len(raft.proposals) == before + 1, "the accepted changes must commit in one proposal"
+    assert [type(o).__name__ for o in outcomes] == [
+        "PartitionInfo", "FencedEpochError", "InvalidRequestError", "PartitionInfo", "InvalidRequestError",
+        "UnknownTopicOrPartitionError"]
+    image = controller.image.topics["a"].partitions
+    for index in (0, 3):
+        assert image[index].isr == shrink(index).new_isr and image[index].partition_epoch == 1
+        assert outcomes[index if index == 0 else 3] == image[index]
+    for index in (1, 2):  # refused items change nothing
+        assert image[index] == topic.partitions[index]
 
 
 def test_alter_configs(controller: QuorumController) -> None:
