@@ -322,3 +322,48 @@ def test_state_machine_snapshot_restores_on_another_voter(controller: QuorumCont
     other = QuorumController(node_id=2)
     other.restore(controller.image.offset + 1, controller.snapshot())
     assert other.image == controller.image
+
+
+def test_a_silent_broker_whose_listener_refuses_is_fenced_before_its_session_timeout(clock: ManualClock) -> None:
+    """Issue 19 (failover under 1 s): a broker silent for ``probe_after_ms`` is probed; only
+    a refused connection (its process is gone) fences it before the session timeout; a
+    broker whose listener accepts (busy, stopped) or that heartbeats again keeps its lease."""
+    probed: list[str] = []
+    dead = {"127.0.0.1:9101"}
+
+    def probe(address: str) -> bool:
+        probed.append(address)
+        return address in dead
+
+    ids = (f"topic-{i}" for i in itertools.count())
+    c = QuorumController(node_id=1, clock=clock, session_timeout_ms=6000, id_factory=lambda: next(ids),
+                         probe_after_ms=1000, probe=probe)
+    LocalRaft(c).win_leadership()
+    for b in range(3):
+        c.register_broker(broker_id=b, incarnation=f"i{b}", address=f"127.0.0.1:{9100 + b}")
+    c.create_topic(name="a", partitions=3, replication_factor=3)
+    clock.advance(900)
+    assert c.fence_dead_brokers() == [] and probed == []        # nobody silent long enough
+    clock.advance(200)
+    c.heartbeat(broker_id=2, broker_epoch=1)                     # broker 2 is alive
+    assert c.fence_dead_brokers() == [1]
+    assert sorted(probed) == ["127.0.0.1:9100", "127.0.0.1:9101"]
+    assert [b.broker_id for b in c.image.live_brokers()] == [0, 2]  # 0 accepts connections: kept
+    assert all(p.leader != 1 and 1 not in p.isr for p in c.image.topics["a"].partitions.values())
+    assert c.check_leases() == []                                # the session timeout has not passed
+
+
+def test_listener_refused_tells_a_closed_port_from_an_open_one() -> None:
+    import socket
+
+    from brokers.controller.controller import listener_refused
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    try:
+        assert not listener_refused(address)
+    finally:
+        server.close()
+    assert listener_refused(address)
