@@ -123,6 +123,8 @@ class BrokerServer:
                                        # follower of an idle partition stays in the ISR on a busy machine
                                        fetch_wait_max_ms=min(replica_fetch_wait_max_ms,
                                                              max(50, replica_lag_time_max_ms // 5)),
+                                       idle_wait_max_ms=min(2 * replica_fetch_wait_max_ms,
+                                                            max(50, replica_lag_time_max_ms // 5)),
                                        channels=channels,
                                        alter_partitions=controller.alter_partitions)
         self.counters = BrokerCounters(broker_id)
