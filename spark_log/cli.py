@@ -266,7 +266,7 @@ def _produce_file(args: argparse.Namespace) -> int:
     return 0
 
 
-_STDIN_LINGER_MS = 100  # as Kafka's console producer, which lingers 1,000 ms
+_STDIN_LINGER_MS = 1000  # as Kafka's console producer
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -276,7 +276,8 @@ def _produce(args: argparse.Namespace) -> int:
         return _produce_file(args)
     count = 0
     # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch
-    # fill (keyed lines over 1,000 partitions were one record per frame); EOF flushes at once
+    # fill (keyed lines over 1,000 partitions were one record per frame); every 10,000 lines
+    # and EOF flush at once
     with Producer(args.bootstrap, linger_ms=_STDIN_LINGER_MS) as producer:
         info = producer._cluster.topic(args.topic)
         futures = []
@@ -299,6 +300,7 @@ def _produce(args: argparse.Namespace) -> int:
                 futures.append(producer.send(args.topic, value.encode(), key=key))
             count += 1
             if len(futures) >= 10_000:
+                producer.flush()  # ship what lingers now, not a linger later
                 for future in futures:
                     future.result()
                 futures.clear()
