@@ -71,6 +71,7 @@ from typing import Callable, Sequence
 
 import grpc
 
+from brokers.controller import isr_service as isr_controller_service
 from brokers.raft import quorum_service
 from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
@@ -226,6 +227,7 @@ class Node:
             self.controller.attach(self.raft)
             controller_service.add_to_server(self.controller, self.server)
             security_controller_service.add_to_server(self.controller, self.server)
+            isr_controller_service.add_to_server(self.controller, self.server)
         self.controller_client = ControllerClient(self.voters, channels=self.security.channels)
         quorum_service.add_to_server(self.server, self.raft, self.clock, voter=self.is_voter,
                                      forward=self._forward_describe_quorum)

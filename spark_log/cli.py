@@ -270,13 +270,19 @@ def _produce_file(args: argparse.Namespace) -> int:
     return 0
 
 
+_STDIN_LINGER_MS = 1000  # as Kafka's console producer
+
+
 def _produce(args: argparse.Namespace) -> int:
     from ._producer import Producer
 
     if args.file is not None:
         return _produce_file(args)
     count = 0
-    with Producer(args.bootstrap) as producer:
+    # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch
+    # fill (keyed lines over 1,000 partitions were one record per frame); every 10,000 lines
+    # and EOF flush at once
+    with Producer(args.bootstrap, linger_ms=_STDIN_LINGER_MS) as producer:
         info = producer._cluster.topic(args.topic)
         futures = []
         for line in sys.stdin:
@@ -298,6 +304,7 @@ def _produce(args: argparse.Namespace) -> int:
                 futures.append(producer.send(args.topic, value.encode(), key=key))
             count += 1
             if len(futures) >= 10_000:
+                producer.flush()  # ship what lingers now, not a linger later
                 for future in futures:
                     future.result()
                 futures.clear()

@@ -40,8 +40,8 @@ The table (Kafka's choices where Kafka has the same request):
     Security.AlterClientQuotas      ALTER_CONFIGS the cluster
     Security.DescribeClientQuotas   DESCRIBE_CONFIGS the cluster
     Quorum.DescribeQuorum           DESCRIBE the cluster (Kafka's DescribeQuorum)
-    ControllerService.*, SecurityController.*, QuorumController.*, RaftService.Call
-                                    CLUSTER_ACTION (nodes only)
+    ControllerService.*, SecurityController.*, QuorumController.*, IsrController.*,
+    RaftService.Call                CLUSTER_ACTION (nodes only)
     GroupCoordinator.FindCoordinator / DescribeGroup           DESCRIBE the group
     GroupCoordinator.ConsumerGroupHeartbeat                     READ the group
     GroupCoordinator.OffsetCommit   READ the group and READ each topic committed
@@ -72,6 +72,7 @@ from spark_log.acls import CLUSTER_NAME, Operation, Resource, ResourceType
 from spark_log.proto import broker_pb2 as bpb
 from spark_log.proto import controller_pb2 as cpb
 from spark_log.proto import groups_pb2 as gpb
+from spark_log.proto import isr_pb2 as ipb
 from spark_log.proto import quorum_pb2 as qpb
 from spark_log.proto import security_pb2 as spb
 
@@ -314,6 +315,7 @@ RULES: dict[str, Rule] = {
 # Node-to-node services: every method, present and future, is for nodes only.
 for _service in (cpb.DESCRIPTOR.services_by_name["ControllerService"],
                  spb.DESCRIPTOR.services_by_name["SecurityController"],
+                 ipb.DESCRIPTOR.services_by_name["IsrController"],
                  qpb.DESCRIPTOR.services_by_name["QuorumController"]):
     for _method in _service.methods:
         RULES[f"/{_service.full_name}/{_method.name}"] = Rule(_on_cluster(_O.CLUSTER_ACTION))

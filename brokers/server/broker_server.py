@@ -121,7 +121,14 @@ class BrokerServer:
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        lag_time_max_ms=replica_lag_time_max_ms,
-                                       fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
+                                       # an idle round per fifth of the lag bound at least, so a
+                                       # follower of an idle partition stays in the ISR on a busy machine
+                                       fetch_wait_max_ms=min(replica_fetch_wait_max_ms,
+                                                             max(50, replica_lag_time_max_ms // 5)),
+                                       idle_wait_max_ms=min(2 * replica_fetch_wait_max_ms,
+                                                            max(50, replica_lag_time_max_ms // 5)),
+                                       channels=channels,
+                                       alter_partitions=controller.alter_partitions)
         self.counters = BrokerCounters(broker_id)
         self.builder = MetadataBuilder()
 
