@@ -401,7 +401,9 @@ final class Writes {
       label = c.label;
       if (c.joined) participants.add(c.producerId);
     }
+    if (commit) CrashPoints.reach("before-commit");
     Txn.end(target.bootstrap, target.security, transactionalId, label, run, commit, participants, target.timeoutMs);
+    if (commit) CrashPoints.reach("during-commit");
   }
 
   static final class Sink implements BatchWrite, StreamingWrite {
