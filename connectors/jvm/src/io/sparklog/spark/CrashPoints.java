@@ -30,7 +30,8 @@ final class CrashPoints {
       // the process group: field 5 of /proc/self/stat, after the command name in parentheses
       String stat = new String(Files.readAllBytes(Paths.get("/proc/self/stat")), StandardCharsets.UTF_8);
       String pgid = stat.substring(stat.lastIndexOf(')') + 2).split(" ")[2];
-      new ProcessBuilder("kill", "-9", "-" + pgid).inheritIO().start().waitFor();
+      // procps' kill needs "--" before a negative id: "kill -9 -<pgid>" signals nothing and exits 0
+      new ProcessBuilder("kill", "-s", "KILL", "--", "-" + pgid).inheritIO().start().waitFor();
     } catch (IOException | RuntimeException e) {
       // fall through to halting this JVM
     } catch (InterruptedException e) {
