@@ -199,6 +199,7 @@ class CommittedReader:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # four Spark sessions started and killed: past 600 s on a loaded 2-core machine
 def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
         spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
     """Both sinks: the JVM one reaches the same named points in its driver (CrashPoints.java).
