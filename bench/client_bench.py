@@ -171,10 +171,11 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) 
     return latencies
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None)
     parser.add_argument("--seconds", type=float, default=8.0)
+    parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     args = parser.parse_args(argv)
     root = Path(args.dir or tempfile.mkdtemp(prefix="client-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -224,6 +225,14 @@ def main(argv: list[str] | None = None) -> None:
               f"({records / max(1e-9, client_s):,.0f} client-only)")
     print(f"{'produce->consume latency (ms)':<34} p50 {p50:>6.2f}  p99 {p99:>6.2f}  (aim p99 < {AIMS['p99_ms']:.0f}; "
           f"{len(lat)} records at ~2,000/s; p99 vs aim {p99 / AIMS['p99_ms']:.2f})")
+    # the figures as data (bench/report.py); with --peers, the peers on the same record sizes (issue 19)
+    figures = {"send_batch": {100: sb100, 1024: sb1k}, "send": snd, "poll_arrow": {100: p100, 1024: p1k},
+               "p50_ms": p50, "p99_ms": p99, "latency_ms": lat, "raw_disk": raw_rps, "partition_log": log_rps,
+               "cpu": cpu, "aims": AIMS}
+    if args.peers:
+        from bench.peers import compare
+        figures["peers"] = compare.client(figures, seconds=min(args.seconds, 3.0))
+    return figures
 
 
 if __name__ == "__main__":

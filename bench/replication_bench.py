@@ -166,7 +166,7 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
     return Run(f"{topic} acks={acks}", sum(acked.values()), elapsed, broker_s, producer_s)
 
 
-def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> None:
+def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> dict:
     admin.create_topic("rf1", partitions=PARTITIONS, replication_factor=1)
     admin.create_topic("rf3", partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
     wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic("rf3", live=False).partitions.values()),
@@ -195,6 +195,7 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
     print(f"  CPU per record (brokers + producer): RF=1 {cpu['rf1']:.3f} us, RF=3 {cpu['rf3']:.3f} us "
           f"(RF=1/RF=3 {cpu['rf1'] / cpu['rf3']:.2f}: the ratio's bound when the CPU is the limit); "
           "counts verified: every acknowledged record stored once, RF=3 on every replica")
+    return {"rf1": one, "rf3": three, "ratio": ratio, "cpu_us": cpu, "rows": args.rows, "window": args.window}
 
 
 def _active_controller(cluster: LocalCluster) -> int:
@@ -290,7 +291,9 @@ def _failovers(cluster: LocalCluster, admin: Admin, kills: int, *, controller: b
               f"max {top * 1000:6.0f} ms ({top / session_s:.2f} x session)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
+    """Runs the bench; with ``figures`` given, fills it with the figures as data (bench/report.py)."""
+    figures = {} if figures is None else figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per topic")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per topic")
@@ -301,6 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--payload", choices=("random", "compressible"), default="random",
                         help="100-byte values: random bytes (incompressible) or b'x' * 100")
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
+    parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
@@ -309,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up(timeout_s=60)
             with Admin(cluster.bootstrap) as admin:
                 try:
-                    _produce_runs(cluster, admin, args)
+                    figures.update(_produce_runs(cluster, admin, args))
                 except CountCheckError as exc:
                     print(f"COUNT CHECK FAILED: {exc}")
                     return 1
@@ -319,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
                     _failovers(cluster, admin, args.controller_kills, controller=True)
         finally:
             cluster.down(timeout_s=15)
+    if args.peers:  # issue 19: the peers on the same record sizes, after spark-log's cluster is down
+        from bench.peers import compare
+        figures["peers"] = compare.replication(figures, seconds=min(args.seconds / args.rounds, 3.0))
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     return 0
 

@@ -250,14 +250,16 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return int(_crc32c.crc32c(data))
 
 
-_WRITE_OPTIONS = {codec: ipc.IpcWriteOptions(compression=codec.arrow_name) for codec in Codec}
+_WRITE_OPTIONS = {(codec, threads): ipc.IpcWriteOptions(compression=codec.arrow_name, use_threads=threads)
+                  for codec in Codec for threads in (True, False)}
 
 
-def ipc_message(batch: pa.RecordBatch, codec: Codec) -> pa.Buffer:
+def ipc_message(batch: pa.RecordBatch, codec: Codec, *, use_threads: bool = True) -> pa.Buffer:
     """``batch`` as one encapsulated Arrow IPC record-batch message (schema not included),
-    its body compressed with ``codec``: the part of a frame after its header."""
+    its body compressed with ``codec``: the part of a frame after its header.  ``use_threads``
+    False compresses on the calling thread (the log cleaner: small batches, many frames)."""
     sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[codec]) as writer:
+    with ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[codec, use_threads]) as writer:
         writer.write_batch(batch)
     reader = ipc.MessageReader.open_stream(sink.getvalue())
     reader.read_next_message()  # the schema: known by id, not stored

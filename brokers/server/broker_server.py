@@ -33,6 +33,7 @@ from brokers.metrics import BrokerCounters, NodeMetrics
 from brokers.metrics.collectors import BrokerCollector, TransactionCollector
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
+from brokers.net.peers import PeerCalls
 from brokers.replica.manager import ReplicaManager
 from brokers.transactions.offsets import GroupOffsetsLink
 from brokers.transactions import (
@@ -131,15 +132,16 @@ class BrokerServer:
                                        commit_timeout_ms=offsets_commit_timeout_ms)
         self.group_servicer = GroupServicer(self.groups)
         manager = self.manager
+        self.peers = PeerCalls(channels)  # this broker's calls to other brokers, one channel per peer
         self.marker_handler = MarkerHandler(lambda topic, index: manager.get(topic, index), manager.wake_all)
         self.transactions = TransactionCoordinator(
             broker_id=broker_id, partitions=manager, create_topic=create_topic, clock=clock,
             config=txn_config(settings), commit_timeout_ms=offsets_commit_timeout_ms,
             markers=MarkerSender(broker_id=broker_id, image=lambda: manager.image, local=self.marker_handler,
-                                 channels=channels),
-            offsets=GroupOffsetsLink(broker_id=broker_id, groups=self.groups, channels=channels))
+                                 peers=self.peers),
+            offsets=GroupOffsetsLink(broker_id=broker_id, groups=self.groups, peers=self.peers))
         self.verifier = TxnVerifier(broker_id=broker_id, image=lambda: manager.image, local=self.transactions,
-                                    channels=channels)
+                                    peers=self.peers)
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
                                               controller_id=lambda: metadata.leader_id,
@@ -179,7 +181,7 @@ class BrokerServer:
         self.metadata.remove_publisher(self.manager.publish)
         self.groups.stop()
         self.transactions.stop()
-        self.verifier.close()
+        self.peers.close()
         self.cleaner.stop()
         self.replicas.stop(timeout_s / 2)
         self.manager.stop(max(0.0, deadline - time.monotonic()))

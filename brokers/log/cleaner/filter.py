@@ -143,7 +143,7 @@ class FrameCleaner:
         self.stats.frames_rewritten += 1
         return encode_v2(
             base_offset=header.base_offset, last_offset_delta=header.span - 1, deltas=offsets[rows] - header.base_offset,
-            message=ipc_message(batch, Codec(header.attributes & ATTR_CODEC_MASK)),
+            message=ipc_message(batch, Codec(header.attributes & ATTR_CODEC_MASK), use_threads=False),
             partition_leader_epoch=header.partition_leader_epoch, attributes=header.attributes,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
             first_timestamp=int(times[0]), max_timestamp=int(times.max()), schema_id=header.schema_id)
