@@ -121,14 +121,61 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     if (fetch(DataConnection.FETCH) == ErrorCodes.OFFSET_OUT_OF_RANGE) afterLoss();
   }
 
-  /** One FETCH or FETCH_TIER of [position, part.end): its error code (0: its records are decoded
-   *  and the position moved on; a retriable code: asked again at the next step, after a pause). */
-  private int fetch(int api) {
+  /** The FETCH or FETCH_TIER of [at, end) on the partition's leader (the answer off-heap, in this task's allocator). */
+  private DataConnection.Direct request(int api, long at) {
     Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
-        .str(part.topic).i32(part.partition).i64(position).i64(part.end).i32(0);
+        .str(part.topic).i32(part.partition).i64(at).i64(part.end).i32(0);
+    return cluster.onLeader(part.topic, part.partition, c -> c.callDirect(api, req, allocator),
+        System.currentTimeMillis() + pollTimeoutMs);
+  }
+
+  /** Prefetching: once a fetch answer is decoded, the next FETCH (from the new position) is sent
+   *  on a background thread while Spark consumes the decoded batches, so the broker prepares the
+   *  next answer meanwhile.  At most one is in flight, and the task's thread touches the
+   *  Cluster (metadata, connections) only while none is (joined before every use). */
+  private static final java.util.concurrent.ExecutorService PREFETCH = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "spark-log-prefetch");
+    t.setDaemon(true);
+    return t;
+  });
+  /** Prefetching off (for measurements): SPARK_LOG_JVM_NO_PREFETCH set, or the JVM's system
+   *  property spark-log.noPrefetch=true, read per task. */
+  private final boolean noPrefetch = System.getenv("SPARK_LOG_JVM_NO_PREFETCH") != null
+      || Boolean.getBoolean("spark-log.noPrefetch");
+  private java.util.concurrent.Future<DataConnection.Direct> inflight;
+  private long inflightAt = -1;
+
+  private DataConnection.Direct awaitPrefetch() {
+    java.util.concurrent.Future<DataConnection.Direct> f = inflight;
+    inflight = null;
+    try {
+      return f.get();
+    } catch (java.util.concurrent.ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException) throw (RuntimeException) e.getCause();
+      throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, String.valueOf(e.getCause()));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RuntimeException(e);
+    }
+  }
+
+  /** One FETCH or FETCH_TIER of [position, part.end): its error code (0: its records are decoded
+   *  and the position moved on; a retriable code: asked again at the next step, after a pause).
+   *  A FETCH uses the prefetched answer when it was asked from this position. */
+  private int fetch(int api) {
     long t0 = System.nanoTime();
-    try (DataConnection.Direct answer = cluster.onLeader(part.topic, part.partition,
-        c -> c.callDirect(api, req, allocator), System.currentTimeMillis() + pollTimeoutMs)) {
+    DataConnection.Direct got = null;
+    if (inflight != null) {
+      boolean useful = inflightAt == position && api == DataConnection.FETCH;
+      got = awaitPrefetch();
+      if (!useful) {
+        got.close();
+        got = null;
+      }
+    }
+    if (got == null) got = request(api, position);
+    boolean ok = false;
+    try (DataConnection.Direct answer = got) {
       fetchNanos += System.nanoTime() - t0;
       fetches++;
       ByteBuffer r = answer.view;
@@ -165,8 +212,14 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       decode(frames, aborted, answer.buf, framesBase);
       decodeNanos += System.nanoTime() - t1;
       if (next > position) position = Math.min(next, part.end);
-      return 0;
+      ok = true;
     }
+    if (ok && api == DataConnection.FETCH && position < part.end && !noPrefetch) {
+      long at = position;
+      inflightAt = at;
+      inflight = PREFETCH.submit(() -> request(DataConnection.FETCH, at));
+    }
+    return 0;
   }
 
   /** The brokers answered OFFSET_OUT_OF_RANGE at {@code position}: read it from the Delta tier
@@ -405,6 +458,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
           decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, DataConnection.OPENED.get());
     }
     release();
+    if (inflight != null) {  // the answer of a prefetch this task no longer needs
+      try {
+        awaitPrefetch().close();
+      } catch (RuntimeException ignored) {
+        // the task is over: a failed prefetch does not matter
+      }
+    }
     for (ColumnarBatch b : ready) b.close();
     ready.clear();
     for (VectorSchemaRoot r : readyRoots) r.close();
