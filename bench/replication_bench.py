@@ -170,7 +170,7 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
     return Run(f"{topic} acks={acks} {settings}", sum(acked.values()), elapsed, broker_s, producer_s)
 
 
-def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> None:
+def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> dict:
     admin.create_topic("rf1", partitions=PARTITIONS, replication_factor=1)
     admin.create_topic("rf3", partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
     wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic("rf3", live=False).partitions.values()),
@@ -212,6 +212,12 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
         ratio = means[("rf3", setting)] / means[("rf1", setting)]
         print(f"  RF=3/RF=1 ({setting}): {ratio:.2f} (aim >= {AIM_RATIO}: {'met' if ratio >= AIM_RATIO else 'NOT met'})")
     print("  counts verified: every acknowledged record stored once, RF=3 on every replica")
+    best = "tuned" if "tuned" in args.settings else args.settings[0]  # bench/report.py and the peers: one column
+    cpu = {t: (sum(r.broker_cpu_s + r.producer_cpu_s for r in rs) / sum(r.records for r in rs) * 1e6)
+           for (t, s), rs in runs.items() if s == best}
+    return {"rf1": means[("rf1", best)], "rf3": means[("rf3", best)],
+            "ratio": means[("rf3", best)] / means[("rf1", best)], "cpu_us": cpu, "rows": args.rows,
+            "window": args.window, "settings": best, "means": {f"{t} {s}": v for (t, s), v in means.items()}}
 
 
 def _active_controller(cluster: LocalCluster) -> int:
@@ -307,7 +313,9 @@ def _failovers(cluster: LocalCluster, admin: Admin, kills: int, *, controller: b
               f"max {top * 1000:6.0f} ms ({top / session_s:.2f} x session)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
+    """Runs the bench; with ``figures`` given, fills it with the figures as data (bench/report.py)."""
+    figures = {} if figures is None else figures
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=8.0, help="measured seconds per topic")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per topic")
@@ -320,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS),
                         help="producer settings columns to run")
+    parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
@@ -328,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up(timeout_s=60)
             with Admin(cluster.bootstrap) as admin:
                 try:
-                    _produce_runs(cluster, admin, args)
+                    figures.update(_produce_runs(cluster, admin, args))
                 except CountCheckError as exc:
                     print(f"COUNT CHECK FAILED: {exc}")
                     return 1
@@ -338,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
                     _failovers(cluster, admin, args.controller_kills, controller=True)
         finally:
             cluster.down(timeout_s=15)
+    if args.peers:  # issue 19: the peers on the same record sizes, after spark-log's cluster is down
+        from bench.peers import compare
+        figures["peers"] = compare.replication(figures, seconds=min(args.seconds / args.rounds, 3.0))
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     return 0
 

@@ -11,7 +11,10 @@ One process = one gRPC server on ``host:port`` carrying every service of the nod
   (``brokers.server.register``);
 - for brokers, a ``BrokerHeartbeater`` that registers the broker with the active
   controller (a new incarnation per process start) and keeps its lease;
-- on every node the ``Security`` service, and on voters ``SecurityController``.
+- on every node the ``Security`` service, and on voters ``SecurityController``;
+- on every node the ``Quorum`` service (DescribeQuorum: the Raft state as the leader sees
+  it, forwarded to the leader), and on voters ``QuorumController``
+  (``brokers.raft.quorum_service``).
 
 Security (``brokers.security``, the ``[security]`` config): the listener is TLS or
 plaintext as configured (``NodeSecurity.bind``); every RPC of the server, whoever
@@ -68,6 +71,8 @@ from typing import Callable, Sequence
 
 import grpc
 
+from brokers.controller import isr_service as isr_controller_service
+from brokers.raft import quorum_service
 from brokers.controller import security_service as security_controller_service
 from brokers.controller import service as controller_service
 from brokers.controller.client import ControllerClient
@@ -85,6 +90,7 @@ from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
 from spark_log.errors import InvalidConfigError, SparkLogError
+from spark_log.proto import quorum_pb2
 
 __all__ = ["Node", "ServiceRegistrar", "main"]
 
@@ -221,7 +227,10 @@ class Node:
             self.controller.attach(self.raft)
             controller_service.add_to_server(self.controller, self.server)
             security_controller_service.add_to_server(self.controller, self.server)
+            isr_controller_service.add_to_server(self.controller, self.server)
         self.controller_client = ControllerClient(self.voters, channels=self.security.channels)
+        quorum_service.add_to_server(self.server, self.raft, self.clock, voter=self.is_voter,
+                                     forward=self._forward_describe_quorum)
         self.security.attach(image=lambda: self.metadata.image,
                              wait_for=lambda predicate, timeout_s: self.metadata.wait_for(predicate, timeout_s=timeout_s),
                              controller=self.controller_client, server=self.server)
@@ -262,6 +271,12 @@ class Node:
             f"; metrics on {self.metrics.scheme}://{config.host}:{self.metrics.port}/metrics"
             if self.metrics.port else "",
         )
+
+    def _forward_describe_quorum(self) -> quorum_pb2.DescribeQuorumResponse:
+        client = self.controller_client
+        if client is None:
+            raise SparkLogError("the node is not started")
+        return client.describe_quorum()
 
     def _metrics_tls(self) -> MetricsTls | None:
         """HTTPS for /metrics when the listener uses TLS (``metrics_allow_plaintext`` keeps it HTTP)."""

@@ -3,8 +3,12 @@
 ``reach(name)`` is a no-op unless the environment variable ``SPARK_LOG_SINK_CRASH_AT``
 names this point: then it appends ``name`` to the file named by
 ``SPARK_LOG_SINK_CRASH_MARKER`` (fsynced, so the test can assert the point was reached) and
-kills its whole process group with SIGKILL (the query's driver, JVM and Python workers), as
-a crash of the driver's machine at that moment would.  The points (``writer.py``):
+kills the process group of the process that reached it with SIGKILL.  In the Python sink
+that process is the Spark Python worker running the driver-side commit, which has a process
+group of its own: the worker dies at that moment and the query's driver fails with it (it
+is not killed itself), so the commit stops exactly there, as a crash of the driver would
+stop it.  (The JVM sink's points, ``CrashPoints.java``, kill the driver's whole group.)
+The points (``writer.py``):
 
 - ``before-commit``: every task of the micro-batch wrote and returned; the driver has not
   asked the coordinator to commit yet;

@@ -73,6 +73,8 @@ class CompactionReport:
     dry_run: bool
     partitions: list[PartitionReport]
     seconds: float
+    map_seconds: float = 0.0  # Spark's pass (read and aggregate), of ``seconds``
+    apply_seconds: float = 0.0  # offering the maps, and waiting until every replica applied them
 
     @property
     def records_before(self) -> int:
@@ -140,6 +142,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
         # in the dirty range) and, once the plan's tombstone horizon is known, the count of
         # survivors: every keyless record, and each key's latest unless it is a tombstone older
         # than the horizon.  Keys with nulls group together, as the broker cleaner's keys do.
+        mapping = time.monotonic()
         frame = _read_ranges(spark, bootstrap, topic, ranges)
         tombstone: Column = (F.col("value").isNull() if described.kind == "bytes"
                              else F.coalesce(F.col(tombstone_column), F.lit(False)) if tombstone_column else F.lit(False))
@@ -152,6 +155,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
         keyed: Any = (pc.is_valid(per_key.column("key")) if described.kind == "bytes"
                       else pa.chunked_array([pa.array([True] * per_key.num_rows, pa.bool_())]))
         records_before = {p: _sum(per_key.filter(_in_partition(per_key, p)).column("n")) for p in ranges}
+        applying = time.monotonic()
 
         plans: dict[int, tuple[int, int]] = {}  # partition -> (plan offset, tombstone horizon)
         if not dry_run:
@@ -168,6 +172,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
         final = {p: [s] for p, s in states.items()}
         if plans:
             final = admin.wait_for_compaction(topic, sorted(plans), timeout_s=timeout_s)
+        applied = time.monotonic()
         reports = []
         for p, (start, end) in sorted(ranges.items()):
             before = states[p]
@@ -181,7 +186,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
             reports.append(PartitionReport(p, start, cleaned[p], end, records_before.get(p, 0),
                                            records_after.get(p, 0), bytes_before, bytes_after,
                                            plans.get(p, (-1, 0))[0], horizons[p], kept))
-    return CompactionReport(topic, dry_run, reports, time.monotonic() - started)
+    return CompactionReport(topic, dry_run, reports, time.monotonic() - started, applying - mapping, applied - applying)
 
 
 def _in_partition(per_key: pa.Table, partition: int) -> Any:

@@ -11,10 +11,11 @@ For each topic with ``remote.storage.enable=true`` (all of them, or the ``--topi
    brokers' log start), ``end`` the leader's ``tierable_end`` (closed segments below the last
    stable offset).  The records are read ``read_committed`` (aborted records and every
    control frame left out): through a ``Consumer`` (``--engine local``) or through the
-   ``spark-log`` Spark source (``--engine spark``: Spark reads the partitions' ranges in
-   parallel tasks; the rows come back to the driver as Arrow).
-2. One Parquet data file per partition is written under the table (crash point
-   ``files-written``), the Delta add actions carry each file's min/max ``offset`` statistics
+   ``spark-log`` Spark source (``--engine spark``, ``SparkEngine``: Spark reads the
+   partitions' ranges in parallel tasks, and each task writes its rows as data files itself;
+   no row comes to the driver, only the files' names, sizes and statistics).
+2. One Parquet data file per partition (the Spark engine: per task, each one contiguous
+   offset range) is written under the table (crash point ``files-written``), the Delta add actions carry each file's min/max ``offset`` statistics
    (crash point ``before-commit``), and **one Delta commit** adds them together with the
    application transactions that say which ``[start, end)`` of each partition the table now
    holds.  A job killed before the commit leaves unreferenced files (nothing reads them;
@@ -49,7 +50,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -60,7 +61,7 @@ from spark_log.errors import TieringNotEnabledError, TierOffsetInvalidError
 from spark_log.errors import SparkLogError, TierUnavailableError
 from spark_log.tier import TOPIC_ID_KEY, TierTable, end_app_id, start_app_id, tier_schema, to_tier_batch
 
-__all__ = ["CRASH_POINTS", "RoundResult", "tier_topic", "tier_all", "tiered_topics", "main"]
+__all__ = ["CRASH_POINTS", "RoundResult", "SparkEngine", "tier_topic", "tier_all", "tiered_topics", "main"]
 
 CRASH_POINTS = ("files-written", "before-commit", "after-commit", "before-local-delete")
 
@@ -114,33 +115,80 @@ def consumer_reader(bootstrap: str | None, *, timeout_s: float = 60.0) -> Reader
     return read
 
 
-def spark_reader(spark: Any, bootstrap: str | None) -> Reader:
-    """Read ranges with the ``spark-log`` source (one Spark task per range or more); the rows
-    are collected to the driver as Arrow, where ``deltalake`` writes them."""
+_WRITTEN_TYPES: dict[str, pa.DataType] = {"path": pa.string(), "size": pa.int64(), "partition": pa.int32(),
+                                           "rows": pa.int64(), "stats": pa.string()}
+_WRITTEN = pa.schema(_WRITTEN_TYPES)   # what each Spark task of SparkEngine.write answers
 
-    def read(topic: str, ranges: dict[int, tuple[int, int]]) -> dict[int, list[pa.RecordBatch]]:
+
+class SparkEngine:
+    """The job's Spark engine (``spark_reader``): the ``spark-log`` source reads the ranges in
+    parallel tasks, and each task writes its rows as Parquet data files of the table itself
+    (``write``): only the files' names, sizes and statistics come back to the driver, which
+    commits them in one Delta transaction with the application transactions, as the local
+    engine does.  The executors need the tier location (as every reader of the tier does).
+    A task attempt that fails, or a job killed before the commit, leaves files no commit
+    names (``DeltaTable.vacuum`` removes them); nothing reads them.  Called as a ``Reader``
+    it brings the rows to the driver instead."""
+
+    def __init__(self, spark: Any, bootstrap: str | None) -> None:
+        self.spark = spark
+        self.bootstrap = bootstrap
+
+    def _frame(self, topic: str, ranges: dict[int, tuple[int, int]]) -> Any:
         starting = json.dumps({topic: {str(p): s for p, (s, _) in ranges.items()}})
         ending = json.dumps({topic: {str(p): e for p, (_, e) in ranges.items()}})
-        reader = (spark.read.format("spark-log").option("assign", json.dumps({topic: sorted(ranges)}))
+        reader = (self.spark.read.format("spark-log").option("assign", json.dumps({topic: sorted(ranges)}))
                   .option("startingOffsets", starting).option("endingOffsets", ending)
                   .option("isolationLevel", "read_committed"))
-        if bootstrap:
-            reader = reader.option("kafka.bootstrap.servers", bootstrap)
-        admin = Admin(bootstrap)
+        if self.bootstrap:
+            reader = reader.option("kafka.bootstrap.servers", self.bootstrap)
+        admin = Admin(self.bootstrap)
         try:
             kind = admin.describe_topic(topic, live=False).kind
         finally:
             admin.close()
         if kind == "bytes":
             reader = reader.option("includeHeaders", "true")
-        table = reader.load().toArrow()   # Spark's Kafka shape; to_tier_batch picks the tier's columns by name
+        return reader.load()   # Spark's Kafka shape; to_tier_batch picks the tier's columns by name
+
+    def __call__(self, topic: str, ranges: dict[int, tuple[int, int]]) -> dict[int, list[pa.RecordBatch]]:
+        table = self._frame(topic, ranges).toArrow()
         out: dict[int, list[pa.RecordBatch]] = {p: [] for p in ranges}
         for p in ranges:
             part = table.filter(pc.equal(table.column("partition"), pa.scalar(p, table.schema.field("partition").type)))
             out[p] = part.combine_chunks().to_batches() if part.num_rows else []
         return out
 
-    return read
+    def write(self, topic: str, ranges: dict[int, tuple[int, int]], path: str,
+              schema: pa.Schema) -> tuple[list[Any], int]:
+        """The ranges' rows written by the Spark tasks as data files under ``path``: their
+        Delta add actions (not committed) and the number of rows."""
+
+        def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from jobs.tier import _sorted_table, _write_file   # on the executor
+
+            rows = [to_tier_batch(b, schema) for b in batches if b.num_rows]
+            if not rows:
+                return
+            table = pa.Table.from_batches(rows, schema=schema)
+            for p in sorted({int(v) for v in table.column("partition").to_pylist() if v is not None}):
+                part = _sorted_table(table.filter(pc.equal(table.column("partition"), pa.scalar(p, pa.int32()))))
+                relative, size, stats = _write_file(path, p, part)
+                yield pa.RecordBatch.from_pydict({"path": [relative], "size": [size], "partition": [p],
+                                                  "rows": [part.num_rows], "stats": [stats]}, schema=_WRITTEN)
+
+        written = (self._frame(topic, ranges)
+                   .mapInArrow(task, "path string, size long, partition int, rows long, stats string").collect())
+        # (the schema's Arrow types must be exactly _WRITTEN's: Spark reads the vectors as declared)
+        actions = [_add_action(r.path, r.size, r.partition, r.stats)
+                   for r in sorted(written, key=lambda r: (r.partition, r.path))]
+        return actions, sum(r.rows for r in written)
+
+
+def spark_reader(spark: Any, bootstrap: str | None) -> SparkEngine:
+    """The Spark engine (``SparkEngine``): tasks read the ranges with the ``spark-log`` source
+    and write the table's data files; the driver commits."""
+    return SparkEngine(spark, bootstrap)
 
 
 # --- writing Delta ---------------------------------------------------------------------------
@@ -166,28 +214,39 @@ def _stats(table: pa.Table) -> str:
                        "nullCount": {"offset": 0}})
 
 
-def _write_files(path: str, topic: str, schema: pa.Schema, batches: dict[int, list[pa.RecordBatch]]) -> list[Any]:
-    """One Parquet file per partition (rows in offset order); their Delta add actions."""
+def _sorted_table(table: pa.Table) -> pa.Table:
+    return table.take(pc.sort_indices(table.column("offset")))
+
+
+def _write_file(path: str, p: int, table: pa.Table) -> tuple[str, int, str]:
+    """One Parquet data file of partition ``p`` under the table at ``path`` (``table``: tier
+    rows in offset order), fsynced under a temporary name and then renamed: its path
+    relative to the table, its size and its Delta statistics."""
+    relative = f"partition={p}/part-{uuid.uuid4().hex}.parquet"
+    full = os.path.join(path, relative)
+    os.makedirs(os.path.dirname(full), exist_ok=True)
+    pq.write_table(table.drop_columns(["partition"]), full + ".tmp")
+    with open(full + ".tmp", "rb") as handle:
+        os.fsync(handle.fileno())
+    os.replace(full + ".tmp", full)
+    return relative, os.path.getsize(full), _stats(table.select(["offset", "timestamp"]))
+
+
+def _add_action(relative: str, size: int, p: int, stats: str) -> Any:
     from deltalake.transaction import AddAction
 
+    return AddAction(relative, size, {"partition": str(p)}, int(time.time() * 1000), True, stats)
+
+
+def _write_files(path: str, topic: str, schema: pa.Schema, batches: dict[int, list[pa.RecordBatch]]) -> list[Any]:
+    """One Parquet file per partition (rows in offset order); their Delta add actions."""
     actions = []
     for p, parts in sorted(batches.items()):
         rows = [to_tier_batch(b, schema) for b in parts if b.num_rows]
         if not rows:
             continue
-        table = pa.Table.from_batches(rows, schema=schema)
-        table = table.take(pc.sort_indices(table.column("offset")))
-        data = table.drop_columns(["partition"])
-        relative = f"partition={p}/part-{uuid.uuid4().hex}.parquet"
-        full = os.path.join(path, relative)
-        os.makedirs(os.path.dirname(full), exist_ok=True)
-        pq.write_table(data, full + ".tmp")
-        with open(full + ".tmp", "rb") as handle:
-            os.fsync(handle.fileno())
-        os.replace(full + ".tmp", full)
-        stats_table = table.select(["offset", "timestamp"])
-        actions.append(AddAction(relative, os.path.getsize(full), {"partition": str(p)}, int(time.time() * 1000),
-                                 True, _stats(stats_table)))
+        relative, size, stats = _write_file(path, p, _sorted_table(pa.Table.from_batches(rows, schema=schema)))
+        actions.append(_add_action(relative, size, p, stats))
     return actions
 
 
@@ -268,15 +327,18 @@ def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None =
             starts[p] = info.log_start_offset if h.empty else h.start
     if ranges:
         schema = tier_schema(description.kind, description.schema if description.kind == "typed" else None)
-        batches = reader(topic, ranges)
         delta = _open_table(table.path, schema, description.topic_id)
-        actions = _write_files(table.path, topic, schema, batches)
+        if isinstance(reader, SparkEngine):   # the tasks write the data files; only their names come back
+            actions, result.rows = reader.write(topic, ranges, table.path, schema)
+        else:
+            batches = reader(topic, ranges)
+            actions = _write_files(table.path, topic, schema, batches)
+            result.rows = sum(b.num_rows for parts in batches.values() for b in parts)
         reach("files-written")
         txns: dict[str, int] = {}
         for p, (start, end) in ranges.items():
             txns[end_app_id(topic, p)] = end
             txns[start_app_id(topic, p)] = starts[p]
-        result.rows = sum(b.num_rows for parts in batches.values() for b in parts)
         reach("before-commit")
         delta.create_write_transaction(actions, mode="append", schema=delta.schema(), partition_by=["partition"],
                                        commit_properties=_commit_properties(txns, {
@@ -383,9 +445,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval-ms", type=int, default=10_000)
     parser.add_argument("--engine", choices=("local", "spark"), default="local")
     parser.add_argument("--max-offsets-per-round", type=int, default=2_000_000,
-                        help="per partition and round (bounds the job's memory: a round holds its rows)")
+                        help="per partition and round (bounds a round: the local engine holds its rows)")
     args = parser.parse_args(argv)
     spark = None
+    reader: Reader
     if args.engine == "spark":
         from connectors.session import local_session
 

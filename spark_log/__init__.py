@@ -31,6 +31,8 @@ from ._group_admin import GroupPartition as GroupPartition
 from ._group_session import ConsumerGroupMetadata as ConsumerGroupMetadata
 from ._group_session import OffsetAndMetadata as OffsetAndMetadata
 from ._producer import Producer as Producer
+from ._quorum import QuorumDescription as QuorumDescription
+from ._quorum import QuorumReplica as QuorumReplica
 from ._reassignment import ElectionResult as ElectionResult
 from ._reassignment import PartitionReassignment as PartitionReassignment
 from ._security_admin import QuotaEntry as QuotaEntry
@@ -64,6 +66,8 @@ __all__ = [
     "PartitionReassignment",
     "PlanInfo",
     "Producer",
+    "QuorumDescription",
+    "QuorumReplica",
     "QuotaEntry",
     "RaftConfig",
     "ReplicaCompaction",

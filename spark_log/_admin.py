@@ -25,12 +25,13 @@ from typing import Any, Callable, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import _client, _compaction, _tiering, errors
+from . import _client, _compaction, _quorum, _tiering, errors
 from ._client import Cluster, error_from_pb, retry
 from ._live_state import live_states
 from . import _reassignment
 from . import _security_admin as _sec
 from .acls import AclBinding, AclBindingFilter
+from .proto import quorum_pb2_grpc as qpb_grpc
 from .proto import security_pb2_grpc as spb_grpc
 from ._group_admin import GroupAdmin, GroupDescription, GroupListing
 from ._group_session import OffsetAndMetadata
@@ -43,9 +44,10 @@ __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_fo
 
 
 _READ_ONLY = frozenset({"DescribeTopic", "ListTopics", "DescribeUserScramCredentials", "DescribeAcls",
-                        "DescribeClientQuotas", "WhoAmI"})
+                        "DescribeClientQuotas", "WhoAmI", "DescribeQuorum"})
 # The generated gRPC module has no annotations; this name types its stub constructor.
 _security_stub: Any = spb_grpc.SecurityStub
+_quorum_stub: Any = qpb_grpc.QuorumStub
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,16 +534,27 @@ class Admin:
         return plan
     # --- security: SCRAM users, ACLs, client quotas (spark_log/_security_admin.py) ------------
 
-    def _security(self, method: str, request: Any) -> Any:
-        """One ``Security`` RPC through any broker, retried like the other Admin calls."""
+    def _security(self, method: str, request: Any, *, stub: Any = _security_stub) -> Any:
+        """One ``Security`` (or, with ``stub``, another service's) RPC through any broker,
+        retried like the other Admin calls."""
         read_only = method in _READ_ONLY
         timeout_s = min(self._timeout_s, _client.READ_TRY_S) if read_only else self._timeout_s
 
         def once() -> Any:
             return self._cluster.call_any(
-                lambda address: getattr(_security_stub(self._cluster.channel(address)), method)(
+                lambda address: getattr(stub(self._cluster.channel(address)), method)(
                     request, timeout=timeout_s), read_only=read_only)
         return retry(once, cluster=self._cluster, deadline_s=self._timeout_s)
+
+    # --- the metadata quorum (spark_log/_quorum.py) ---------------------------------------------
+
+    def describe_quorum(self) -> _quorum.QuorumDescription:
+        """The metadata quorum's Raft state as its leader sees it (Kafka's DescribeQuorum):
+        leader id and epoch, high watermark, and per voter and observer its log end offset,
+        lag and last fetch / caught-up times.  Any broker forwards the request to the leader;
+        retried while an election runs (``RequestTimeoutError`` after the request timeout).
+        Needs DESCRIBE on the cluster (``ClusterAuthorizationError`` otherwise)."""
+        return _quorum.describe(lambda method, request: self._security(method, request, stub=_quorum_stub))
 
     def add_user(self, name: str, password: str, *, iterations: int = 4096) -> None:
         """Create SCRAM-SHA-256 user ``name``, or change its password.  Only the salted,

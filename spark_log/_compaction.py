@@ -69,6 +69,7 @@ class ReplicaCompaction:
     tombstones_removed: int
     bytes_read: int
     bytes_written: int
+    markers_removed: int = 0
 
     @property
     def settled(self) -> bool:
@@ -85,7 +86,7 @@ def _replica(message: cpb.PartitionCompaction) -> ReplicaCompaction:
         if plan.offset >= 0 else None,
         message.applied_plan_offset, message.requested, message.log_start_offset, message.high_watermark,
         message.log_end_offset, message.records_read, message.records_kept, message.tombstones_removed,
-        message.bytes_read, message.bytes_written)
+        message.bytes_read, message.bytes_written, message.markers_removed)
 
 
 def _stub(cluster: Cluster, address: str) -> crpc.CompactionStub:

@@ -5,6 +5,9 @@ when it holds ``batch_size`` bytes or is ``linger_ms`` old (or on ``flush``).  S
 encodes one frame (compressed once, here), stamps the producer id, epoch and base sequence
 into its header and issues a unary Produce call without waiting for it: many calls are in
 flight on one channel per broker (at most ``max_in_flight``; ``send`` blocks beyond that).
+The batches that linger expiry or ``flush`` ship together go in one call per leader broker,
+whatever their partitions (keyed records over 1,000 partitions cost a few calls per round,
+not one per partition).
 
 Ordering and exactly-once.  Every producer is idempotent.  Without ``producer_id`` a random
 63-bit id is drawn; with it (the Spark writer derives one from the query and Spark
@@ -372,8 +375,11 @@ class Producer:
             batches, self._open = self._open, {}
             for slot, batch in batches.items():
                 batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
+        ready: list[Shipment] = []
         for (topic, partition), batch in batches.items():
-            self._ship_open(topic, partition, batch)
+            self._ship_open(topic, partition, batch, ready)
+        if ready:
+            self._issue_many(ready)
         deadline = None if timeout is None else self._now_s() + timeout
         with self._lock:
             while self._pending or self._closing:
@@ -475,15 +481,17 @@ class Producer:
             transactional=self._txn is not None,
         )
 
-    def _ship_open(self, topic: str, partition: int, batch: OpenBatch) -> None:
+    def _ship_open(self, topic: str, partition: int, batch: OpenBatch,
+                   collect: list[Shipment] | None = None) -> None:
         try:
-            self._ship_open_now(topic, partition, batch)
+            self._ship_open_now(topic, partition, batch, collect)
         finally:
             with self._lock:
                 self._closing -= 1
                 self._lock.notify_all()
 
-    def _ship_open_now(self, topic: str, partition: int, batch: OpenBatch) -> None:
+    def _ship_open_now(self, topic: str, partition: int, batch: OpenBatch,
+                       collect: list[Shipment] | None = None) -> None:
         try:
             info = self._topic(topic)
             if info.kind == "typed":
@@ -501,11 +509,14 @@ class Producer:
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
         self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
-                          first_seq=batch.seq, producer_id=batch.pid)
+                          first_seq=batch.seq, producer_id=batch.pid, collect=collect)
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
                      *, sticky: bool, group: FutureGroup | None = None,
-                     first_seq: int | None = None, producer_id: int = -1) -> "list[Future[tuple[int, int]]]":
+                     first_seq: int | None = None, producer_id: int = -1,
+                     collect: list[Shipment] | None = None) -> "list[Future[tuple[int, int]]]":
+        """Encode ``frames`` for one partition and issue them (with ``collect``: append the
+        shipments to it instead, for ``_issue_many`` to send with other partitions')."""
         futures: list[Future[tuple[int, int]]] = []
         deadline = self._now_s() + self._delivery_timeout_s
         request: list[Shipment] = []
@@ -530,10 +541,12 @@ class Producer:
                 counts = self._unsettled.setdefault((topic, partition), {})
                 counts[producer_id] = counts.get(producer_id, 0) + 1
             size += len(frame)
-            if size >= _REQUEST_TARGET_BYTES:
+            if size >= _REQUEST_TARGET_BYTES and collect is None:
                 self._issue(request)
                 request, size = [], 0
-        if request:
+        if collect is not None:
+            collect.extend(request)
+        elif request:
             self._issue(request)
         return futures
 
@@ -542,6 +555,20 @@ class Producer:
     def _issue(self, shipments: list[Shipment]) -> None:
         """Send one Produce call for shipments of one partition (of one producer id), or hold
         it while an older producer id has sends to that partition not yet settled."""
+        if self._hold(shipments):
+            return
+        first = shipments[0]
+        try:
+            address, epoch = self._cluster.leader(first.topic, first.partition)
+        except SparkLogError as exc:
+            for shipment in shipments:
+                self._failed(shipment, exc)
+            return
+        self._send(address, shipments)
+
+    def _hold(self, shipments: list[Shipment]) -> bool:
+        """Hold ``shipments`` (of one partition and producer id) while an older producer id
+        has sends to that partition not yet settled; True when held."""
         first = shipments[0]
         slot = (first.topic, first.partition)
         with self._lock:
@@ -549,13 +576,41 @@ class Producer:
             counts = self._unsettled.get(slot, {})
             if any(n and self._generation.get(pid, 0) < mine for pid, n in counts.items() if pid != first.pid):
                 self._held.setdefault(slot, []).append(shipments)
-                return
-        try:
-            address, epoch = self._cluster.leader(first.topic, first.partition)
-        except SparkLogError as exc:
-            for shipment in shipments:
-                self._failed(shipment, exc)
-            return
+                return True
+        return False
+
+    def _issue_many(self, shipments: list[Shipment]) -> None:
+        """Send shipments of many partitions: one Produce call per leader broker (split at
+        ``_REQUEST_TARGET_BYTES``), so a linger round over 1,000 partitions costs a few
+        calls, not 1,000.  Per partition as ``_issue``."""
+        slots: dict[tuple[str, int, int], list[Shipment]] = {}
+        for shipment in shipments:
+            slots.setdefault((shipment.topic, shipment.partition, shipment.pid), []).append(shipment)
+        by_address: dict[str, list[Shipment]] = {}
+        for (topic, partition, _), group in slots.items():
+            if self._hold(group):
+                continue
+            try:
+                address, _epoch = self._cluster.leader(topic, partition)
+            except SparkLogError as exc:
+                for shipment in group:
+                    self._failed(shipment, exc)
+                continue
+            by_address.setdefault(address, []).extend(group)
+        for address, group in by_address.items():
+            request: list[Shipment] = []
+            size = 0
+            for shipment in group:
+                request.append(shipment)
+                size += len(shipment.frame)
+                if size >= _REQUEST_TARGET_BYTES:
+                    self._send(address, request)
+                    request, size = [], 0
+            if request:
+                self._send(address, request)
+
+    def _send(self, address: str, shipments: list[Shipment]) -> None:
+        """One Produce call to ``address`` for ``shipments`` (any partitions it leads)."""
         request = encode_produce_request(  # the frames copied once, not into a message and out again
             acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000),
             transactional_id=self._txn.transactional_id if self._txn is not None else "",
@@ -695,7 +750,10 @@ class Producer:
                 if not due and not retry:
                     self._lock.wait(max(0.0, wake - now))
                     continue
+            ready: list[Shipment] = []
             for topic, partition, batch in due:
-                self._ship_open(topic, partition, batch)
+                self._ship_open(topic, partition, batch, ready)
+            if ready:
+                self._issue_many(ready)
             for shipment in retry:
                 self._issue([shipment])

@@ -21,6 +21,7 @@
     spark-log topics compact NAME [--partition P ...] [--wait [--timeout-ms MS]] [--json]
     spark-log topics tier NAME [--wait [--timeout-ms MS]] [--engine local|spark]
     spark-log console [--port 8080] [--host 127.0.0.1]   the web console (spark_log/console.py)
+    spark-log cluster quorum [--replication] [--json]     the metadata quorum's Raft state (_cli_quorum.py)
     spark-log users add|list|delete, acls add|list|remove, quotas alter|describe, whoami
                                               security (see _cli_security.py)
 
@@ -134,6 +135,9 @@ def _parser() -> argparse.ArgumentParser:
     console.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0: a free one)")
     console.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     _cli_groups.add_parser(commands)  # groups list|describe|reset-offsets|delete|delete-offsets
+    from . import _cli_quorum
+
+    _cli_quorum.add_parser(commands)  # cluster quorum
 
     from . import _cli_security
 
@@ -266,13 +270,19 @@ def _produce_file(args: argparse.Namespace) -> int:
     return 0
 
 
+_STDIN_LINGER_MS = 1000  # as Kafka's console producer
+
+
 def _produce(args: argparse.Namespace) -> int:
     from ._producer import Producer
 
     if args.file is not None:
         return _produce_file(args)
     count = 0
-    with Producer(args.bootstrap) as producer:
+    # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch
+    # fill (keyed lines over 1,000 partitions were one record per frame); every 10,000 lines
+    # and EOF flush at once
+    with Producer(args.bootstrap, linger_ms=_STDIN_LINGER_MS) as producer:
         info = producer._cluster.topic(args.topic)
         futures = []
         for line in sys.stdin:
@@ -294,6 +304,7 @@ def _produce(args: argparse.Namespace) -> int:
                 futures.append(producer.send(args.topic, value.encode(), key=key))
             count += 1
             if len(futures) >= 10_000:
+                producer.flush()  # ship what lingers now, not a linger later
                 for future in futures:
                     future.result()
                 futures.clear()
@@ -421,6 +432,10 @@ def _dispatch(args: argparse.Namespace) -> int:
             from . import _cli_groups
 
             return _cli_groups.run(args)
+        if args.command == "cluster":
+            from . import _cli_quorum
+
+            return _cli_quorum.run(args)
         return _consume(args)
     except SparkLogError as exc:
         print(f"spark-log: {exc}", file=sys.stderr)

@@ -273,7 +273,9 @@ class BrokerConfig:
     heartbeat_interval_ms: int = 500
     session_timeout_ms: int = 6000
     replica_lag_time_max_ms: int = 10_000
-    replica_fetch_wait_max_ms: int = 200
+    # how long an idle follower fetch waits at the leader (new data ends it at once): Kafka's
+    # replica.fetch.wait.max.ms default; each idle round costs every followed partition
+    replica_fetch_wait_max_ms: int = 500
     # SIGTERM: the process stops cleanly within this bound, or dumps its threads and exits 1
     shutdown_timeout_ms: int = 10_000
     # Kafka's auto.leader.rebalance.enable: the active controller moves leadership back to
@@ -338,6 +340,8 @@ class BrokerConfig:
             "must be greater than heartbeat_interval_ms",
         )
         _require(self.replica_lag_time_max_ms >= 1, "replica_lag_time_max_ms", "must be >= 1")
+        _require(0 <= self.replica_fetch_wait_max_ms < self.replica_lag_time_max_ms, "replica_fetch_wait_max_ms",
+                 "must be >= 0 and below replica_lag_time_max_ms (an idle follower would leave the ISR)")
         _require(self.shutdown_timeout_ms >= 100, "shutdown_timeout_ms", "must be >= 100")
         _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
         _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")

@@ -4,7 +4,11 @@ A stdlib ``ThreadingHTTPServer`` serves one page (``console_static/index.html``:
 plain JavaScript, no build step, no outside assets) and JSON endpoints, each answered with
 the existing clients:
 
-    GET  /api/cluster            brokers (id, address, rack, fenced), controller, metadata offset
+    GET  /api/cluster            brokers (id, address, rack, fenced), controller, metadata offset,
+                                 and the Raft state of the metadata quorum (``Admin.describe_quorum``:
+                                 leader, epoch, high watermark, each voter's and observer's role,
+                                 log end offset and lag); ``quorum_error`` instead when it cannot
+                                 be had (no DESCRIBE on the cluster, no leader): the rest still shows
     GET  /api/topics             topics, partitions (leader, replicas, ISR, HW, LEO, records),
                                  under-replicated and offline ones first
     GET  /api/records?topic=T&partition=P&offset=O&limit=N
@@ -56,6 +60,7 @@ __all__ = ["ConsoleServer", "serve"]
 _PAGE = Path(__file__).with_name("console_static") / "index.html"
 _MAX_RECORDS = 500
 _READ_TIMEOUT_S = 15.0
+_QUORUM_TIMEOUT_MS = 5_000
 
 
 def parse_time_ms(text: str) -> int:
@@ -100,6 +105,9 @@ class ConsoleServer:
         self.bootstrap = bootstrap
         self.security = security
         self.admin = Admin(bootstrap, security=security)
+        # the cluster page's Raft state: a short timeout, so that an election or a refusal
+        # shows as a note on the page instead of holding it for the whole request timeout
+        self.quorum_admin = Admin(bootstrap, security=security, request_timeout_ms=_QUORUM_TIMEOUT_MS)
         #: the last requests answered (monotonic time, method, path, status, milliseconds): what a
         #: failing browser test prints beside the page source and the browser's console log
         self.requests: collections.deque[tuple[float, str, str, int, float]] = collections.deque(maxlen=200)
@@ -139,6 +147,7 @@ class ConsoleServer:
         self.httpd.shutdown()
         self.httpd.server_close()
         self.admin.close()
+        self.quorum_admin.close()
 
     def __enter__(self) -> "ConsoleServer":
         return self.start()
@@ -194,10 +203,24 @@ class ConsoleServer:
 
     def cluster(self) -> dict[str, Any]:
         meta = self.admin._cluster.refresh()
-        return {"controller_id": meta.controller_id, "metadata_offset": meta.metadata_offset,
-                "brokers": [{"id": b.broker_id, "address": b.address, "rack": b.rack, "fenced": b.fenced,
-                             "controller": b.broker_id == meta.controller_id}
-                            for b in sorted(meta.brokers, key=lambda b: b.broker_id)]}
+        answer: dict[str, Any] = {
+            "controller_id": meta.controller_id, "metadata_offset": meta.metadata_offset,
+            "brokers": [{"id": b.broker_id, "address": b.address, "rack": b.rack, "fenced": b.fenced,
+                         "controller": b.broker_id == meta.controller_id}
+                        for b in sorted(meta.brokers, key=lambda b: b.broker_id)]}
+        try:
+            quorum = self.quorum_admin.describe_quorum()
+        except SparkLogError as exc:
+            answer["quorum"], answer["quorum_error"] = None, str(exc)
+        else:
+            answer["quorum"] = {
+                "leader_id": quorum.leader_id, "leader_epoch": quorum.leader_epoch,
+                "high_watermark": quorum.high_watermark,
+                "replicas": [{"id": r.node_id, "role": r.role, "log_end_offset": r.log_end_offset, "lag": r.lag,
+                              "last_fetch_timestamp_ms": r.last_fetch_timestamp_ms,
+                              "last_caught_up_timestamp_ms": r.last_caught_up_timestamp_ms}
+                             for r in quorum.replicas]}
+        return answer
 
     def topics(self) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []

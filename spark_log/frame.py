@@ -251,21 +251,24 @@ def crc32c(data: bytes | bytearray | memoryview) -> int:
     return int(_crc32c.crc32c(data))
 
 
-# use_threads=False: Arrow would hand each buffer's compression to its thread pool, which
-# for a 16 KiB frame costs 5x the compression itself (80 us of CPU against 15), and on the
-# small machines spark-log runs on the pool only competes with the process's own threads.
-_WRITE_OPTIONS = {codec: ipc.IpcWriteOptions(compression=codec.arrow_name, use_threads=False) for codec in Codec}
+# use_threads=False (the default here): Arrow would hand each buffer's compression to its thread
+# pool, which for a 16 KiB frame costs 5x the compression itself (80 us of CPU against 15), and
+# on the small machines spark-log runs on the pool only competes with the process's own threads.
+_WRITE_OPTIONS = {(codec, threads): ipc.IpcWriteOptions(compression=codec.arrow_name, use_threads=threads)
+                  for codec in Codec for threads in (True, False)}
 _READ_OPTIONS = ipc.IpcReadOptions(use_threads=False)
 _SCHEMA_MESSAGES: dict[pa.Schema, bytes] = {}
 
 
-def ipc_message(batch: pa.RecordBatch, codec: Codec) -> pa.Buffer:
+def ipc_message(batch: pa.RecordBatch, codec: Codec, *, use_threads: bool = False) -> pa.Buffer:
     """``batch`` as one encapsulated Arrow IPC record-batch message (schema not included),
-    its body compressed with ``codec``: the part of a frame after its header."""
+    its body compressed with ``codec``: the part of a frame after its header.  ``use_threads``
+    True lets Arrow compress the buffers on its thread pool (only worth it for large frames
+    on an idle machine; see ``_WRITE_OPTIONS``)."""
     if codec == Codec.NONE:
         return batch.serialize()  # the same bytes as the stream writer's message, 20x cheaper
     sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[codec]) as writer:
+    with ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[codec, use_threads]) as writer:
         writer.write_batch(batch)
     reader = ipc.MessageReader.open_stream(sink.getvalue())
     reader.read_next_message()  # the schema: known by id, not stored

@@ -34,6 +34,7 @@ from typing import Any, Callable, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.metadata.image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
 from brokers.metadata.schema_codec import schema_from_bytes, schema_to_bytes
 from brokers.metadata.snapshot import decode_image
@@ -43,7 +44,7 @@ from spark_log import errors
 from spark_log.config import TopicConfig
 from spark_log.proto import controller_pb2 as pb
 from spark_log.proto import controller_pb2_grpc as pb_grpc
-from spark_log.proto import security_pb2_grpc
+from spark_log.proto import isr_pb2, isr_pb2_grpc, quorum_pb2, quorum_pb2_grpc, security_pb2_grpc
 
 from .controller import HeartbeatResult
 from .wire import partition_from_pb
@@ -54,6 +55,8 @@ __all__ = ["ClusterDescription", "ControllerClient", "ElectionResult"]
 # name gives its stub constructor the type relied on here.
 _new_stub: Callable[[grpc.Channel], pb_grpc.ControllerServiceStub] = pb_grpc.ControllerServiceStub
 _new_security_stub: Callable[[grpc.Channel], Any] = security_pb2_grpc.SecurityControllerStub
+_new_isr_stub: Callable[[grpc.Channel], Any] = isr_pb2_grpc.IsrControllerStub
+_new_quorum_stub: Callable[[grpc.Channel], Any] = quorum_pb2_grpc.QuorumControllerStub
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,8 @@ class ControllerClient:
         self._channels: dict[str, grpc.Channel] = {}
         self._stubs: dict[str, pb_grpc.ControllerServiceStub] = {}
         self._security_stubs: dict[str, Any] = {}
+        self._isr_stubs: dict[str, Any] = {}
+        self._quorum_stubs: dict[str, Any] = {}
         self._rotation = itertools.cycle(range(len(addresses)))
         self.leader_hint: str | None = None
         # tests' network-partition hook (brokers.net.faults); None, one check per call, when off
@@ -147,6 +152,8 @@ class ControllerClient:
             self._channels.clear()
             self._stubs.clear()
             self._security_stubs.clear()
+            self._isr_stubs.clear()
+            self._quorum_stubs.clear()
 
     def _channel(self, address: str) -> grpc.Channel:
         """The channel to ``address`` (caller holds ``_lock``)."""
@@ -172,21 +179,39 @@ class ControllerClient:
                 stub = self._security_stubs[address] = _new_security_stub(self._channel(address))
             return stub
 
+    def _isr_stub(self, address: str) -> Any:
+        """The ``IsrController`` service of ``address`` (isr.proto)."""
+        with self._lock:
+            stub = self._isr_stubs.get(address)
+            if stub is None:
+                stub = self._isr_stubs[address] = _new_isr_stub(self._channel(address))
+            return stub
+
+    def _quorum_stub(self, address: str) -> Any:
+        """The ``QuorumController`` service of ``address`` (quorum.proto)."""
+        with self._lock:
+            stub = self._quorum_stubs.get(address)
+            if stub is None:
+                stub = self._quorum_stubs[address] = _new_quorum_stub(self._channel(address))
+            return stub
+
     def _next_voter(self) -> str:
         with self._lock:
             return self.voters[next(self._rotation)]
 
-    def _once(self, address: str, method: str, request: Any, timeout_s: float, *, security: bool = False) -> Any:
+    def _once(self, address: str, method: str, request: Any, timeout_s: float, *, security: bool = False,
+              quorum: bool = False, isr: bool = False) -> Any:
         if self._links is not None and self._links.cut_to(self._voter_ids.get(address)):
             raise errors.BrokerNotAvailableError(f"link to controller voter {address} is cut (fault hook)")
-        stub = self._security_stub(address) if security else self._stub(address)
+        stub = (self._security_stub(address) if security
+                else self._quorum_stub(address) if quorum else self._isr_stub(address) if isr else self._stub(address))
         try:
             return getattr(stub, method)(request, timeout=timeout_s)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc, address=address) from None
 
     def _call(self, method: str, request: Any, *, idempotent: bool, sticky: bool = True,
-              security: bool = False) -> Any:
+              security: bool = False, quorum: bool = False, isr: bool = False) -> Any:
         deadline = time.monotonic() + self.timeout_s
         backoff_s = self.retry_backoff_ms / 1000
         address = self.leader_hint or self._next_voter()
@@ -194,7 +219,7 @@ class ControllerClient:
             remaining = deadline - time.monotonic()
             try:
                 response = self._once(address, method, request, max(0.05, min(self.rpc_timeout_s, remaining)),
-                                      security=security)
+                                      security=security, quorum=quorum, isr=isr)
                 if sticky:
                     self.leader_hint = address
                 return response
@@ -300,6 +325,26 @@ class ControllerClient:
         )
         return partition_from_pb(self._call("AlterPartition", request, idempotent=False).partition)[1]
 
+    def alter_partitions(self, items: Sequence[AlterIsr]) -> list[PartitionInfo | errors.SparkLogError]:
+        """Many ``alter_partition`` requests in one call (isr.proto), committed together; per
+        item, in order, the new partition state or the typed refusal.  A failure of the
+        whole call raises (then each item's outcome is unknown)."""
+        request = isr_pb2.AlterPartitionsRequest(items=[
+            pb.AlterPartitionRequest(broker_id=i.broker_id, broker_epoch=i.broker_epoch, topic=i.topic,
+                                     partition=i.partition, leader_epoch=i.leader_epoch,
+                                     partition_epoch=i.partition_epoch, new_isr=list(i.new_isr))
+            for i in items])
+        response = self._call("AlterPartitions", request, idempotent=False, isr=True)
+        out: list[PartitionInfo | errors.SparkLogError] = []
+        for result in response.results:
+            if result.error_code:
+                out.append(errors.from_code(result.error_code, result.error_message))
+            else:
+                out.append(partition_from_pb(result.partition)[1])
+        if len(out) != len(items):
+            raise errors.SparkLogError(f"the controller answered {len(out)} of {len(items)} ISR changes")
+        return out
+
     def alter_partition_reassignment(self, topic: str, partition: int, target: Sequence[int]) -> PartitionInfo:
         """Start, replace or (empty ``target``) cancel a reassignment (see
         ``brokers.controller.reassignment``); returns the partition's state afterwards.
@@ -331,6 +376,14 @@ class ControllerClient:
         return self._call(method, request, idempotent=True, security=True)
 
     # --- describing ----------------------------------------------------------------------
+
+    def describe_quorum(self) -> quorum_pb2.DescribeQuorumResponse:
+        """The Raft leader's view of the quorum (quorum.proto's ``QuorumController``), as it
+        answered: followed to the leader through NOT_CONTROLLER hints, retried while no
+        leader is known (until ``timeout_s``)."""
+        response: quorum_pb2.DescribeQuorumResponse = self._call(
+            "DescribeQuorum", quorum_pb2.DescribeQuorumRequest(), idempotent=True, quorum=True)
+        return response
 
     def describe_cluster(self, address: str | None = None) -> ClusterDescription:
         """One voter's view (``address``, or any reachable voter)."""

@@ -7,10 +7,13 @@ module that validates against the current image and returns records):
     register_broker   registration.py   incarnation id, broker epoch, replaces old ones
     heartbeat         registration.py   renews the lease (leases.py), unfences
     check_leases      registration.py   fences brokers whose lease ran out (periodic)
+    fence_dead_brokers                  fences sooner a silent broker whose listener refuses
+                                        connections (its process is gone; periodic)
     create_topic      topics.py         name/partitions/RF/config/schema, placement.py
     delete_topic      topics.py
     alter_partition   alter_partition.py  ISR changes from leaders, stale epochs fenced;
                       then completes a reassignment whose target is all in the ISR
+    alter_partitions  the same for many partitions, committed in one proposal (isr.proto)
     alter_partition_reassignment  reassignment.py  start / replace / cancel (KIP-455)
     complete_reassignments        reassignment.py  safety net (periodic, lease loop)
     elect_leaders     preferred_leader.py               on demand (periodic too)
@@ -46,6 +49,7 @@ Thread-safety: request methods may be called from any thread (gRPC workers); the
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 import uuid
 from dataclasses import dataclass
@@ -53,12 +57,14 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, TypeVar
 
 import pyarrow as pa
 
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.metadata.image import MetadataImage, PartitionInfo, TopicImage
 from brokers.metadata.publisher import MetadataListener
 from brokers.metadata.records import MetadataRecord, NoOpRecord, encode
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, TopicConfig
 from spark_log.errors import (
+    InvalidRequestError,
     NotControllerError,
     RequestTimeoutError,
     SparkLogError,
@@ -101,6 +107,19 @@ class HeartbeatResult:
     metadata_offset: int
 
 
+def listener_refused(address: str, timeout_s: float = 0.2) -> bool:
+    """True when a TCP connection to ``address`` ("host:port") is refused: nothing listens
+    there.  A timeout, an unreachable network or an accepted connection give False."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return False
+    except ConnectionRefusedError:
+        return True
+    except (OSError, ValueError):
+        return False
+
+
 class QuorumController:
     """The metadata state machine of a voter plus the active controller's handlers."""
 
@@ -116,6 +135,8 @@ class QuorumController:
         busy_timeout_s: float = 2.0,
         check_interval_ms: int | None = None,
         auto_leader_rebalance: bool = True,
+        probe_after_ms: int | None = None,
+        probe: Callable[[str], bool] | None = None,
     ) -> None:
         self.node_id = node_id
         self.metadata = MetadataListener()
@@ -130,6 +151,10 @@ class QuorumController:
         self._next_preferred_check_ms = 0
         self._auto_leader_rebalance = auto_leader_rebalance  # off: only on demand (elect_leaders)
         self._leases = BrokerLeases(clock=self._clock, session_timeout_ms=session_timeout_ms)
+        # fast failure detection (``fence_dead_brokers``): silent this long -> probe its listener
+        self._probe_after_ms = probe_after_ms if probe_after_ms is not None and probe_after_ms < session_timeout_ms \
+            else None
+        self._probe = probe or listener_refused
         self._raft: RaftHandle | None = None
         self._lock = threading.RLock()
         self._active_epoch: int | None = None
@@ -142,6 +167,7 @@ class QuorumController:
         return cls(
             node_id=config.broker_id,
             session_timeout_ms=config.session_timeout_ms,
+            probe_after_ms=2 * config.heartbeat_interval_ms,
             topic_defaults=config.topic_defaults,
             auto_leader_rebalance=config.auto_leader_rebalance_enable,
             clock=clock,
@@ -209,6 +235,7 @@ class QuorumController:
             try:
                 if self.activate():
                     self.check_leases()
+                    self.fence_dead_brokers()
                     now_ms = self._clock.monotonic_ms()
                     if self._auto_leader_rebalance and now_ms >= self._next_preferred_check_ms:
                         self._next_preferred_check_ms = now_ms + self._preferred_interval_ms
@@ -341,6 +368,35 @@ class QuorumController:
 
         return self._serve(handle)
 
+    def fence_dead_brokers(self) -> list[int]:
+        """Fence, before their session timeout, the brokers that are silent for more than
+        ``probe_after_ms`` (two heartbeat intervals) *and* whose listener refuses a TCP
+        connection: the process is gone (kill -9, a crash), not slow.  A busy or stopped
+        process still has its listening socket (the kernel completes the handshake), and a
+        partitioned one times out: both keep their lease until the session timeout, so load
+        never causes a failover.  Returns the fenced ids."""
+        after_ms = self._probe_after_ms
+        if after_ms is None:
+            return []
+        image = self.image
+        silent = self._leases.silent((b.broker_id for b in image.live_brokers()), after_ms)
+        dead = [b for b in silent if (address := image.broker_address(b)) is not None and self._probe(address)]
+        if not dead:
+            return []
+
+        def handle(image: MetadataImage) -> list[int]:
+            live = {b.broker_id for b in image.live_brokers()}
+            fenced = []
+            for broker_id in self._leases.silent(dead, after_ms):  # no heartbeat since the probe
+                if broker_id in live:
+                    log.info("fencing broker %d: silent for %d ms and its listener %s refuses connections",
+                             broker_id, after_ms, image.broker_address(broker_id))
+                    self._propose(fence_records(self.image, broker_id))
+                    fenced.append(broker_id)
+            return fenced
+
+        return self._serve(handle)
+
     def create_topic(
         self,
         *,
@@ -405,6 +461,48 @@ class QuorumController:
             info = self.image.partition(topic, partition)
             assert info is not None
             return info
+
+        return self._serve(handle)
+
+    def alter_partitions(self, items: Sequence[AlterIsr]) -> list[PartitionInfo | SparkLogError]:
+        """Many ``alter_partition`` requests (distinct partitions) in one proposal: each item
+        is validated on its own against the image (a refusal changes nothing for the others),
+        the accepted changes commit together.  Per item: the partition's state afterwards, or
+        the typed refusal.  A failed proposal raises (every item's outcome is then unknown)."""
+
+        def handle(image: MetadataImage) -> list[PartitionInfo | SparkLogError]:
+            outcomes: list[PartitionInfo | SparkLogError | None] = []
+            records: list[MetadataRecord] = []
+            changed: set[tuple[str, int]] = set()
+            seen: set[tuple[str, int]] = set()
+            for item in items:
+                key = (item.topic, item.partition)
+                try:
+                    if key in seen:
+                        raise InvalidRequestError(f"{item.topic}-{item.partition} appears twice in one batch")
+                    seen.add(key)
+                    found = alter_partition_records(
+                        image, broker_id=item.broker_id, broker_epoch=item.broker_epoch, topic=item.topic,
+                        partition=item.partition, leader_epoch=item.leader_epoch,
+                        partition_epoch=item.partition_epoch, new_isr=item.new_isr)
+                except SparkLogError as exc:
+                    outcomes.append(exc)
+                    continue
+                if found:
+                    records.extend(found)
+                    changed.add(key)
+                outcomes.append(None)
+            self._propose(records)
+            if changed:
+                self._complete(lambda t, p: (t, p) in changed)
+            result: list[PartitionInfo | SparkLogError] = []
+            for item, outcome in zip(items, outcomes):
+                if outcome is None:
+                    info = self.image.partition(item.topic, item.partition)
+                    assert info is not None
+                    outcome = info
+                result.append(outcome)
+            return result
 
         return self._serve(handle)
 

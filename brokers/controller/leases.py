@@ -46,6 +46,13 @@ class BrokerLeases:
                     out.append(broker_id)
         return sorted(out)
 
+    def silent(self, broker_ids: Iterable[int], after_ms: int) -> list[int]:
+        """Those of ``broker_ids`` not heard from for more than ``after_ms`` (a shorter
+        threshold than the session timeout: candidates for a liveness probe)."""
+        now = self._clock.monotonic_ms()
+        with self._lock:
+            return sorted(b for b in broker_ids if now - self._last_ms.setdefault(b, now) > after_ms)
+
     def forget(self, broker_id: int) -> None:
         with self._lock:
             self._last_ms.pop(broker_id, None)

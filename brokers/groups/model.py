@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from brokers.coordination.keys import partition_for as partition_for  # the group's partition of the topic
+
 __all__ = [
     "TopicPartition",
     "Assignment",
@@ -50,15 +52,6 @@ Assignment = frozenset[TopicPartition]
 TopicsView = Mapping[str, tuple[str, int]]
 """The cluster's topics as the coordinator sees them: ``{name: (topic_id, partitions)}``,
 internal topics left out."""
-
-
-def partition_for(group_id: str, partitions: int) -> int:
-    """The partition of the internal topic that holds ``group_id`` (its coordinator is that
-    partition's leader): CRC-32 of the UTF-8 id modulo the partition count.  Stable across
-    processes and versions (it is never Python's salted ``hash``)."""
-    import zlib
-
-    return zlib.crc32(group_id.encode("utf-8")) % partitions
 
 
 def is_internal(topic: str) -> bool:

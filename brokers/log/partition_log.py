@@ -88,15 +88,22 @@ class PartitionLog:
         self._segments, self._epochs, self.recovery = loaded.segments, loaded.epochs, loaded.report
         self.log_start_offset = loaded.log_start_offset
         for segment in self._segments.from_offset(loaded.recovery_point):
-            segment.dirty = True  # recovered bytes may still be only in the page cache
+            if segment.next_offset > loaded.recovery_point or segment.new_file or not loaded.report.clean:
+                segment.dirty = True  # recovered bytes may still be only in the page cache
         self._flushed_offset = min(loaded.recovery_point, self.log_end_offset)
-        self._checkpointed = -1
+        # A clean open (the checkpoint files already say what they would be rewritten with,
+        # and every segment's bytes lie below the recovery point) writes and fsyncs nothing:
+        # a broker that restarts with 1,000 partitions opens them in a fraction of a second
+        # instead of 7 fsyncs (25 ms) each.  Anything else is written as before.
+        self._checkpointed = self._flushed_offset if _stored_offset(self.directory / RECOVERY_POINT_FILE) == \
+            self._flushed_offset else -1
         self._unflushed_records = 0
         self._generation = 0  # truncations so far (a cleaner's snapshot is void after one)
         self._last_flush_ms = now
         self._last_checkpoint_ms = now
         self.flush(checkpoint=True)
-        checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
+        if _stored_offset(self.directory / LOG_START_FILE) != self.log_start_offset:
+            checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
 
     def _new_segment(self, base_offset: int) -> Segment:
         return Segment.create(
@@ -554,3 +561,11 @@ class PartitionLog:
 
     def __repr__(self) -> str:
         return f"PartitionLog({self.directory}, [{self.log_start_offset}, {self.log_end_offset}), {len(self._segments)} segments)"
+
+
+def _stored_offset(path: Path) -> int | None:
+    """The offset a checkpoint file holds; None when it is missing or does not parse."""
+    try:
+        return checkpoint.read_offset(path)
+    except ValueError:
+        return None

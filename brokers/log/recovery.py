@@ -192,6 +192,7 @@ def load(directory: Path, *, index_interval_bytes: int, now_ms: int) -> Loaded:
     log_start = _read_offset(directory, LOG_START_FILE)
     stored = EpochCache.load(directory / EPOCH_FILE)
     epochs = stored if stored is not None else EpochCache(directory / EPOCH_FILE)
+    stored_entries = stored.entries() if stored is not None else None
 
     def feed_epoch_cache(header: Peek) -> None:
         epochs.assign(header.epoch, header.base_offset, persist=False)
@@ -218,5 +219,6 @@ def load(directory: Path, *, index_interval_bytes: int, now_ms: int) -> Loaded:
         epochs = rebuild_epoch_cache(epochs.path, segments)
     epochs.truncate_from_start(log_start)
     epochs.truncate_from_end(end)
-    epochs.persist()
+    if stored is None or epochs.entries() != stored_entries:  # rewriting the same entries is 3 fsyncs for nothing
+        epochs.persist()
     return Loaded(segments, epochs, log_start, recovery_point, report)

@@ -343,7 +343,7 @@ class PartitionCore:
         if not self.leadership.is_leader or not state.is_leader:
             return None
         out = state.out_of_sync(now_ms=now_ms, lag_ms=lag_ms)
-        join = state.expandable()
+        join = state.expandable(now_ms=now_ms, lag_ms=lag_ms)
         if not out and not join:
             return None
         new_isr = tuple(r for r in state.isr if r not in out) + tuple(r for r in join if r not in state.isr)

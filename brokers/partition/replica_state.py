@@ -142,13 +142,17 @@ class ReplicaState:
         return tuple(r for r in self.isr if r != self.broker_id and r in self.followers
                      and now_ms - self.followers[r].last_caught_up_ms > lag_ms)
 
-    def expandable(self) -> tuple[int, ...]:
-        """Replicas outside the ISR whose LEO reached the HW and the current epoch's start."""
+    def expandable(self, *, now_ms: int | None = None, lag_ms: int | None = None) -> tuple[int, ...]:
+        """Replicas outside the ISR whose LEO reached the HW and the current epoch's start
+        (with ``now_ms``/``lag_ms``: and that were caught up within ``lag_ms``, so a follower
+        that stopped fetching, its last LEO still at the HW of an idle partition, is not
+        added only to be shrunk again: it rejoins once it fetches)."""
         if not self.is_leader:
             return ()
         bar = max(self.high_watermark, self.leader_epoch_start_offset)
         return tuple(r for r, p in sorted(self.followers.items())
-                     if r not in self.isr and p.log_end_offset >= 0 and p.log_end_offset >= bar)
+                     if r not in self.isr and p.log_end_offset >= 0 and p.log_end_offset >= bar
+                     and (now_ms is None or lag_ms is None or now_ms - p.last_caught_up_ms <= lag_ms))
 
     def in_sync_count(self) -> int:
         return len(self.isr)

@@ -78,6 +78,7 @@ from .messages import (
     BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState,
     Message, Snapshot, SnapshotId, VoteRequest, VoteResponse,
 )
+from .quorum_info import QuorumInfo
 from .ready import LeaderChange, Ready
 from .replication import FollowerReplication, LeaderReplication
 from .states import (
@@ -190,6 +191,13 @@ class RaftCore:
     @property
     def hard_state(self) -> HardState:
         return HardState(self._state.epoch, self._state.voted_for, self._state.leader_id)
+
+    def describe_quorum(self) -> QuorumInfo:
+        """The leader's view of each voter and observer (``quorum_info.py``); raises
+        ``NotControllerError`` (detail ``leader_id``) unless this node leads."""
+        if not isinstance(self._state, Leader):
+            raise NotControllerError(f"node {self._node_id} is not the leader", leader_id=self.leader_id)
+        return self._leader.describe(self)
 
     # --- inputs --------------------------------------------------------------------
     def tick(self) -> None:

@@ -44,6 +44,7 @@ from .messages import (
     VoteRequest, VoteResponse,
 )
 from .quorum_state import QuorumStateFile
+from .quorum_info import QuorumInfo
 from .ready import Ready
 from .transport import Peers, RaftServicer, add_raft_service
 
@@ -220,6 +221,19 @@ class RaftNode:
         return (type(self._core.state).__name__.lower(), self.high_watermark, self._applied,
                 self._log.end_offset)
 
+    def describe_quorum(self, *, timeout_s: float = 5.0) -> QuorumInfo:
+        """The leader's view of every voter and observer (``quorum_info.py``), read on the
+        raft thread.  Raises ``NotControllerError`` (with ``leader_address``) unless this
+        node leads, ``RequestTimeoutError`` when the raft thread does not answer in time."""
+        if self._stopped.is_set():
+            raise NotControllerError("raft node stopped", leader_address=None)
+        future: Future[QuorumInfo] = Future()
+        self._inbox.put(("describe", future))
+        try:
+            return future.result(timeout=timeout_s)
+        except FutureTimeout:
+            raise RequestTimeoutError(f"the raft thread did not answer within {timeout_s:.1f}s") from None
+
     def leader_address(self) -> str | None:
         leader = self.leader_id
         return self.voters.get(leader) if leader is not None else None
@@ -282,6 +296,12 @@ class RaftNode:
                 future.set_exception(exc)
                 return
             self._pending[last] = (self._core.epoch, future)
+        elif kind == "describe":
+            _, answer = item
+            try:
+                answer.set_result(self._core.describe_quorum())
+            except NotControllerError as exc:
+                answer.set_exception(NotControllerError(exc.message, leader_address=self.leader_address()))
 
     def _process_ready(self) -> None:
         core = self._core

@@ -33,6 +33,7 @@ from .messages import (
     SnapshotId,
 )
 from .quorum import majority, majority_offset
+from .quorum_info import FetchWatch, QuorumInfo
 from .states import Follower, Leader, Resigned, Unattached
 
 __all__ = ["LeaderReplication", "FollowerReplication"]
@@ -75,6 +76,7 @@ class LeaderReplication:
         self.last_fetch: dict[int, int] = {}  # replica -> tick of its last fetch
         self.parked: dict[int, tuple[int, FetchRequest]] = {}  # replica -> (tick, request)
         self.hw_sent: dict[int, int] = {}  # replica -> high watermark it was last sent
+        self.watch = FetchWatch()  # what DescribeQuorum reports (quorum_info.py)
 
     # --- role changes --------------------------------------------------------------
     def on_become_leader(self, view: CoreView) -> list[Effect]:
@@ -82,10 +84,18 @@ class LeaderReplication:
         LeaderChangeMessage) and announce the epoch to the voters."""
         self.progress, self.parked, self.hw_sent = {}, {}, {}
         self.last_fetch = {v: view.now for v in view.voters}
+        self.watch = FetchWatch()
         return [AppendAsLeader((b"",), control=True), *self._announce(view)]
 
     def on_stop_leading(self) -> None:
         self.progress, self.parked, self.last_fetch, self.hw_sent = {}, {}, {}, {}
+        self.watch = FetchWatch()
+
+    def describe(self, view: CoreView) -> QuorumInfo:
+        """The leader's view of every replica (the caller checks that this node leads)."""
+        return self.watch.describe(leader_id=view.node_id, epoch=view.state.epoch, voters=view.voters,
+                                   high_watermark=view.high_watermark, leader_end=view.log.end_offset,
+                                   now=view.now, tick_ms=view.config.tick_ms)
 
     # --- events --------------------------------------------------------------------
     def on_appended(self, view: CoreView) -> list[Effect]:
@@ -177,6 +187,7 @@ class LeaderReplication:
         if offset > log.end_offset or found.epoch != last_epoch or found.end_offset < offset:
             out.send(_fetch_response(view, request, out.high_watermark, diverging=found))
             return
+        self.watch.on_valid_fetch(request.src, offset, leader_end=log.end_offset, now=view.now)
         if request.src in view.voters:
             previous = self.progress.get(request.src, 0)
             self.progress[request.src] = max(previous, offset)

@@ -18,6 +18,11 @@ leadership change between request and answer discards the answer).  Transport fa
 ``retry_backoff_ms`` on the thread's condition (woken at once by ``stop``), never sleep.
 Fault hook: ``FetchFaults`` may delay each round or block this leader entirely.
 
+Idle rounds: after a round that brought no records (and no errors) the next one asks the
+leader to wait up to ``idle_wait_max_ms`` instead of ``fetch_wait_max_ms``; new data ends
+the wait at once, so only the cost of idle partitions changes (a follower's view of the HW
+of a partition whose HW moved without new data may lag by that long).
+
 Latency: the next fetch goes out as soon as an answer is applied, since its ``fetch_offset``
 is what advances the leader's high watermark (acks=all waits on it).  The fetch is a
 *blocking* call on this thread: gRPC Python serves a ``.future()`` call from a spin thread
@@ -55,12 +60,16 @@ log = logging.getLogger(__name__)
 class ReplicaFetcher:
     def __init__(self, *, broker_id: int, leader_id: int, address: str, faults: FetchFaults,
                  fetch_wait_max_ms: int = 200, max_bytes: int = 16 << 20, retry_backoff_ms: int = 100,
-                 channels: Channels = PLAINTEXT) -> None:
+                 channels: Channels = PLAINTEXT, idle_wait_max_ms: int | None = None) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.address = address
         self.faults = faults
         self.fetch_wait_max_ms = fetch_wait_max_ms
+        # after a round that brought no records, the next one may wait this long at the leader
+        # (new data still ends it at once): an idle follower costs its partitions less often
+        self.idle_wait_max_ms = max(fetch_wait_max_ms, idle_wait_max_ms or fetch_wait_max_ms)
+        self._idle = False
         self.max_bytes = max_bytes
         self.retry_backoff_ms = retry_backoff_ms
         self._cond = threading.Condition()
@@ -140,7 +149,8 @@ class ReplicaFetcher:
                     return
 
     def _round(self, partitions: dict[tuple[str, int], Partition]) -> None:
-        request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=self.fetch_wait_max_ms, min_bytes=1,
+        wait_ms = self.idle_wait_max_ms if self._idle else self.fetch_wait_max_ms
+        request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=wait_ms, min_bytes=1,
                                   max_bytes=self.max_bytes)
         epochs: dict[tuple[str, int], int] = {}
         for key, partition in partitions.items():
@@ -157,8 +167,10 @@ class ReplicaFetcher:
             return
         if self.stopped:
             return
-        response = parse_fetch_response(self._fetch(request, timeout=self.fetch_wait_max_ms / 1000 + 5.0))
+        self._idle = False
+        response = parse_fetch_response(self._fetch(request, timeout=wait_ms / 1000 + 5.0))
         errors = 0
+        fetched_bytes = 0
         for result, records, _ in response.partitions:
             key = (result.topic, result.partition)
             answered = partitions.get(key)
@@ -174,6 +186,7 @@ class ReplicaFetcher:
                 continue
             diverging = (Diverging(result.diverging_epoch.epoch, result.diverging_epoch.end_offset)
                          if result.HasField("diverging_epoch") else None)
+            fetched_bytes += len(records) if records is not None else 0
             try:
                 answered.apply_fetched(self.leader_id, epochs[key],
                                        FetchedData(diverging, records if records is not None else memoryview(b""),
@@ -181,5 +194,6 @@ class ReplicaFetcher:
             except SparkLogError as exc:
                 errors += 1
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)
+        self._idle = not fetched_bytes and not errors
         if errors and errors == len(response.partitions):
             self._pause(self.retry_backoff_ms / 1000)  # everything erred: wait for new metadata

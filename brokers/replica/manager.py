@@ -28,7 +28,7 @@ from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 
 from .fetcher import ReplicaFetcher
-from .isr import AlterPartition, IsrUpdater
+from .isr import AlterPartition, AlterPartitions, IsrUpdater
 
 __all__ = ["ReplicaManager"]
 
@@ -40,14 +40,17 @@ class ReplicaManager:
 
     def __init__(self, *, broker_id: int, hosted: Callable[[], list[Partition]], faults: FetchFaults,
                  broker_epoch: Callable[[], int], alter_partition: AlterPartition, lag_time_max_ms: int = 10_000,
-                 fetch_wait_max_ms: int = 200, channels: Channels = PLAINTEXT) -> None:
+                 fetch_wait_max_ms: int = 200, channels: Channels = PLAINTEXT,
+                 alter_partitions: AlterPartitions | None = None, idle_wait_max_ms: int | None = None) -> None:
         self.broker_id = broker_id
         self.channels = channels
         self._hosted = hosted
         self.faults = faults
         self.fetch_wait_max_ms = fetch_wait_max_ms
+        self.idle_wait_max_ms = idle_wait_max_ms
         self.isr = IsrUpdater(broker_id=broker_id, broker_epoch=broker_epoch, partitions=self._led,
-                              alter_partition=alter_partition, lag_time_max_ms=lag_time_max_ms)
+                              alter_partition=alter_partition, lag_time_max_ms=lag_time_max_ms,
+                              alter_partitions=alter_partitions)
         self._lock = threading.Lock()
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._stopped = False
@@ -94,7 +97,7 @@ class ReplicaManager:
                         continue
                     fetcher = ReplicaFetcher(broker_id=self.broker_id, leader_id=leader_id, address=address,
                                              faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms,
-                                             channels=self.channels)
+                                             channels=self.channels, idle_wait_max_ms=self.idle_wait_max_ms)
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(partitions)

@@ -18,6 +18,7 @@ The table (Kafka's choices where Kafka has the same request):
     Broker.Metadata                 DESCRIBE each named topic; all topics: filtered
     Broker.Produce                  WRITE each topic (+ WRITE the transactional id)
     Broker.Fetch                    consumers: READ each topic; followers: CLUSTER_ACTION
+                                    (also the data listener's FETCH and FETCH_TIER, the tier read)
     Broker.ListOffsets              DESCRIBE each topic (followers: CLUSTER_ACTION)
     Broker.DescribePartitions       DESCRIBE each topic
     Admin.CreateTopic               CREATE on the cluster or the topic
@@ -38,7 +39,9 @@ The table (Kafka's choices where Kafka has the same request):
     Security.DescribeUserScramCredentials / DescribeAcls     DESCRIBE the cluster
     Security.AlterClientQuotas      ALTER_CONFIGS the cluster
     Security.DescribeClientQuotas   DESCRIBE_CONFIGS the cluster
-    ControllerService.*, SecurityController.*, RaftService.Call   CLUSTER_ACTION (nodes only)
+    Quorum.DescribeQuorum           DESCRIBE the cluster (Kafka's DescribeQuorum)
+    ControllerService.*, SecurityController.*, QuorumController.*, IsrController.*,
+    RaftService.Call                CLUSTER_ACTION (nodes only)
     GroupCoordinator.FindCoordinator / DescribeGroup           DESCRIBE the group
     GroupCoordinator.ConsumerGroupHeartbeat                     READ the group
     GroupCoordinator.OffsetCommit   READ the group and READ each topic committed
@@ -69,6 +72,8 @@ from spark_log.acls import CLUSTER_NAME, Operation, Resource, ResourceType
 from spark_log.proto import broker_pb2 as bpb
 from spark_log.proto import controller_pb2 as cpb
 from spark_log.proto import groups_pb2 as gpb
+from spark_log.proto import isr_pb2 as ipb
+from spark_log.proto import quorum_pb2 as qpb
 from spark_log.proto import security_pb2 as spb
 
 __all__ = ["Check", "Rule", "Quota", "RULES", "Allowed", "CLUSTER", "topic", "group", "undeclared"]
@@ -287,6 +292,7 @@ RULES: dict[str, Rule] = {
     _SECURITY + "AlterClientQuotas": Rule(_on_cluster(_O.ALTER_CONFIGS)),
     _SECURITY + "DescribeClientQuotas": Rule(_on_cluster(_O.DESCRIBE_CONFIGS)),
     "/spark_log.raft.RaftService/Call": Rule(_on_cluster(_O.CLUSTER_ACTION)),
+    "/spark_log.quorum.v1.Quorum/DescribeQuorum": Rule(_on_cluster(_O.DESCRIBE)),
     _GROUPS + "FindCoordinator": Rule(_on_group(_O.DESCRIBE)),
     _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE)),
     _GROUPS + "ConsumerGroupHeartbeat": Rule(_on_group(_O.READ)),
@@ -308,7 +314,9 @@ RULES: dict[str, Rule] = {
 }
 # Node-to-node services: every method, present and future, is for nodes only.
 for _service in (cpb.DESCRIPTOR.services_by_name["ControllerService"],
-                 spb.DESCRIPTOR.services_by_name["SecurityController"]):
+                 spb.DESCRIPTOR.services_by_name["SecurityController"],
+                 ipb.DESCRIPTOR.services_by_name["IsrController"],
+                 qpb.DESCRIPTOR.services_by_name["QuorumController"]):
     for _method in _service.methods:
         RULES[f"/{_service.full_name}/{_method.name}"] = Rule(_on_cluster(_O.CLUSTER_ACTION))
 

@@ -33,6 +33,7 @@ from brokers.metrics import BrokerCounters, NodeMetrics
 from brokers.metrics.collectors import BrokerCollector, TransactionCollector
 from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
+from brokers.net.peers import PeerCalls
 from brokers.replica.manager import ReplicaManager
 from brokers.transactions.offsets import GroupOffsetsLink
 from brokers.transactions import (
@@ -50,6 +51,7 @@ from spark_log.proto import data_listener_pb2 as dpb
 
 from .admin import AdminHandler
 from .compaction import BrokerCleaner, CompactionHandler, CompactionServicer
+from .tier_fetch import TierFetchHandler
 from .tiering import TieringHandler, TieringServicer
 from .data_listener import DataListener, check_config, describe_handler
 from .leader_fetch import LeaderFetchHandler
@@ -119,7 +121,14 @@ class BrokerServer:
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
                                        lag_time_max_ms=replica_lag_time_max_ms,
-                                       fetch_wait_max_ms=replica_fetch_wait_max_ms, channels=channels)
+                                       # an idle round per fifth of the lag bound at least, so a
+                                       # follower of an idle partition stays in the ISR on a busy machine
+                                       fetch_wait_max_ms=min(replica_fetch_wait_max_ms,
+                                                             max(50, replica_lag_time_max_ms // 5)),
+                                       idle_wait_max_ms=min(2 * replica_fetch_wait_max_ms,
+                                                            max(50, replica_lag_time_max_ms // 5)),
+                                       channels=channels,
+                                       alter_partitions=controller.alter_partitions)
         self.counters = BrokerCounters(broker_id)
         self.builder = MetadataBuilder()
 
@@ -131,15 +140,16 @@ class BrokerServer:
                                        commit_timeout_ms=offsets_commit_timeout_ms)
         self.group_servicer = GroupServicer(self.groups)
         manager = self.manager
+        self.peers = PeerCalls(channels)  # this broker's calls to other brokers, one channel per peer
         self.marker_handler = MarkerHandler(lambda topic, index: manager.get(topic, index), manager.wake_all)
         self.transactions = TransactionCoordinator(
             broker_id=broker_id, partitions=manager, create_topic=create_topic, clock=clock,
             config=txn_config(settings), commit_timeout_ms=offsets_commit_timeout_ms,
             markers=MarkerSender(broker_id=broker_id, image=lambda: manager.image, local=self.marker_handler,
-                                 channels=channels),
-            offsets=GroupOffsetsLink(broker_id=broker_id, groups=self.groups, channels=channels))
+                                 peers=self.peers),
+            offsets=GroupOffsetsLink(broker_id=broker_id, groups=self.groups, peers=self.peers))
         self.verifier = TxnVerifier(broker_id=broker_id, image=lambda: manager.image, local=self.transactions,
-                                    channels=channels)
+                                    peers=self.peers)
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
                                               controller_id=lambda: metadata.leader_id,
@@ -179,7 +189,7 @@ class BrokerServer:
         self.metadata.remove_publisher(self.manager.publish)
         self.groups.stop()
         self.transactions.stop()
-        self.verifier.close()
+        self.peers.close()
         self.cleaner.stop()
         self.replicas.stop(timeout_s / 2)
         self.manager.stop(max(0.0, deadline - time.monotonic()))
@@ -206,7 +216,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
     servicer = server.broker_servicer
     listener = DataListener(manager=server.manager, builder=server.builder, fetch=servicer.fetch,
                             produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
-                            port=config.data_port, data_dir=host.data_dir, channels=host.channels)
+                            port=config.data_port, data_dir=host.data_dir, channels=host.channels,
+                            tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location))
     node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)
     if node_security is not None:
         listener.attach_security(node_security)

@@ -113,6 +113,7 @@ class CompactionHandler:
         out.records_read, out.records_kept, out.tombstones_removed = last.records_read, last.records_kept, \
             last.tombstones_removed
         out.bytes_read, out.bytes_written = last.bytes_read, last.bytes_written
+        out.markers_removed = last.markers_removed
 
     def describe(self, request: pb.DescribeCompactionRequest) -> pb.DescribeCompactionResponse:
         wanted = set(request.topics)

@@ -20,7 +20,7 @@ renewed certificate is used from the next handshake; client certificates require
 it); on ``SASL_SSL`` a connection authenticates first with SCRAM-SHA-256 (``SCRAM_START``/
 ``SCRAM_FINISH``, the ``SessionStore`` exchange of ``Security.ScramStart/ScramFinish``),
 else every request is refused with ``AuthenticationError``; with the authorizer on, each
-request passes the rule of the gRPC method it stands for (``RULES``: FETCH is
+request passes the rule of the gRPC method it stands for (``RULES``: FETCH and FETCH_TIER are
 ``Broker.Fetch``, PRODUCE ``Broker.Produce``, LIST_OFFSETS ``Broker.ListOffsets``,
 METADATA DESCRIBE on each named topic, all topics filtered by DESCRIBE).  Not applied
 here: byte-rate quotas (a quota in the image makes ``data_listener = "auto"`` leave the
@@ -63,6 +63,12 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
     PRODUCE_TXN (7)   req: str transactional id, then PRODUCE's; resp: PRODUCE's.  Transactional frames
                       (attribute 0x10) of a participant the coordinator knows (KIP-890 verification
                       and WRITE on the transactional id, as ``Broker.Produce`` with ``transactional_id``)
+    FETCH_TIER (8)    FETCH's request and answer layout, answered from the topic's Delta tier
+                      (``tier_fetch.py``): the committed records of [fetch offset, min(max offset, the
+                      tier's end)) as version-2 frames; high watermark = the tier's end, log start =
+                      the tier's start; OFFSET_OUT_OF_RANGE when the tier does not hold the fetch
+                      offset.  The JVM connector's union read below the brokers' log start.  Rule and
+                      quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate)
 
 Threads: one daemon thread per connection (a client sends one request at a time on a
 connection; the JVM connector pools its connections per executor JVM, at most 8 idle per
@@ -103,14 +109,15 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .produce import ProduceHandler
+from .tier_fetch import TierFetchHandler
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
-           "SCRAM_FINISH", "PRODUCE_TXN", "describe_handler", "security_refusal", "Caller"]
+           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
-METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN = 1, 2, 3, 4, 5, 6, 7
+METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN, FETCH_TIER = 1, 2, 3, 4, 5, 6, 7, 8
 _HANDSHAKE_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 256 << 20
 _U32 = struct.Struct("<I")
@@ -352,8 +359,9 @@ class DataListener:
 
     def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder, fetch: FetchHandler,
                  produce: ProduceHandler, list_offsets: ListOffsetsHandler, host: str, port: int,
-                 data_dir: Path, channels: Channels) -> None:
+                 data_dir: Path, channels: Channels, tier_fetch: TierFetchHandler | None = None) -> None:
         self.manager = manager
+        self.tier_fetch = tier_fetch  # None: FETCH_TIER is refused (no tier location known)
         self.builder = builder
         self.fetch = fetch
         self.produce = produce
@@ -478,6 +486,8 @@ class DataListener:
                 self._list_offsets(request, body, caller)
             elif api == FETCH:
                 self._fetch(request, body, is_active, caller)
+            elif api == FETCH_TIER:
+                self._fetch(request, body, is_active, caller, tier=True)
             elif api == PRODUCE:
                 self._produce(request, body, caller)
             elif api == PRODUCE_TXN:
@@ -659,7 +669,8 @@ class DataListener:
             out.error(part.error if part.HasField("error") else None)
             out.i64(part.offset)
 
-    def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller) -> None:
+    def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller, *,
+               tier: bool = False) -> None:
         max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32()
         isolation = request.u8()
         n = request.count()
@@ -674,7 +685,12 @@ class DataListener:
                                   isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
                                   partitions=partitions)
         self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
-        parts = self.fetch.collect(message, is_active=is_active)
+        if tier:
+            if self.tier_fetch is None:
+                raise InvalidRequestError("this broker serves no FETCH_TIER (it knows no tier location)")
+            parts = self.tier_fetch.collect(message)
+        else:
+            parts = self.fetch.collect(message, is_active=is_active)
         self._quota("consumer_byte_rate", caller, sum(len(payload) for _r, _f, payload in parts if payload))
         out.i32(len(parts))
         for result, _field, payload in parts:

@@ -17,8 +17,9 @@ core decides:
 Long poll as for consumers: the answer waits (at most ``max_wait_ms``, by the broker's
 injected clock) until some partition has records, diverges or errs.  Its own HW
 notifications do not end the wait (each bumps the broker's ``data_version`` by one and is
-discounted).  Fault hook: a leader that ``blocked`` the fetching broker refuses the whole
-request (``BrokerNotAvailableError``).
+discounted); a wait that runs out with nothing new returns the answer already built (an
+idle round costs one pass over the partitions, not two).  Fault hook: a leader that
+``blocked`` the fetching broker refuses the whole request (``BrokerNotAvailableError``).
 
 The answer is a list of ``FetchPart`` (``wire.py``) that ``FetchHandler`` serialises with
 ``encode_fetch_response``: the frames read from the log are copied once, into the answer,
@@ -70,7 +71,9 @@ class LeaderFetchHandler:
                 return response
             if self.manager.data_version == seen + notified:
                 seen += notified  # only our own HW notifications moved it: nothing new to answer with
-            self.manager.wait_for_data(seen, remaining_ms / 1000)
+            if self.manager.wait_for_data(seen, remaining_ms / 1000) == seen and \
+                    self._clock.monotonic_ms() >= deadline_ms:
+                return response  # an idle wait ran out with nothing new: the answer stands (no second pass)
 
     def _answer(self, request: pb.FetchRequest) -> tuple[list[FetchPart], bool, int]:
         """(answer, whether to send it now, how many HW notifications it sent: each bumped the

@@ -5,7 +5,9 @@ so it only records the image and wakes the manager's thread) leads to ``reconcil
 on the manager thread, which:
 
 - opens (creating if needed) ``<data_dir>/<topic>-<partition>`` for every partition with a
-  replica here, and hands it its leadership (leader id, leader epoch) and config;
+  replica here, and hands it its leadership (leader id, leader epoch) and config
+  (only those whose state differs from the last reconciled image's: a reconcile costs what
+  changed);
 - closes and deletes the replicas of topics that disappeared since the last reconciled
   image, of partitions moved away from this broker, and of directories whose
   ``partition.metadata`` names another topic id (a deleted topic re-created with the same
@@ -184,7 +186,8 @@ class PartitionManager:
             for name, index, info in image.iter_partitions():
                 key = (name, index)
                 if self.broker_id in info.replicas:
-                    self._ensure(image, name, index)
+                    if not self._unchanged(previous, image, name, index):
+                        self._ensure(image, name, index)
                 elif key in self._partitions:
                     self._drop(key, delete=True)
             if self._strays_pending:  # once: the first image past the metadata floor (strays.py)
@@ -196,6 +199,21 @@ class PartitionManager:
             self._reconciled = image
         for listener in list(self._reconcile_listeners):
             listener(image)
+
+    def _unchanged(self, previous: MetadataImage, image: MetadataImage, topic: str, index: int) -> bool:
+        """The replica is open and ``previous`` (the last reconciled image) gave it the same
+        topic id, config and partition state as ``image``: nothing to hand it.  An image
+        usually changes a few partitions (an ISR change, a leader moved), so a reconcile
+        costs what changed, not every replica here (caller holds ``_lock``)."""
+        old, new = previous.topics.get(topic), image.topics[topic]
+        if old is None:
+            return False
+        partition = self._partitions.get((topic, index))
+        if partition is None or partition.topic_id != new.topic_id:
+            return False
+        if old is not new and (old.topic_id != new.topic_id or old.config != new.config):
+            return False
+        return old.partitions.get(index) == new.partitions[index]
 
     def _ensure(self, image: MetadataImage, topic: str, index: int) -> Partition:
         topic_image = image.topics[topic]

@@ -1,8 +1,9 @@
 """``TransactionCoordinator``: the IO shell around the pure ``TxnShard``s of one broker.
 
-It follows the pattern of ``brokers.groups.coordinator``: transactional id ``T`` belongs to
-partition ``partition_for(T, N)`` of ``__transaction_state`` (compacted, created on the
-first FindCoordinator), whose leader coordinates it; a new leader replays the partition
+It runs on the shell every internal-topic coordinator shares
+(``brokers.coordination.sharded``): transactional id ``T`` belongs to partition
+``partition_for(T, N)`` of ``__transaction_state`` (compacted, created on the first
+FindCoordinator), whose leader coordinates it; a new leader replays the partition
 (``brokers.groups.loader.replay``) before answering (``CoordinatorLoadInProgressError``
 meanwhile), and every decision is appended with acks=all semantics in the leader epoch the
 shard was loaded in and answered only once the high watermark passed it.
@@ -24,33 +25,18 @@ import secrets
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
-from typing import Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
-from brokers.groups.coordinator import CreateTopic, PartitionSource
+from brokers.coordination.sharded import Coordinates, CreateTopic, PartitionSource, Shard, ShardedCoordinator
 from brokers.groups.loader import replay
-from brokers.log.append import check_frames
-from brokers.metadata.image import MetadataImage
 from brokers.partition import Partition
-from spark_log.clock import Clock, SystemClock
-from spark_log.errors import (
-    CoordinatorLoadInProgressError,
-    CoordinatorNotAvailableError,
-    FencedEpochError,
-    InvalidRequestError,
-    InvalidTxnStateError,
-    NotCoordinatorError,
-    NotLeaderError,
-    RequestTimeoutError,
-    SparkLogError,
-    TopicAlreadyExistsError,
-    UnknownTopicOrPartitionError,
-)
+from spark_log.clock import Clock
+from spark_log.errors import InvalidRequestError, InvalidTxnStateError, RequestTimeoutError
 
 from .core import Outcome, TxnShard, check_transactional_id
 from .markers import MarkerSender
 from .offsets import GroupOffsetsLink
-from .model import INTERNAL_TOPIC, GroupOffset, TopicPartition, TxnConfig, TxnMeta, TxnState, partition_for
+from .model import INTERNAL_TOPIC, GroupOffset, TopicPartition, TxnConfig, TxnMeta, TxnState
 from .records import decode, to_frame
 
 __all__ = ["TransactionCoordinator", "Coordinates", "TxnStats"]
@@ -79,23 +65,6 @@ def crash_point(name: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 T = TypeVar("T")
-
-@dataclass(frozen=True, slots=True)
-class Coordinates:
-    broker_id: int
-    address: str
-    partition: int
-
-
-@dataclass(eq=False)
-class _Shard:
-    index: int
-    leader_epoch: int
-    partition: Partition
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    core: TxnShard | None = None
-    written_end: int = 0
-    closed: bool = False
 
 
 def _new_producer_id() -> int:
@@ -130,139 +99,64 @@ class TxnStats:
             return self.started, self.committed, self.aborted, self.timed_out
 
 
-class TransactionCoordinator:
+class TransactionCoordinator(ShardedCoordinator[TxnShard]):
+    """The transaction coordinator of broker ``broker_id`` (module docstring); its ticker
+    is the completer."""
+
+    topic_name = INTERNAL_TOPIC
+    topic_label = "transaction state topic"
+    kind = "txn"
+    tick_label = "completing transactions"
+
     def __init__(self, *, broker_id: int, partitions: PartitionSource, create_topic: CreateTopic,
                  markers: MarkerSender, config: TxnConfig | None = None, clock: Clock | None = None,
                  commit_timeout_ms: int = 10_000, tick_ms: int = 50, load_wait_ms: int = 60_000,
                  offsets: GroupOffsetsLink | None = None) -> None:
-        self.broker_id = broker_id
+        super().__init__(broker_id=broker_id, partitions=partitions, create_topic=create_topic, clock=clock,
+                         commit_timeout_ms=commit_timeout_ms, tick_ms=tick_ms, load_wait_ms=load_wait_ms)
         self.config = config or TxnConfig()
-        self._partitions = partitions
-        self._create_topic = create_topic
         self._markers = markers
-        self._clock: Clock = clock or SystemClock()
-        self._commit_timeout_ms = commit_timeout_ms
-        self._tick_ms = tick_ms
-        self._load_wait_ms = load_wait_ms
         self._offsets = offsets
-        self._lock = threading.Lock()
-        self._shards: dict[int, _Shard] = {}
-        self._creating = threading.Lock()
-        self._stopped = threading.Event()
         self._completed = threading.Condition()
-        self._work = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._image: MetadataImage | None = None
         self.stats = TxnStats()
 
-    # -- lifecycle ---------------------------------------------------------------------------
+    # -- the shell's hooks -------------------------------------------------------------------
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._loop, name=f"txn-completer-{self.broker_id}", daemon=True)
-        self._thread.start()
+    def _check_key(self, key: str) -> None:
+        check_transactional_id(key)
 
-    def stop(self) -> None:
-        self._stopped.set()
-        self._work.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-        with self._lock:
-            shards, self._shards = list(self._shards.values()), {}
-        for shard in shards:
-            shard.closed = True
-        self._markers.close()
-        if self._offsets is not None:
-            self._offsets.close()
-        with self._completed:
-            self._completed.notify_all()
+    def _key_label(self, key: str) -> str:
+        return f"transactional id {key!r}"
 
-    # -- leadership of the internal partitions ------------------------------------------------
+    def _topic_spec(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
+        rf = max(1, min(self.config.replication_factor, live_brokers))
+        return self.config.partitions, rf, {
+            "cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
+            "segment.bytes": str(self.config.segment_bytes), "min.insync.replicas": str(min(2, rf))}
 
-    def on_reconciled(self, image: MetadataImage) -> None:
-        self._image = image
-        topic = image.topics.get(INTERNAL_TOPIC)
-        wanted: dict[int, int] = {}
-        if topic is not None:
-            wanted = {i: p.leader_epoch for i, p in topic.partitions.items() if p.leader == self.broker_id}
-        starts: list[_Shard] = []
-        with self._lock:
-            if self._stopped.is_set():
-                return
-            for index, shard in list(self._shards.items()):
-                if wanted.get(index) != shard.leader_epoch:
-                    shard.closed = True
-                    del self._shards[index]
-            for index, epoch in wanted.items():
-                if index in self._shards:
-                    continue
-                try:
-                    partition = self._partitions.get(INTERNAL_TOPIC, index)
-                except SparkLogError as exc:
-                    log.warning("cannot open %s-%d to coordinate it: %s", INTERNAL_TOPIC, index, exc)
-                    continue
-                shard = _Shard(index=index, leader_epoch=epoch, partition=partition)
-                self._shards[index] = shard
-                starts.append(shard)
-        for shard in starts:
-            threading.Thread(target=self._load, args=(shard,), name=f"txn-load-{shard.index}", daemon=True).start()
-
-    def _load(self, shard: _Shard) -> None:
-        name = f"{INTERNAL_TOPIC}-{shard.index}"
+    def _replay(self, partition: Partition, leader_epoch: int, name: str) -> tuple[TxnShard, int]:
         core = TxnShard(self.config)
-        try:
-            end = replay(shard.partition, leader_epoch=shard.leader_epoch,
-                         apply=lambda key, value: core.apply(*decode(key, value)), wait_ms=self._load_wait_ms,
-                         name=name)
-        except SparkLogError as exc:
-            log.warning("loading %s failed: %s", name, exc)
-            self._drop(shard)
-            return
-        with shard.lock:
-            if shard.closed:
-                return
-            shard.core, shard.written_end = core, end
-        log.info("broker %d coordinates %s (leader epoch %d)", self.broker_id, name, shard.leader_epoch)
-        self._work.set()  # finish what the previous coordinator started
+        end = replay(partition, leader_epoch=leader_epoch, apply=lambda key, value: core.apply(*decode(key, value)),
+                     wait_ms=self._load_wait_ms, name=name)
+        return core, end
 
-    def _drop(self, shard: _Shard) -> None:
-        shard.closed = True
-        with self._lock:
-            if self._shards.get(shard.index) is shard:
-                del self._shards[shard.index]
+    def _to_frame(self, records: Sequence[Any], timestamp_ms: int) -> bytes:
+        return to_frame(tuple(records), timestamp_ms=timestamp_ms)
+
+    def _on_loaded(self, shard: Shard[TxnShard]) -> None:
+        self._wake.set()  # finish what the previous coordinator started
+
+    def _on_dropped(self) -> None:
         with self._completed:
             self._completed.notify_all()
 
-    # -- finding the coordinator ---------------------------------------------------------------
+    def _on_stop(self) -> None:
+        with self._completed:
+            self._completed.notify_all()
 
-    def find_coordinator(self, transactional_id: str) -> Coordinates:
-        check_transactional_id(transactional_id)
-        image = self._partitions.image
-        topic = image.topics.get(INTERNAL_TOPIC)
-        if topic is None:
-            self._ensure_topic(image)
-            raise CoordinatorNotAvailableError(f"the transaction state topic {INTERNAL_TOPIC} is being created")
-        index = partition_for(transactional_id, len(topic.partitions))
-        info = topic.partitions[index]
-        address = image.broker_address(info.leader)
-        if info.leader is None or address is None:
-            raise CoordinatorNotAvailableError(f"{INTERNAL_TOPIC}-{index} has no leader right now")
-        return Coordinates(info.leader, address, index)
-
-    def _ensure_topic(self, image: MetadataImage) -> None:
-        if not self._creating.acquire(blocking=False):
-            return
-        try:
-            rf = max(1, min(self.config.replication_factor, len(image.live_brokers())))
-            self._create_topic(INTERNAL_TOPIC, self.config.partitions, rf,
-                               {"cleanup.policy": "compact", "retention.ms": "-1", "retention.bytes": "-1",
-                                "segment.bytes": str(self.config.segment_bytes), "min.insync.replicas":
-                                str(min(2, rf))})
-        except TopicAlreadyExistsError:
-            pass
-        except SparkLogError as exc:
-            log.warning("creating %s failed (asked again at the next FindCoordinator): %s", INTERNAL_TOPIC, exc)
-        finally:
-            self._creating.release()
+    def _on_tick(self, shard: Shard[TxnShard]) -> None:
+        self._timeouts(shard)
+        self._complete(shard)
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -314,7 +208,7 @@ class TransactionCoordinator:
         self._await_complete(transactional_id, timeout_ms)
 
     def _await_complete(self, transactional_id: str, timeout_ms: int | None) -> TxnMeta:
-        self._work.set()
+        self._wake.set()
         deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self._commit_timeout_ms * 3) / 1000
         with self._completed:
             while True:
@@ -330,37 +224,18 @@ class TransactionCoordinator:
     def describe(self, transactional_id: str) -> TxnMeta | None:
         return self._read(transactional_id, lambda core: core.get(transactional_id))
 
-    # -- the one path -------------------------------------------------------------------------
-
-    def _shard(self, transactional_id: str) -> _Shard:
-        check_transactional_id(transactional_id)
-        topic = self._partitions.image.topics.get(INTERNAL_TOPIC)
-        if topic is None:
-            raise CoordinatorNotAvailableError(f"the transaction state topic {INTERNAL_TOPIC} does not exist yet")
-        index = partition_for(transactional_id, len(topic.partitions))
-        with self._lock:
-            shard = self._shards.get(index)
-        if shard is None or shard.closed:
-            raise NotCoordinatorError(f"broker {self.broker_id} does not coordinate transactional id "
-                                      f"{transactional_id!r} ({INTERNAL_TOPIC}-{index})")
-        if shard.core is None:
-            raise CoordinatorLoadInProgressError(f"broker {self.broker_id} is loading {INTERNAL_TOPIC}-{index}")
-        return shard
+    # -- decisions ----------------------------------------------------------------------------
 
     def _decide(self, transactional_id: str, decide: Callable[[TxnShard, int], Outcome[T]]) -> T:
         shard = self._shard(transactional_id)
         outcome = self._decide_on(shard, lambda core: decide(core, self._clock.wall_ms()))
         if outcome.error is not None:
-            self._work.set()
+            self._wake.set()
             raise outcome.error
         return outcome.answer
 
-    def _decide_on(self, shard: _Shard, decide: Callable[[TxnShard], Outcome[T]]) -> Outcome[T]:
-        with shard.lock:
-            core = shard.core
-            if core is None or shard.closed:
-                raise NotCoordinatorError(f"broker {self.broker_id} stopped coordinating {INTERNAL_TOPIC}-"
-                                          f"{shard.index}")
+    def _decide_on(self, shard: Shard[TxnShard], decide: Callable[[TxnShard], Outcome[T]]) -> Outcome[T]:
+        def act(core: TxnShard) -> Outcome[T]:
             outcome = decide(core)
             if outcome.records:
                 self._append(shard, outcome.records)
@@ -369,79 +244,19 @@ class TransactionCoordinator:
                 self.stats.observe(before.get(meta.transactional_id, core.get(meta.transactional_id)), meta)
                 before[meta.transactional_id] = meta
             core.finish(outcome)
-            end = shard.written_end
-        self._wait_durable(shard, end)
-        return outcome
+            return outcome
+        return self._locked(shard, act)
 
-    def _read(self, transactional_id: str, read: Callable[[TxnShard], T]) -> T:
-        shard = self._shard(transactional_id)
-        with shard.lock:
-            if shard.core is None or shard.closed:
-                raise NotCoordinatorError(f"broker {self.broker_id} stopped coordinating {transactional_id!r}")
-            answer = read(shard.core)
-            end = shard.written_end
-        self._wait_durable(shard, end)
-        return answer
+    # -- completing and timing out (the ticker) ---------------------------------------------
 
-    def _append(self, shard: _Shard, records: tuple[TxnMeta, ...]) -> None:
-        data = to_frame(records, timestamp_ms=self._clock.wall_ms())
-        frames = check_frames(data, max_message_bytes=max(len(data), shard.partition.config.max_message_bytes),
-                              topic=INTERNAL_TOPIC)
-        try:
-            appended = shard.partition.append_as_leader(frames, required_leader_epoch=shard.leader_epoch,
-                                                        acks_all=True)
-        except (NotLeaderError, FencedEpochError, UnknownTopicOrPartitionError) as exc:
-            self._drop(shard)
-            raise NotCoordinatorError(f"broker {self.broker_id} no longer leads {INTERNAL_TOPIC}-{shard.index}: "
-                                      f"{exc}") from None
-        shard.written_end = appended.last_offset + 1
-
-    def _wait_durable(self, shard: _Shard, end: int) -> None:
-        if end <= 0:
-            return
-        try:
-            done = shard.partition.wait_for_high_watermark(end - 1, self._commit_timeout_ms,
-                                                          leader_epoch=shard.leader_epoch)
-        except (NotLeaderError, UnknownTopicOrPartitionError) as exc:
-            self._drop(shard)
-            raise NotCoordinatorError(f"{INTERNAL_TOPIC}-{shard.index} lost its leader before the write was "
-                                      f"replicated: {exc}") from None
-        if not done:
-            raise RequestTimeoutError(f"{INTERNAL_TOPIC}-{shard.index} was not replicated within "
-                                      f"{self._commit_timeout_ms} ms")
-
-    # -- completing and timing out -------------------------------------------------------------
-
-    def _loop(self) -> None:
-        rounds = 0
-        while not self._stopped.is_set():
-            self._work.wait(self._tick_ms / 1000)
-            self._work.clear()
-            if self._stopped.is_set():
-                return
-            rounds += 1
-            image = self._image
-            if image is not None and rounds % max(1, 1000 // self._tick_ms) == 0:
-                self.on_reconciled(image)  # retry loads that failed
-            with self._lock:
-                shards = list(self._shards.values())
-            for shard in shards:
-                try:
-                    self._timeouts(shard)
-                    self._complete(shard)
-                except SparkLogError as exc:
-                    log.info("completing transactions of %s-%d: %s", INTERNAL_TOPIC, shard.index, exc)
-                except Exception:  # noqa: BLE001 - keep the completer alive
-                    log.exception("completing transactions of %s-%d", INTERNAL_TOPIC, shard.index)
-
-    def _timeouts(self, shard: _Shard) -> None:
+    def _timeouts(self, shard: Shard[TxnShard]) -> None:
         if shard.core is None or shard.closed:
             return
         outcome = self._decide_on(shard, lambda core: core.tick(self._clock.wall_ms()))
         for transactional_id in outcome.answer:
             log.info("transaction of %r aborted: open past its timeout", transactional_id)
 
-    def _complete(self, shard: _Shard) -> None:
+    def _complete(self, shard: Shard[TxnShard]) -> None:
         with shard.lock:
             if shard.core is None or shard.closed:
                 return
@@ -456,10 +271,10 @@ class TransactionCoordinator:
                     self._completed.notify_all()
             # else: retried at the next tick (a leader is moving, a broker is down)
 
-    def _finish(self, shard: _Shard, transactional_id: str) -> None:
+    def _finish(self, shard: Shard[TxnShard], transactional_id: str) -> None:
         self._decide_on(shard, lambda core: core.complete(transactional_id, self._clock.wall_ms()))
 
-    def _write_markers(self, shard: _Shard, meta: TxnMeta) -> bool:
+    def _write_markers(self, shard: Shard[TxnShard], meta: TxnMeta) -> bool:
         """Every marker of ``meta`` written? (each call writes what is missing; a marker
         written twice is harmless: the second finds no open transaction)."""
         for participant, commit in meta.markers():
@@ -468,7 +283,7 @@ class TransactionCoordinator:
                 return False
         return True
 
-    # -- tests and describe ---------------------------------------------------------------------
+    # -- metrics ----------------------------------------------------------------------------
 
     def open_transactions(self, now_ms: int | None = None) -> tuple[dict[TxnState, int], int]:
         """Metrics: ``({state: transactions}, age of the oldest open one in ms)`` over the
@@ -477,9 +292,7 @@ class TransactionCoordinator:
         now = self._clock.wall_ms() if now_ms is None else now_ms
         counts = {TxnState.ONGOING: 0, TxnState.PREPARE_COMMIT: 0, TxnState.PREPARE_ABORT: 0}
         oldest = -1
-        with self._lock:
-            shards = [s for s in self._shards.values() if s.core is not None and not s.closed]
-        for shard in shards:
+        for shard in self._loaded():
             with shard.lock:
                 core = shard.core
                 metas = [core.get(i) for i in core.ids()] if core is not None else []
@@ -490,7 +303,3 @@ class TransactionCoordinator:
                 if meta.started_ms >= 0:
                     oldest = max(oldest, now - meta.started_ms)
         return counts, oldest
-
-    def loaded_partitions(self) -> list[int]:
-        with self._lock:
-            return sorted(i for i, s in self._shards.items() if s.core is not None and not s.closed)

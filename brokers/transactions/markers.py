@@ -15,7 +15,7 @@ from typing import Callable, Iterable
 import grpc
 
 from brokers.metadata.image import MetadataImage
-from brokers.net.channels import PEER_CHANNEL_OPTIONS, Channels
+from brokers.net.peers import PeerCalls
 from spark_log import errors
 from spark_log.errors import (
     BrokerNotAvailableError,
@@ -85,14 +85,12 @@ class MarkerSender:
     partitions that are done (the caller retries the rest)."""
 
     def __init__(self, *, broker_id: int, image: Callable[[], MetadataImage], local: MarkerHandler,
-                 channels: Channels, timeout_ms: int = 10_000) -> None:
+                 peers: PeerCalls, timeout_ms: int = 10_000) -> None:
         self.broker_id = broker_id
         self._image = image
         self._local = local
-        self._channels = channels
+        self._peers = peers
         self._timeout_ms = timeout_ms
-        self._lock = threading.Lock()
-        self._stubs: dict[str, tuple[grpc.Channel, Callable[..., pb.WriteTxnMarkersResponse]]] = {}
 
     def send(self, participant: Participant, commit: bool, coordinator_epoch: int,
              partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
@@ -122,7 +120,9 @@ class MarkerSender:
                     address = image.broker_address(leader)
                     if address is None:
                         continue
-                    response = self._stub(address)(request, timeout=self._timeout_ms / 1000 + 5)
+                    call = self._peers.unary(address, "/spark_log.transactions.v1.TxnMarkers/WriteTxnMarkers",
+                                             pb.WriteTxnMarkersRequest, pb.WriteTxnMarkersResponse)
+                    response = call(request, timeout=self._timeout_ms / 1000 + 5)
             except grpc.RpcError as exc:
                 error = errors.from_rpc_error(exc)
                 log.info("markers to broker %d not written yet: %s", leader, error)
@@ -134,21 +134,3 @@ class MarkerSender:
                     log.info("marker for %s-%d not written yet: %s", result.topic, result.partition,
                              result.error_message)
         return done
-
-    def _stub(self, address: str) -> Callable[..., pb.WriteTxnMarkersResponse]:
-        with self._lock:
-            found = self._stubs.get(address)
-            if found is None:
-                channel = self._channels.open(address, PEER_CHANNEL_OPTIONS)
-                found = (channel, channel.unary_unary(
-                    "/spark_log.transactions.v1.TxnMarkers/WriteTxnMarkers",
-                    request_serializer=pb.WriteTxnMarkersRequest.SerializeToString,
-                    response_deserializer=pb.WriteTxnMarkersResponse.FromString))
-                self._stubs[address] = found
-            return found[1]
-
-    def close(self) -> None:
-        with self._lock:
-            stubs, self._stubs = list(self._stubs.values()), {}
-        for channel, _ in stubs:
-            channel.close()

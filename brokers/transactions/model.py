@@ -26,8 +26,9 @@ owner's epoch to fence the old one.
 from __future__ import annotations
 
 import enum
-import zlib
 from dataclasses import dataclass, replace
+
+from brokers.coordination.keys import partition_for as partition_for  # the id's partition of the topic
 
 __all__ = ["INTERNAL_TOPIC", "TxnState", "Participant", "TxnMeta", "GroupOffset", "TopicPartition",
            "partition_for", "TxnConfig", "MAX_EPOCH"]
@@ -36,11 +37,6 @@ INTERNAL_TOPIC = "__transaction_state"
 MAX_EPOCH = 32_767 - 2  # the frame header's producer epoch is an int16; leave room for the marker bump
 
 TopicPartition = tuple[str, int]
-
-
-def partition_for(transactional_id: str, partitions: int) -> int:
-    """The partition of ``__transaction_state`` holding ``transactional_id`` (CRC-32, stable)."""
-    return zlib.crc32(transactional_id.encode("utf-8")) % partitions
 
 
 class TxnState(str, enum.Enum):

@@ -11,16 +11,14 @@ transaction's offsets are dropped.  The group's coordinator is this broker's
 """
 from __future__ import annotations
 
-import threading
 from collections import defaultdict
-from typing import Callable
 
 import grpc
 
 from brokers.groups import GroupCoordinator
 from brokers.groups.messages import CommitOffsets
 from brokers.groups.model import CommittedOffset
-from brokers.net.channels import PEER_CHANNEL_OPTIONS, Channels
+from brokers.net.peers import PeerCalls
 from spark_log import errors
 from spark_log.proto import groups_pb2 as gpb
 
@@ -30,13 +28,11 @@ __all__ = ["GroupOffsetsLink"]
 
 
 class GroupOffsetsLink:
-    def __init__(self, *, broker_id: int, groups: GroupCoordinator, channels: Channels, timeout_ms: int = 10_000) -> None:
+    def __init__(self, *, broker_id: int, groups: GroupCoordinator, peers: PeerCalls, timeout_ms: int = 10_000) -> None:
         self.broker_id = broker_id
         self._groups = groups
-        self._channels = channels
+        self._peers = peers
         self._timeout_s = timeout_ms / 1000
-        self._lock = threading.Lock()
-        self._channels_by_address: dict[str, grpc.Channel] = {}
 
     def validate(self, group_id: str, member_id: str, member_epoch: int, offsets: list[GroupOffset]) -> None:
         """Raise the group coordinator's refusal of this commit (fenced member, unknown
@@ -65,27 +61,12 @@ class GroupOffsetsLink:
             validate_only=validate_only,
             partitions=[gpb.CommitPartition(topic=t, partition=p, offset=o.offset, metadata=o.metadata, leader_epoch=-1)
                         for (t, p), o in sorted(commit.offsets.items())])
-        call: Callable[..., gpb.OffsetCommitResponse] = self._channel(where.address).unary_unary(
-            f"/spark_log.groups.v1.GroupCoordinator/{method}",
-            request_serializer=gpb.OffsetCommitRequest.SerializeToString,
-            response_deserializer=gpb.OffsetCommitResponse.FromString)
+        call = self._peers.unary(where.address, f"/spark_log.groups.v1.GroupCoordinator/{method}",
+                                 gpb.OffsetCommitRequest, gpb.OffsetCommitResponse)
         try:
             call(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc, address=where.address) from None
-
-    def _channel(self, address: str) -> grpc.Channel:
-        with self._lock:
-            channel = self._channels_by_address.get(address)
-            if channel is None:
-                channel = self._channels_by_address[address] = self._channels.open(address, PEER_CHANNEL_OPTIONS)
-            return channel
-
-    def close(self) -> None:
-        with self._lock:
-            channels, self._channels_by_address = list(self._channels_by_address.values()), {}
-        for channel in channels:
-            channel.close()
 
 
 def _commit(group_id: str, offsets: list[GroupOffset], member_id: str, member_epoch: int, *,

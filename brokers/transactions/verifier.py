@@ -6,13 +6,12 @@ cannot open a transaction nobody will ever end.  The coordinator is this broker'
 ``TransactionCoordinator`` or, elsewhere, its AddPartitions RPC with ``verify_only``."""
 from __future__ import annotations
 
-import threading
 from typing import Callable
 
 import grpc
 
 from brokers.metadata.image import MetadataImage
-from brokers.net.channels import PEER_CHANNEL_OPTIONS, Channels
+from brokers.net.peers import PeerCalls
 from spark_log import errors
 from spark_log.errors import CoordinatorNotAvailableError
 from spark_log.proto import transactions_pb2 as pb
@@ -25,14 +24,12 @@ __all__ = ["TxnVerifier"]
 
 class TxnVerifier:
     def __init__(self, *, broker_id: int, image: Callable[[], MetadataImage], local: TransactionCoordinator,
-                 channels: Channels, timeout_ms: int = 10_000) -> None:
+                 peers: PeerCalls, timeout_ms: int = 10_000) -> None:
         self.broker_id = broker_id
         self._image = image
         self._local = local
-        self._channels = channels
+        self._peers = peers
         self._timeout_s = timeout_ms / 1000
-        self._lock = threading.Lock()
-        self._stubs: dict[str, tuple[grpc.Channel, Callable[..., pb.AddPartitionsResponse]]] = {}
 
     def verify(self, transactional_id: str, producer_id: int, epoch: int, topic: str, partition: int) -> None:
         """Raises the coordinator's typed error (``InvalidTxnStateError``,
@@ -54,24 +51,8 @@ class TxnVerifier:
                                           producer_epoch=epoch, verify_only=True,
                                           partitions=[pb.TopicPartition(topic=topic, partition=partition)])
         try:
-            self._stub(address)(request, timeout=self._timeout_s)
+            call = self._peers.unary(address, "/spark_log.transactions.v1.TransactionCoordinator/AddPartitions",
+                                     pb.AddPartitionsRequest, pb.AddPartitionsResponse)
+            call(request, timeout=self._timeout_s)
         except grpc.RpcError as exc:
             raise errors.from_rpc_error(exc, address=address) from None
-
-    def _stub(self, address: str) -> Callable[..., pb.AddPartitionsResponse]:
-        with self._lock:
-            found = self._stubs.get(address)
-            if found is None:
-                channel = self._channels.open(address, PEER_CHANNEL_OPTIONS)
-                found = (channel, channel.unary_unary(
-                    "/spark_log.transactions.v1.TransactionCoordinator/AddPartitions",
-                    request_serializer=pb.AddPartitionsRequest.SerializeToString,
-                    response_deserializer=pb.AddPartitionsResponse.FromString))
-                self._stubs[address] = found
-            return found[1]
-
-    def close(self) -> None:
-        with self._lock:
-            stubs, self._stubs = list(self._stubs.values()), {}
-        for channel, _ in stubs:
-            channel.close()

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from spark_log.proto import broker_pb2 as spark__log_dot_proto_dot_broker__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n spark_log/proto/compaction.proto\x12\x17spark_log.compaction.v1\x1a\x1cspark_log/proto/broker.proto\"o\n\x0e\x43ompactionPlan\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x12\x1c\n\x14tombstone_horizon_ms\x18\x03 \x01(\x03\x12\x1b\n\x13producer_horizon_ms\x18\x04 \x01(\x03\"\xb6\x04\n\x13PartitionCompaction\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tbroker_id\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x08\x12\x16\n\x0e\x63leanup_policy\x18\x05 \x01(\t\x12\x16\n\x0e\x63leaned_offset\x18\x06 \x01(\x03\x12\x15\n\rcleanable_end\x18\x07 \x01(\x03\x12\x13\n\x0b\x63lean_bytes\x18\x08 \x01(\x03\x12\x13\n\x0b\x64irty_bytes\x18\t \x01(\x03\x12\x13\n\x0b\x64irty_ratio\x18\n \x01(\x01\x12<\n\x0blatest_plan\x18\x0b \x01(\x0b\x32\'.spark_log.compaction.v1.CompactionPlan\x12\x1b\n\x13\x61pplied_plan_offset\x18\x0c \x01(\x03\x12\x11\n\trequested\x18\r \x01(\x08\x12\x18\n\x10log_start_offset\x18\x0e \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x0f \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x10 \x01(\x03\x12\x14\n\x0crecords_read\x18\x11 \x01(\x03\x12\x14\n\x0crecords_kept\x18\x12 \x01(\x03\x12\x1a\n\x12tombstones_removed\x18\x13 \x01(\x03\x12\x12\n\nbytes_read\x18\x14 \x01(\x03\x12\x15\n\rbytes_written\x18\x15 \x01(\x03\x12)\n\x05\x65rror\x18\x16 \x01(\x0b\x32\x1a.spark_log.broker.v1.Error\"A\n\x19\x44\x65scribeCompactionRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x14\n\x0cleaders_only\x18\x02 \x01(\x08\"^\n\x1a\x44\x65scribeCompactionResponse\x12@\n\npartitions\x18\x01 \x03(\x0b\x32,.spark_log.compaction.v1.PartitionCompaction\"3\n\x0e\x43ompactRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"S\n\x0f\x43ompactResponse\x12@\n\npartitions\x18\x01 \x03(\x0b\x32,.spark_log.compaction.v1.PartitionCompaction\"\x80\x01\n\x10OffsetMapRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x03 \x01(\x03\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x12\n\noffset_map\x18\x05 \x01(\x0c\x12\x0c\n\x04plan\x18\x06 \x01(\x08\"J\n\x11OffsetMapResponse\x12\x35\n\x04plan\x18\x01 \x01(\x0b\x32\'.spark_log.compaction.v1.CompactionPlan2\xc8\x02\n\nCompaction\x12s\n\x08\x44\x65scribe\x12\x32.spark_log.compaction.v1.DescribeCompactionRequest\x1a\x33.spark_log.compaction.v1.DescribeCompactionResponse\x12\\\n\x07\x43ompact\x12\'.spark_log.compaction.v1.CompactRequest\x1a(.spark_log.compaction.v1.CompactResponse\x12g\n\x0eOfferOffsetMap\x12).spark_log.compaction.v1.OffsetMapRequest\x1a*.spark_log.compaction.v1.OffsetMapResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n spark_log/proto/compaction.proto\x12\x17spark_log.compaction.v1\x1a\x1cspark_log/proto/broker.proto\"o\n\x0e\x43ompactionPlan\x12\x0e\n\x06offset\x18\x01 \x01(\x03\x12\x12\n\nend_offset\x18\x02 \x01(\x03\x12\x1c\n\x14tombstone_horizon_ms\x18\x03 \x01(\x03\x12\x1b\n\x13producer_horizon_ms\x18\x04 \x01(\x03\"\xcf\x04\n\x13PartitionCompaction\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tbroker_id\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x08\x12\x16\n\x0e\x63leanup_policy\x18\x05 \x01(\t\x12\x16\n\x0e\x63leaned_offset\x18\x06 \x01(\x03\x12\x15\n\rcleanable_end\x18\x07 \x01(\x03\x12\x13\n\x0b\x63lean_bytes\x18\x08 \x01(\x03\x12\x13\n\x0b\x64irty_bytes\x18\t \x01(\x03\x12\x13\n\x0b\x64irty_ratio\x18\n \x01(\x01\x12<\n\x0blatest_plan\x18\x0b \x01(\x0b\x32\'.spark_log.compaction.v1.CompactionPlan\x12\x1b\n\x13\x61pplied_plan_offset\x18\x0c \x01(\x03\x12\x11\n\trequested\x18\r \x01(\x08\x12\x18\n\x10log_start_offset\x18\x0e \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\x0f \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x10 \x01(\x03\x12\x14\n\x0crecords_read\x18\x11 \x01(\x03\x12\x14\n\x0crecords_kept\x18\x12 \x01(\x03\x12\x1a\n\x12tombstones_removed\x18\x13 \x01(\x03\x12\x12\n\nbytes_read\x18\x14 \x01(\x03\x12\x15\n\rbytes_written\x18\x15 \x01(\x03\x12)\n\x05\x65rror\x18\x16 \x01(\x0b\x32\x1a.spark_log.broker.v1.Error\x12\x17\n\x0fmarkers_removed\x18\x17 \x01(\x03\"A\n\x19\x44\x65scribeCompactionRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x14\n\x0cleaders_only\x18\x02 \x01(\x08\"^\n\x1a\x44\x65scribeCompactionResponse\x12@\n\npartitions\x18\x01 \x03(\x0b\x32,.spark_log.compaction.v1.PartitionCompaction\"3\n\x0e\x43ompactRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"S\n\x0f\x43ompactResponse\x12@\n\npartitions\x18\x01 \x03(\x0b\x32,.spark_log.compaction.v1.PartitionCompaction\"\x80\x01\n\x10OffsetMapRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x14\n\x0cstart_offset\x18\x03 \x01(\x03\x12\x12\n\nend_offset\x18\x04 \x01(\x03\x12\x12\n\noffset_map\x18\x05 \x01(\x0c\x12\x0c\n\x04plan\x18\x06 \x01(\x08\"J\n\x11OffsetMapResponse\x12\x35\n\x04plan\x18\x01 \x01(\x0b\x32\'.spark_log.compaction.v1.CompactionPlan2\xc8\x02\n\nCompaction\x12s\n\x08\x44\x65scribe\x12\x32.spark_log.compaction.v1.DescribeCompactionRequest\x1a\x33.spark_log.compaction.v1.DescribeCompactionResponse\x12\\\n\x07\x43ompact\x12\'.spark_log.compaction.v1.CompactRequest\x1a(.spark_log.compaction.v1.CompactResponse\x12g\n\x0eOfferOffsetMap\x12).spark_log.compaction.v1.OffsetMapRequest\x1a*.spark_log.compaction.v1.OffsetMapResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -35,19 +35,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMPACTIONPLAN']._serialized_start=91
   _globals['_COMPACTIONPLAN']._serialized_end=202
   _globals['_PARTITIONCOMPACTION']._serialized_start=205
-  _globals['_PARTITIONCOMPACTION']._serialized_end=771
-  _globals['_DESCRIBECOMPACTIONREQUEST']._serialized_start=773
-  _globals['_DESCRIBECOMPACTIONREQUEST']._serialized_end=838
-  _globals['_DESCRIBECOMPACTIONRESPONSE']._serialized_start=840
-  _globals['_DESCRIBECOMPACTIONRESPONSE']._serialized_end=934
-  _globals['_COMPACTREQUEST']._serialized_start=936
-  _globals['_COMPACTREQUEST']._serialized_end=987
-  _globals['_COMPACTRESPONSE']._serialized_start=989
-  _globals['_COMPACTRESPONSE']._serialized_end=1072
-  _globals['_OFFSETMAPREQUEST']._serialized_start=1075
-  _globals['_OFFSETMAPREQUEST']._serialized_end=1203
-  _globals['_OFFSETMAPRESPONSE']._serialized_start=1205
-  _globals['_OFFSETMAPRESPONSE']._serialized_end=1279
-  _globals['_COMPACTION']._serialized_start=1282
-  _globals['_COMPACTION']._serialized_end=1610
+  _globals['_PARTITIONCOMPACTION']._serialized_end=796
+  _globals['_DESCRIBECOMPACTIONREQUEST']._serialized_start=798
+  _globals['_DESCRIBECOMPACTIONREQUEST']._serialized_end=863
+  _globals['_DESCRIBECOMPACTIONRESPONSE']._serialized_start=865
+  _globals['_DESCRIBECOMPACTIONRESPONSE']._serialized_end=959
+  _globals['_COMPACTREQUEST']._serialized_start=961
+  _globals['_COMPACTREQUEST']._serialized_end=1012
+  _globals['_COMPACTRESPONSE']._serialized_start=1014
+  _globals['_COMPACTRESPONSE']._serialized_end=1097
+  _globals['_OFFSETMAPREQUEST']._serialized_start=1100
+  _globals['_OFFSETMAPREQUEST']._serialized_end=1228
+  _globals['_OFFSETMAPRESPONSE']._serialized_start=1230
+  _globals['_OFFSETMAPRESPONSE']._serialized_end=1304
+  _globals['_COMPACTION']._serialized_start=1307
+  _globals['_COMPACTION']._serialized_end=1635
 # @@protoc_insertion_point(module_scope)

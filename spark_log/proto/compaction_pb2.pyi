@@ -20,7 +20,7 @@ class CompactionPlan(_message.Message):
     def __init__(self, offset: _Optional[int] = ..., end_offset: _Optional[int] = ..., tombstone_horizon_ms: _Optional[int] = ..., producer_horizon_ms: _Optional[int] = ...) -> None: ...
 
 class PartitionCompaction(_message.Message):
-    __slots__ = ("topic", "partition", "broker_id", "leader", "cleanup_policy", "cleaned_offset", "cleanable_end", "clean_bytes", "dirty_bytes", "dirty_ratio", "latest_plan", "applied_plan_offset", "requested", "log_start_offset", "high_watermark", "log_end_offset", "records_read", "records_kept", "tombstones_removed", "bytes_read", "bytes_written", "error")
+    __slots__ = ("topic", "partition", "broker_id", "leader", "cleanup_policy", "cleaned_offset", "cleanable_end", "clean_bytes", "dirty_bytes", "dirty_ratio", "latest_plan", "applied_plan_offset", "requested", "log_start_offset", "high_watermark", "log_end_offset", "records_read", "records_kept", "tombstones_removed", "bytes_read", "bytes_written", "error", "markers_removed")
     TOPIC_FIELD_NUMBER: _ClassVar[int]
     PARTITION_FIELD_NUMBER: _ClassVar[int]
     BROKER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class PartitionCompaction(_message.Message):
     BYTES_READ_FIELD_NUMBER: _ClassVar[int]
     BYTES_WRITTEN_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MARKERS_REMOVED_FIELD_NUMBER: _ClassVar[int]
     topic: str
     partition: int
     broker_id: int
@@ -65,7 +66,8 @@ class PartitionCompaction(_message.Message):
     bytes_read: int
     bytes_written: int
     error: _broker_pb2.Error
-    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., broker_id: _Optional[int] = ..., leader: _Optional[bool] = ..., cleanup_policy: _Optional[str] = ..., cleaned_offset: _Optional[int] = ..., cleanable_end: _Optional[int] = ..., clean_bytes: _Optional[int] = ..., dirty_bytes: _Optional[int] = ..., dirty_ratio: _Optional[float] = ..., latest_plan: _Optional[_Union[CompactionPlan, _Mapping]] = ..., applied_plan_offset: _Optional[int] = ..., requested: _Optional[bool] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., records_read: _Optional[int] = ..., records_kept: _Optional[int] = ..., tombstones_removed: _Optional[int] = ..., bytes_read: _Optional[int] = ..., bytes_written: _Optional[int] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ...) -> None: ...
+    markers_removed: int
+    def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., broker_id: _Optional[int] = ..., leader: _Optional[bool] = ..., cleanup_policy: _Optional[str] = ..., cleaned_offset: _Optional[int] = ..., cleanable_end: _Optional[int] = ..., clean_bytes: _Optional[int] = ..., dirty_bytes: _Optional[int] = ..., dirty_ratio: _Optional[float] = ..., latest_plan: _Optional[_Union[CompactionPlan, _Mapping]] = ..., applied_plan_offset: _Optional[int] = ..., requested: _Optional[bool] = ..., log_start_offset: _Optional[int] = ..., high_watermark: _Optional[int] = ..., log_end_offset: _Optional[int] = ..., records_read: _Optional[int] = ..., records_kept: _Optional[int] = ..., tombstones_removed: _Optional[int] = ..., bytes_read: _Optional[int] = ..., bytes_written: _Optional[int] = ..., error: _Optional[_Union[_broker_pb2.Error, _Mapping]] = ..., markers_removed: _Optional[int] = ...) -> None: ...
 
 class DescribeCompactionRequest(_message.Message):
     __slots__ = ("topics", "leaders_only")

@@ -54,3 +54,30 @@ def test_a_retry_is_counted(bootstrap: str, topic_name: str) -> None:
             values = producer.metrics()
     assert values["errors"] >= values["retries"] >= 1
     assert values["records_sent"] == 1 and values["records_failed"] == 0
+
+
+def test_keyed_records_over_many_partitions_share_one_call_per_broker(bootstrap: str, topic_name: str) -> None:
+    """Issue 19: the batches one flush (or one linger round) ships go in one Produce call per
+    leader broker, whatever their partitions: 300 keyed records over 60 partitions of an
+    RF=3 topic on 3 brokers take at most 3 calls, and every record lands in its key's
+    partition, readable in order."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=60, replication_factor=3)
+    with Producer(bootstrap, linger_ms=60_000) as producer:
+        futures = [producer.send(topic_name, f"v{i}".encode(), key=f"k{i % 100}") for i in range(300)]
+        producer.flush()
+        sent = producer.metrics()
+        placed = [f.result(timeout=0) for f in futures]
+    assert sent["records_sent"] == 300 and sent["records_failed"] == 0
+    assert sent["batches"] >= 50 and sent["requests"] <= 3, sent
+    by_key: dict[str, list[tuple[int, int]]] = {}
+    for i, where in enumerate(placed):
+        by_key.setdefault(f"k{i % 100}", []).append(where)
+    for key, places in by_key.items():
+        assert len({p for p, _ in places}) == 1, f"{key} went to several partitions: {places}"
+        assert [o for _, o in places] == sorted(o for _, o in places)
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic_name, p) for p in range(60)])
+        read: list[object] = []
+        wait_until(lambda: read.extend(consumer.poll(0.5)) or len(read) >= 300, timeout=30, interval=0)
+    assert len(read) == 300

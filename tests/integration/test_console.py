@@ -26,8 +26,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
 from brokers.launcher.local import LocalCluster
-from spark_log import Admin, Consumer, Producer
-from spark_log.acls import Operation, PatternType, ResourceType
+from spark_log import Admin, ClientSecurity, Consumer, Producer
+from spark_log.acls import CLUSTER_NAME, Operation, PatternType, ResourceType
 from spark_log.console import ConsoleServer
 from tests.support.secure_cluster import SecuredCluster
 from tests.support.wait import wait_until
@@ -153,6 +153,7 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         _page(browser, base + "#cluster", "cluster", shots, ready="cluster")
         text = browser.find_element(By.ID, "view").text
         assert "Active controller" in text and text.count("live") == 3
+        _assert_raft_state(browser, cluster.bootstrap, None, voters=3)
 
         _page(browser, base + "#topics", "topics", shots, ready="topics")
         assert typed in browser.find_element(By.ID, "view").text
@@ -199,6 +200,22 @@ def test_console_pages_and_actions(cluster: LocalCluster, topic_name: str, brows
         assert browser.save_screenshot(str(shots / "throughput-moving.png"))
     assert sorted(p.name for p in shots.iterdir()) == ["cluster.png", "groups.png", "records.png", "throughput-moving.png",
                                                         "throughput.png", "topics-created.png", "topics.png"]
+
+
+def _assert_raft_state(browser: WebDriver, bootstrap: str, security: ClientSecurity | None, *, voters: int) -> None:
+    """The cluster page shows the Raft leader and its epoch as the quorum reports them (the
+    leader is the active controller the page names), and a row per voter: one leader, the
+    others followers, each with a log end offset and a lag."""
+    with Admin(bootstrap, security=security) as admin:
+        quorum = admin.describe_quorum()
+    shown = browser.find_element(By.ID, "quorum").text
+    assert f"Leader: node {quorum.leader_id}" in shown and f"epoch {quorum.leader_epoch}" in shown, shown
+    assert f"broker {quorum.leader_id}" in browser.find_element(By.ID, "controller").text
+    rows = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+            for tr in browser.find_elements(By.CSS_SELECTOR, "#quorum-replicas tr")[1:]]
+    assert sorted(r[1] for r in rows) == ["follower"] * (voters - 1) + ["leader"], rows
+    assert [r[0] for r in rows if r[1] == "leader"] == [str(quorum.leader_id)]
+    assert all(r[2].isdigit() for r in rows if r[1] == "leader"), rows
 
 
 def _confirm_refused(browser: WebDriver, form: str, values: dict[str, str]) -> str:
@@ -264,6 +281,12 @@ def test_console_on_a_tls_and_acl_cluster(sasl_cluster: SecuredCluster, browser:
     with _console_process(sasl_cluster.bootstrap, "--command-config", str(properties)) as base:
         _page(browser, base + "#cluster", "secure-cluster", shots, ready="cluster")
         assert browser.find_element(By.ID, "view").text.count("live") == 3
+        # the Raft state needs DESCRIBE on the cluster: without it the page says so, and the rest shows
+        refused_quorum = browser.find_element(By.ID, "quorum-unavailable").text
+        assert "CLUSTER_AUTHORIZATION_FAILED" in refused_quorum, refused_quorum
+        sasl_cluster.allow(f"User:{user}", ResourceType.CLUSTER, CLUSTER_NAME, Operation.DESCRIBE)
+        _page(browser, base + "#cluster", "secure-cluster-raft", shots, ready="cluster")
+        _assert_raft_state(browser, sasl_cluster.bootstrap, sasl_cluster.admin_security, voters=3)
 
         _page(browser, base + "#topics", "secure-topics", shots, ready="topics")
         text = browser.find_element(By.ID, "view").text

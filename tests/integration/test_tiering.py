@@ -326,3 +326,47 @@ def test_a_missing_tier_table_is_an_error_not_a_gap(cluster: LocalCluster) -> No
         with pytest.raises(TierUnavailableError, match="holds"):
             for _ in range(50):
                 consumer.poll(0.2)
+
+
+def test_fetch_tier_serves_the_tiers_records_on_the_data_listener(cluster: LocalCluster) -> None:
+    """The data listener's FETCH_TIER (the JVM connector's union read): the tier's records of a
+    range as version-2 frames, the tier's range in the answer, out of range outside it."""
+    from spark_log.frame import decode_batch, iter_frames, record_offsets
+    from spark_log.schemas import BYTES_SCHEMA
+    from tests.support.data_client import DataClient, describe
+
+    bootstrap, topic, plain = cluster.bootstrap, _name("fetch-tier"), _name("plain")
+    create_tiered(bootstrap, topic, partitions=1)
+    produced = produce(bootstrap, topic, 150, partitions=1)
+    with Admin(bootstrap) as admin:
+        admin.create_topic(plain, partitions=1, replication_factor=3)
+        start, end = tier_topic(admin, topic, reader=consumer_reader(bootstrap)).tiered[0]
+    assert start == 0 and end > 20
+    local_start = wait_local_start(bootstrap, topic, 0, 1).log_start_offset
+    info = describe(bootstrap.split(",")[0])
+    with DataClient(info.host, info.port) as any_broker:
+        brokers, topics = any_broker.metadata([topic, plain])
+    leaders = {name: brokers[topics[name].partitions[0].leader] for name in (topic, plain)}
+    with DataClient(leaders[topic][1], leaders[topic][2]) as client:
+        code, message, *_ = client.fetch(topic, 0, 0)
+        assert code == 11, message                                   # FETCH: below the brokers' local log start
+        rows, position = [], 3
+        while position < end:
+            code, message, hw, next_offset, frames = client.fetch(topic, 0, position, api=8, max_bytes=2048)
+            assert code == 0, message
+            assert (client.last_start, hw) == (0, end) and next_offset > position and client.last_aborted == []
+            for at, header in iter_frames(frames):                  # CRCs verify
+                view = memoryview(frames)[at: at + header.frame_length]
+                batch = decode_batch(view, BYTES_SCHEMA)
+                rows.extend(zip(record_offsets(view, header).tolist(), batch.column("key").to_pylist(),
+                                batch.column("value").to_pylist()))
+            position = next_offset
+        assert position == end and rows == [(o, k, v) for _, o, k, v in produced if 3 <= o < end]
+        code, _message, _hw, next_offset, frames = client.fetch(topic, 0, 5, api=8, max_offset=9)
+        assert code == 0 and next_offset == 9 and len(frames) > 0   # bounded by max offset
+        code, _message, hw, _next, frames = client.fetch(topic, 0, end, api=8)
+        assert code == 11 and (client.last_start, hw) == (0, end) and frames == b""   # the brokers hold it
+        assert local_start <= end
+    with DataClient(leaders[plain][1], leaders[plain][2]) as client:
+        code, _message, hw, _next, _frames = client.fetch(plain, 0, 0, api=8)
+        assert code == 11 and (client.last_start, hw) == (0, 0)     # a topic without a tier

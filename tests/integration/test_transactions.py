@@ -12,10 +12,12 @@ from typing import Iterator
 
 import pytest
 
+from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer, errors
 from spark_log.frame import encode_batch
 from spark_log.proto import broker_pb2 as pb
 from spark_log.schemas import BYTES_SCHEMA
+from tests.support.replica_logs import replica_dir, replica_markers
 from tests.support.wait import wait_until
 
 import pyarrow as pa
@@ -220,6 +222,44 @@ def test_compaction_drops_aborted_records_and_keeps_the_committed_value(bootstra
                    consumer.position(topic_name, 0) >= end, timeout=15, message="could not read the log")
     assert not [offset for offset, value in held if value.startswith(b"aborted") and offset < cleaned]
 
+
+
+def test_compaction_removes_the_markers_of_transactions_with_no_record_left(cluster: LocalCluster, admin: Admin,
+                                                                             topic_name: str) -> None:
+    """Kafka's rule for markers: once every record of a transaction is superseded (or
+    aborted) and the marker is past delete.retention.ms, the cleaner removes it, on every
+    replica alike, except the producer's last frame (it holds the bumped epoch); the last
+    stable offset is not held back by what stays."""
+    bootstrap = cluster.bootstrap
+    admin.create_topic(topic_name, partitions=1, replication_factor=3,
+                       config={"cleanup.policy": "compact", "segment.bytes": 2048, "delete.retention.ms": 0})
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        for round_ in range(10):
+            producer.begin_transaction()
+            for key in range(3):
+                producer.send(topic_name, f"t-{round_}-{key}".encode(), key=f"k{key}".encode())
+            if round_ % 2:
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+    with Producer(bootstrap) as plain:  # every key written again; rolls the segments the markers are in
+        for round_ in range(30):
+            for key in range(3):
+                plain.send(topic_name, f"p-{round_}-{key}".encode(), key=f"k{key}".encode())
+            plain.flush()  # a frame per round: the segments roll, only the last one stays active
+    states = admin.compact(topic_name, wait=True, timeout_s=60)[0]
+    cleaned = min(state.cleaned_offset for state in states)
+    markers = {node.node_id: replica_markers(replica_dir(cluster.node_dir(node.node_id), topic_name, 0))
+               for node in cluster.nodes}
+    last = max(max(found) for found in markers.values())
+    assert len({tuple(m for m in found if m < cleaned) for found in markers.values()}) == 1, markers  # alike
+    for found in markers.values():
+        assert len(found) < 10 and all(m >= cleaned or m == last for m in found), (cleaned, markers)
+    ends = admin.list_offsets(topic_name, "latest", isolation_level="read_committed")
+    assert ends == admin.list_offsets(topic_name, "latest")  # no transaction left open by a removed marker
+    got = _read_all(bootstrap, topic_name, 1, "read_committed")
+    assert sorted(got[-3:]) == sorted(f"p-29-{key}".encode() for key in range(3))
 
 def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstrap: str, admin: Admin,
                                                                         topic_name: str) -> None:

@@ -39,9 +39,7 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
         sc._jsc.sc().addSparkListener(listener)
         rows = (spark.read.format("io.sparklog.spark.SparkLogProvider").option("bootstrap", bootstrap)
                 .option("subscribe", topic).load().count())
-        deadline = time.monotonic() + 30
-        while len(listener.report().splitlines()) < 1 and time.monotonic() < deadline:
-            time.sleep(0.1)  # the listener bus delivers task ends asynchronously
+        # every task end was posted before count() returned; this waits until the listener got them
         sc._jsc.sc().listenerBus().waitUntilEmpty()
         preferred = {}
         for line in jvm.io.sparklog.spark.TaskLocality.preferred().splitlines():

@@ -104,7 +104,8 @@ def test_the_spark_job_leaves_the_model_and_what_the_broker_cleaner_leaves(
 
 
 def test_typed_tombstones_from_the_sink_option_delete_keys(spark: Any, log_cluster: Any,
-                                                           topic_name: Callable[[], str]) -> None:
+                                                           topic_name: Callable[[], str], fmt: str) -> None:
+    """The sink's tombstoneColumn, written by either implementation (``fmt``), deletes keys."""
     topic = topic_name()
     schema = pa.schema(cast("list[pa.Field[Any]]", [
         pa.field("user", pa.string()), pa.field("score", pa.int64()), pa.field("deleted", pa.bool_())]))
@@ -113,12 +114,12 @@ def test_typed_tombstones_from_the_sink_option_delete_keys(spark: Any, log_clust
                            config={**COMPACTED, "segment.bytes": "1024", "tombstone.column": "deleted"})
     rows = [(f"u{i % 8}", i, i >= 88 and i % 8 < 2) for i in range(96)]  # u0, u1 end deleted
     frame = spark.createDataFrame(rows, "user string, score long, deleted boolean").coalesce(1)
-    writer = frame.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("topic", topic)
+    writer = frame.write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic)
     with pytest.raises(Exception, match="tombstoneColumn"):  # Spark wraps the source's InvalidConfigError
         writer.option("tombstoneColumn", "score").mode("append").save()
     writer.option("tombstoneColumn", "deleted").option("batchSize", "1024").mode("append").save()
     spark.createDataFrame([("late", 0, False)], "user string, score long, deleted boolean").write.format(
-        "spark-log").option("bootstrap", log_cluster.bootstrap).option("topic", topic).mode("append").save()
+        fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic).mode("append").save()
 
     report = compact_topic(spark, topic, bootstrap=log_cluster.bootstrap)
     end = report.partitions[0].end

@@ -4,7 +4,7 @@ A running query publishes every completed micro-batch, including the last one of
 idle query, so ``spark-log groups describe`` shows lag 0; the group can be reset (it has no
 members); ``startingOffsets=group`` starts a new query at the group's offsets; a query
 restarted from its checkpoint ignores the group (the checkpoint is the source of truth).
-Adds about 25 s.
+Run over both implementations (``fmt``); adds about 25 s each.
 """
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ def _produce(bootstrap: str, topic: str, start: int, count: int) -> None:
         producer.flush()
 
 
-def _reader(spark: Any, bootstrap: str, topic: str, group: str, starting: str) -> Any:
-    return (spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
+def _reader(spark: Any, bootstrap: str, topic: str, group: str, starting: str, fmt: str) -> Any:
+    return (spark.readStream.format(fmt).option("bootstrap", bootstrap).option("subscribe", topic)
             .option("groupId", group).option("startingOffsets", starting).load())
 
 
 def test_group_id_publishes_progress_resets_and_starts_from_the_group(
         spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        capsys: pytest.CaptureFixture[str], fmt: str) -> None:
     bootstrap, topic, group = log_cluster.bootstrap, topic_name(), f"query-{topic_name()}"
     admin.create_topic(topic, partitions=2)
     _produce(bootstrap, topic, 0, 40)
@@ -45,7 +45,7 @@ def test_group_id_publishes_progress_resets_and_starts_from_the_group(
         rows.extend((r.partition, r.offset) for r in batch.select("partition", "offset").collect())
 
     checkpoint = tmp_path / "first"
-    query = (_reader(spark, bootstrap, topic, group, "earliest").writeStream.foreachBatch(sink)
+    query = (_reader(spark, bootstrap, topic, group, "earliest", fmt).writeStream.foreachBatch(sink)
              .option("checkpointLocation", str(checkpoint)).start())
     try:
         def lag() -> int | None:
@@ -83,7 +83,7 @@ def test_group_id_publishes_progress_resets_and_starts_from_the_group(
     def collect(batch: Any, batch_id: int) -> None:
         resumed.extend((r.partition, r.offset) for r in batch.select("partition", "offset").collect())
 
-    fresh = (_reader(spark, bootstrap, topic, group, "group").writeStream.foreachBatch(collect)
+    fresh = (_reader(spark, bootstrap, topic, group, "group", fmt).writeStream.foreachBatch(collect)
              .option("checkpointLocation", str(tmp_path / "second")).trigger(availableNow=True).start())
     fresh.awaitTermination(180)
     assert fresh.exception() is None
@@ -93,8 +93,22 @@ def test_group_id_publishes_progress_resets_and_starts_from_the_group(
     # the checkpoint, not the group, is the truth for a query that has one
     admin.reset_group_offsets(group, topic, to="earliest")
     again: list[int] = []
-    restarted = (_reader(spark, bootstrap, topic, group, "group").writeStream
+    restarted = (_reader(spark, bootstrap, topic, group, "group", fmt).writeStream
                  .foreachBatch(lambda batch, _id: again.append(batch.count()))
                  .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
     restarted.awaitTermination(180)
     assert restarted.exception() is None and sum(again) == 0
+
+
+def test_group_id_is_for_streams_and_group_needs_it(spark: Any, log_cluster: Any, admin: Any,
+                                                    topic_name: Callable[[], str], fmt: str) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    batch = spark.read.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", topic)
+    with pytest.raises(Exception, match="'groupId'"):
+        batch.option("groupId", "g").load().collect()
+    with pytest.raises(Exception, match="'groupId'"):
+        batch.option("groupId", " ").load().collect()
+    with pytest.raises(Exception, match="'startingOffsets'"):
+        (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", topic)
+         .option("startingOffsets", "group").load().writeStream.format("noop").start().awaitTermination(60))

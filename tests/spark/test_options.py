@@ -118,12 +118,21 @@ def test_isolation_level_and_poll_timeout(spark: Any, log_cluster: Any, filled: 
     assert got.count() == 20
 
 
-def test_filters_are_pushed_down(spark: Any, log_cluster: Any, filled: str, admin: Any, topic_name: Callable[[], str]) -> None:
-    def load(topic: str) -> Any:
-        return _reader(spark, log_cluster.bootstrap, subscribe=topic, pushFilters="true").load()
+def test_filters_are_pushed_down(spark: Any, log_cluster: Any, filled: str, admin: Any, topic_name: Callable[[], str],
+                                 fmt: str) -> None:
+    def load(topic: str, push: str = "true") -> Any:
+        return _reader(spark, log_cluster.bootstrap, fmt, subscribe=topic, pushFilters=push).load()
 
     got = load(filled).where("partition = 1 and offset >= 2 and offset < 4").select("partition", "offset")
     assert sorted((r.partition, r.offset) for r in got.collect()) == [(1, 2), (1, 3)]
+    # pushed, not only filtered by Spark: the scan reads one range of partition 1 (each partition
+    # holds 10 records; maxRecordsPerPartition=1 makes one Spark task per record read)
+    pushed = load(filled).where("partition = 1 and offset >= 2 and offset < 4 and topic = '" + filled + "'")
+    assert _reader(spark, log_cluster.bootstrap, fmt, subscribe=filled, pushFilters="true", maxRecordsPerPartition="1").load() \
+        .where("partition = 1 and offset >= 2 and offset < 4").rdd.getNumPartitions() == 2
+    assert pushed.count() == 2
+    assert load(filled, "false").where("partition = 1 and offset < 4").count() == 4
+    assert load(filled).where(f"topic in ('{filled}', 'other') and partition in (0, 7) and offset in (1, 3, 40)").count() == 2
     cut = dt.datetime(2024, 1, 1, 0, 0, 17, tzinfo=UTC)
     later = load(filled).where(f"timestamp >= '{cut.isoformat()}'").collect()
     assert sorted(r.key.decode() for r in later) == ["k17", "k18", "k19"]
@@ -135,6 +144,9 @@ def test_filters_are_pushed_down(spark: Any, log_cluster: Any, filled: str, admi
     assert sorted(r.n for r in load(typed).where("n >= 25 and s = 's1'").collect()) == [25, 28]
     assert sorted(r.n for r in load(typed).where("n in (3, 4) or s is null").collect()) == [3, 4]
     assert sorted(r.n for r in load(typed).where("n in (3, 4)").collect()) == [3, 4]
+    with pytest.raises(Exception, match="'pushFilters'"):  # batch reads only
+        (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", filled)
+         .option("pushFilters", "true").load().writeStream.format("noop").start().awaitTermination(60))
 
 
 def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Any,
@@ -162,21 +174,19 @@ def test_fail_on_data_loss(spark: Any, log_cluster: Any, admin: Any, topic_name:
     assert json.loads(query.lastProgress["sources"][0]["endOffset"]) == {keep: {"0": 5}}
 
 
-def test_the_jvm_implementation_refuses_what_it_lacks_by_name(spark: Any, log_cluster: Any, filled: str) -> None:
-    """Options the JVM implementation does not implement fail at start naming the option."""
+def test_the_jvm_implementation_refuses_what_it_lacks_by_name(spark: Any, log_cluster: Any, admin: Any,
+                                                              topic_name: Callable[[], str]) -> None:
+    """What the JVM implementation does not implement fails at start with a typed error: a typed
+    write whose columns need a cast to the topic's types (the Python sink casts)."""
     from connectors.session import JVM_CLASS, jvm_jar
 
     if jvm_jar() is None:
         pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
-    for options, named in [({"groupId": "g"}, "groupId"), ({"pushFilters": "true"}, "pushFilters")]:
-        with pytest.raises(Exception) as info:
-            _reader(spark, log_cluster.bootstrap, JVM_CLASS, subscribe=filled, **options).load().collect()
-        assert f"'{named}'" in str(info.value) and "JVM" in str(info.value), str(info.value)[:300]
-    df = spark.createDataFrame([(filled, "v")], "topic string, value string")
+    typed = topic_name()
+    admin.create_topic(typed, partitions=1, schema=pa.schema([("n", pa.int64())]))
+    df = spark.createDataFrame([(1,)], "n int")
     with pytest.raises(Exception) as info:
-        df.write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).mode("append").save()
-    assert "'topic'" in str(info.value)
-    with pytest.raises(Exception) as info:
-        (df.drop("topic").write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).option("topic", filled)
-         .option("tombstoneColumn", "gone").mode("append").save())
-    assert "'tombstoneColumn'" in str(info.value)
+        df.write.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).option("topic", typed).mode("append").save()
+    assert "SchemaMismatchError" in str(info.value) and "'n'" in str(info.value) and "cast" in str(info.value)
+    df.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("topic", typed).mode("append").save()
+    assert spark.read.format(JVM_CLASS).option("bootstrap", log_cluster.bootstrap).option("subscribe", typed).load().count() == 1

@@ -143,16 +143,36 @@ def test_projection_columns(spark: Any, log_cluster: Any, admin: Any, topic_name
     assert sorted(r.id for r in out.collect()) == [1, 2, 3]
 
 
-def test_partition_and_topic_columns_route_rows(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
-    a, b = topic_name(), topic_name()
+def test_partition_and_topic_columns_route_rows(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
+                                                tmp_path: Any, fmt: str) -> None:
+    a, b, c = topic_name(), topic_name(), topic_name()
     admin.create_topic(a, partitions=3)
     admin.create_topic(b, partitions=2)
+    admin.create_topic(c, partitions=1)
     df = spark.createDataFrame([(a, 2, "x"), (b, 1, "y"), (a, 0, "z"), (b, None, "w")], "topic string, partition int, value string")
-    df.write.format("spark-log").option("bootstrap", log_cluster.bootstrap).mode("append").save()
-    got = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", f"{a},{b}").load()
+    df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).mode("append").save()
+    got = spark.read.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", f"{a},{b}").load()
     placed = {(r.topic, r.value.decode()): r.partition for r in got.collect()}
     assert {k: v for k, v in placed.items() if k[1] != "w"} == {(a, "x"): 2, (b, "y"): 1, (a, "z"): 0}
     assert (b, "w") in placed
+    assert len(placed) == 4
+
+    # a stream whose rows name their topic (no topic option): a's rows go to c, b's stay in b
+    query = (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", f"{a},{b}")
+             .option("startingOffsets", "earliest").load()
+             .selectExpr(f"if(topic = '{a}', '{c}', topic) as topic", "value")
+             .writeStream.format(fmt).option("bootstrap", log_cluster.bootstrap)
+             .option("checkpointLocation", str(tmp_path / "ckpt")).trigger(availableNow=True).start())
+    query.awaitTermination(120)
+    assert query.exception() is None
+    moved = _read(spark, log_cluster.bootstrap, f"{b},{c}", fmt).collect()
+    assert sorted((r.topic, r.value.decode()) for r in moved) == sorted([(c, "x"), (c, "z")] + [(b, "y"), (b, "w")] * 2)
+
+    with pytest.raises(Exception, match="'topic'"):  # neither the option nor a column
+        df.drop("topic").write.format(fmt).option("bootstrap", log_cluster.bootstrap).mode("append").save()
+    with pytest.raises(Exception, match="'topic'"):  # a row without its topic
+        (spark.createDataFrame([(None, "v")], "topic string, value string").write.format(fmt)
+         .option("bootstrap", log_cluster.bootstrap).mode("append").save())
 
 
 def test_large_lz4_frames_from_the_python_producer(spark: Any, log_cluster: Any, admin: Any,

@@ -122,6 +122,31 @@ def test_missing_topic_is_refused_unless_create_topic(
                        ignore_row_order=True, ignore_nullable=True)
 
 
+def test_tombstone_column_creates_a_compacted_topic_and_is_checked(
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], fmt: str) -> None:
+    """tombstoneColumn: createTopic=true creates the topic compacted with it; a column that is not
+    boolean, not the topic's tombstone.column, or on a bytes topic is refused at start."""
+    bootstrap, topic, other, raw = log_cluster.bootstrap, topic_name(), topic_name(), topic_name()
+    df = spark.createDataFrame([("u1", 1, False), ("u2", 2, False), ("u1", None, True)],
+                               "user string, score long, deleted boolean").coalesce(1)
+    _write(df, bootstrap, topic, fmt, createTopic="true", keyColumns="user", tombstoneColumn="deleted")
+    config = admin.describe_topic(topic).config
+    assert (config["cleanup.policy"], config["tombstone.column"]) == ("compact", "deleted")
+    assert sorted((r.user, r.deleted) for r in _read(spark, bootstrap, topic, fmt).collect()) == [
+        ("u1", False), ("u1", True), ("u2", False)]
+    with pytest.raises(Exception, match="'tombstoneColumn'.*boolean"):
+        _write(df, bootstrap, topic, fmt, tombstoneColumn="score")
+    admin.create_topic(other, partitions=1, schema=pa.schema([("user", pa.string()), ("score", pa.int64()),
+                                                             ("deleted", pa.bool_())]))
+    with pytest.raises(Exception, match="'tombstoneColumn'.*none"):
+        _write(df, bootstrap, other, fmt, tombstoneColumn="deleted")
+    admin.create_topic(raw, partitions=1)
+    with pytest.raises(Exception, match="'tombstoneColumn'.*bytes topic"):
+        _write(spark.createDataFrame([("v", True)], "value string, deleted boolean"), bootstrap, raw, fmt,
+               tombstoneColumn="deleted")
+    assert _stored(admin, other) == 0 and _stored(admin, raw) == 0
+
+
 def test_racing_first_writers(log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
     """Driver-side start of two sinks at once: the same DataFrame schema -> both go on with
     schema 0; incompatible ones -> exactly one wins, the other is refused naming columns."""

@@ -44,10 +44,10 @@ def keyed_batch(keys: Sequence[bytes | None], values: Sequence[bytes | None], ti
 
 def keyed_frame(keys: Sequence[bytes | None], values: Sequence[bytes | None], *, timestamp: int | Sequence[int],
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
-                compression: str | None = "lz4") -> bytes:
+                compression: str | None = "lz4", transactional: bool = False) -> bytes:
     stamps = [timestamp] * len(keys) if isinstance(timestamp, int) else list(timestamp)
     return encode_batch(keyed_batch(keys, values, stamps), compression=compression, producer_id=producer_id,
-                        producer_epoch=producer_epoch, base_sequence=base_sequence)
+                        producer_epoch=producer_epoch, base_sequence=base_sequence, transactional=transactional)
 
 
 def expected(records: Iterable[Record], *, end: int, tombstone_horizon_ms: int) -> list[Record]:

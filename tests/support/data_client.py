@@ -82,6 +82,7 @@ class DataClient:
         self.sock = socket.create_connection((host, port), timeout=timeout_s)
         self._correlation = 0
         self.last_aborted: list[tuple[int, int, int]] = []
+        self.last_start = -1
 
     def close(self) -> None:
         self.sock.close()
@@ -148,15 +149,16 @@ class DataClient:
         return out
 
     def fetch(self, topic: str, partition: int, offset: int, *, max_offset: int = 0, max_wait_ms: int = 0,
-              max_bytes: int = 1 << 20, committed: bool = False) -> tuple[int, str, int, int, bytes]:
+              max_bytes: int = 1 << 20, committed: bool = False, api: int = 3) -> tuple[int, str, int, int, bytes]:
         """``(error code, message, high watermark, next fetch offset, stored frames)``; the
-        aborted transactions of a ``committed`` (read_committed) fetch land in ``last_aborted``."""
+        aborted transactions of a ``committed`` (read_committed) fetch land in ``last_aborted``,
+        the log start offset in ``last_start``.  ``api=8``: FETCH_TIER (the Delta tier's records)."""
         payload = (_I32.pack(max_wait_ms) + _I32.pack(1) + _I32.pack(max_bytes) + _U8.pack(int(committed)) + _I32.pack(1)
                    + _s(topic) + _I32.pack(partition) + _I64.pack(offset) + _I64.pack(max_offset) + _I32.pack(0))
-        r = self.call(3, payload)
+        r = self.call(api, payload)
         assert r.take(_I32) == 1
         _t, _p, code, message = r.str(), r.take(_I32), r.take(_I16), r.str()
-        hw, _start, next_offset = r.take(_I64), r.take(_I64), r.take(_I64)
+        hw, self.last_start, next_offset = r.take(_I64), r.take(_I64), r.take(_I64)
         frames = r.raw()
         self.last_aborted = [(r.take(_I64), r.take(_I64), r.take(_I64)) for _ in range(r.take(_I32))]
         return code, message, hw, next_offset, frames

@@ -39,7 +39,7 @@ from spark_log.frame import parse_header
 
 from .. import crash_points as crash
 from .. import swap
-from ..scan import peek_headers, read_frames
+from ..scan import Peek, peek_headers, read_frames
 from ..snapshot import CleanedGroup, LogSnapshot, SegmentFile
 from .filter import CleanedOutput, CleanStats, FrameCleaner
 from .offset_map import OffsetMap
@@ -53,6 +53,7 @@ _FOLD_RECORDS = 1 << 20  # records queued before a fold (fewer folds when the bu
 _NO_KEYS = pa.nulls(0, pa.binary())  # not pa.array: that imports pandas (300 modules) at broker start
 _NO_OFFSETS = np.zeros(0, dtype=np.int64)
 _WRITE_BUFFER = 4 << 20
+_READ_AHEAD = 16 << 20  # bytes the kernel is asked to read ahead of a pass
 _MAX_GROUP_OFFSETS = 2**32 - 1
 
 
@@ -60,16 +61,49 @@ class CleanAborted(Exception):
     """The cleaner was asked to stop (broker shutdown, partition removed)."""
 
 
+class _ReadAhead:
+    """Asks the kernel to read the next ``_READ_AHEAD`` bytes of a pass's segments
+    (``POSIX_FADV_WILLNEED``: asynchronous), so the disk reads while the cleaner decodes."""
+
+    def __init__(self, segments: list[SegmentFile]) -> None:
+        self._segments = [s for s in segments if s.size]
+        self._index = 0  # the segment and position advised up to
+        self._advised = 0
+        self._ahead = 0  # bytes advised beyond the reader
+        self.at(0)
+
+    def at(self, consumed: int) -> None:
+        """The reader consumed ``consumed`` more bytes: keep ``_READ_AHEAD`` advised."""
+        self._ahead -= consumed
+        while self._ahead < _READ_AHEAD // 2 and self._index < len(self._segments):
+            segment = self._segments[self._index]
+            length = min(_READ_AHEAD, segment.size - self._advised)
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(segment.fd, self._advised, length, os.POSIX_FADV_WILLNEED)
+            self._advised += length
+            self._ahead += length
+            if self._advised >= segment.size:
+                self._index, self._advised = self._index + 1, 0
+
+
+def _segment_frames(segment: SegmentFile, ahead: _ReadAhead, throttle: Throttler,
+                    stop: Callable[[], bool]) -> Iterator[tuple[Peek, memoryview]]:
+    """Every frame of ``segment`` (``read_frames``), for a pass: read ahead, throttled, stoppable."""
+    for header, view in read_frames(segment.fd, 0, segment.size):
+        if stop():
+            raise CleanAborted()
+        ahead.at(header.length)
+        throttle.acquire(header.length)
+        yield header, view
+
+
 def _frames(snapshot: LogSnapshot, start: int, end: int, throttle: Throttler,
             stop: Callable[[], bool]) -> Iterator[tuple[memoryview, int]]:
     """``(frame, next offset)`` of every frame of ``snapshot`` holding offsets in ``[start, end)``."""
-    for segment in snapshot.segments:
-        if segment.next_offset <= start or segment.base_offset >= end:
-            continue
-        for header, view in read_frames(segment.fd, 0, segment.size):
-            if stop():
-                raise CleanAborted()
-            throttle.acquire(header.length)
+    segments = [s for s in snapshot.segments if s.next_offset > start and s.base_offset < end]
+    ahead = _ReadAhead(segments)
+    for segment in segments:
+        for header, view in _segment_frames(segment, ahead, throttle, stop):
             if header.next_offset <= start:
                 continue
             if header.base_offset >= end:
@@ -185,12 +219,10 @@ def _clean_group(snapshot: LogSnapshot, group: list[SegmentFile], cleaner: Frame
             pending_bytes = 0
 
     output = CleanedOutput(write)
+    ahead = _ReadAhead(group)
     try:
         for segment in group:
-            for header, view in read_frames(segment.fd, 0, segment.size):
-                if stop():
-                    raise CleanAborted()
-                throttle.acquire(header.length)
+            for header, view in _segment_frames(segment, ahead, throttle, stop):
                 cleaner.stats.bytes_read += header.length
                 full = parse_header(view)
                 output.take(view, full, cleaner.clean(view, full))

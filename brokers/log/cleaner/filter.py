@@ -3,8 +3,16 @@
 ``FrameCleaner.clean(frame, header)`` decides, per frame (plan and offset map fixed):
 
 - a frame at or past ``plan.end_offset``: kept as it is (byte for byte);
-- a compaction-plan control frame wholly below the end: removed (it was applied); other
-  control frames: kept;
+- a compaction-plan control frame wholly below the end: removed (it was applied);
+- a transaction marker below the end: removed once no record of its transaction stays
+  (its data frames were all superseded, aborted or emptied in this pass, which reads the
+  log from its start, so it sees every frame of the transaction before the marker), its
+  timestamp is below ``plan.tombstone_horizon_ms`` (``delete.retention.ms``, as Kafka
+  treats markers like tombstones) and it is not its producer's last frame still within
+  ``plan.producer_horizon_ms`` (the last marker carries the producer's bumped epoch, which
+  a replay must still find to fence a late write).  Kept otherwise: a replay must never
+  find a transactional record without its marker, or the transaction would count as open
+  and hold the last stable offset back.  Other control frames: kept;
 - a data frame: a record goes when a later record of its key lies below the end (the map
   holds a higher offset for its key), or when it is a tombstone that stays the latest of
   its key but whose timestamp is below ``plan.tombstone_horizon_ms``.  Records without a
@@ -33,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from spark_log.frame import ATTR_CODEC_MASK, Codec, FrameHeader, encode_v2, ipc_message
+from spark_log.frame import ATTR_CODEC_MASK, Codec, FrameHeader, encode_v2, ipc_message, marker_of
 
 from .offset_map import OffsetMap
 from .plan import CompactionPlan, read_plan
@@ -58,6 +66,7 @@ class CleanStats:
     bytes_written: int = 0
     frames_rewritten: int = 0
     producer_frames_kept: int = 0
+    markers_removed: int = 0
 
     def add(self, other: "CleanStats") -> None:
         for name in self.__slots__:
@@ -79,6 +88,8 @@ class FrameCleaner:
     checking: bool = False
     stats: CleanStats = field(default_factory=CleanStats)
     aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, abort marker offset)
+    # producers with a transactional record kept since their last marker (this pass)
+    _txn_records_kept: set[int] = field(default_factory=set)
 
     def _producer_keeps(self, header: FrameHeader) -> bool:
         return (header.producer_id >= 0 and self.last_frame_of.get(header.producer_id) == header.base_offset
@@ -89,8 +100,11 @@ class FrameCleaner:
         if header.base_offset >= end:
             return KEEP
         if header.is_control:
-            plan = read_plan(frame, header)
-            return REMOVE if plan is not None and header.next_offset <= end else KEEP
+            if read_plan(frame, header) is not None:
+                return REMOVE if header.next_offset <= end else KEEP
+            if marker_of(frame, header) is not None:
+                return self._marker(header)
+            return KEEP
         if header.record_count and header.is_transactional and any(
                 pid == header.producer_id and first <= header.base_offset <= last for pid, first, last in self.aborted):
             self.stats.records_read += header.record_count  # an aborted transaction's records: never visible
@@ -114,6 +128,8 @@ class FrameCleaner:
         self.stats.records_read += len(offsets)
         self.stats.records_kept += kept
         self.stats.tombstones_removed += int(np.count_nonzero(expired))
+        if header.is_transactional and kept:
+            self._txn_records_kept.add(header.producer_id)
         if kept == len(offsets):
             return KEEP
         if kept == 0:
@@ -127,11 +143,19 @@ class FrameCleaner:
         self.stats.frames_rewritten += 1
         return encode_v2(
             base_offset=header.base_offset, last_offset_delta=header.span - 1, deltas=offsets[rows] - header.base_offset,
-            message=ipc_message(batch, Codec(header.attributes & ATTR_CODEC_MASK)),
+            message=ipc_message(batch, Codec(header.attributes & ATTR_CODEC_MASK), use_threads=False),
             partition_leader_epoch=header.partition_leader_epoch, attributes=header.attributes,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch, base_sequence=header.base_sequence,
             first_timestamp=int(times[0]), max_timestamp=int(times.max()), schema_id=header.schema_id)
 
+    def _marker(self, header: FrameHeader) -> Outcome:
+        """A transaction marker below the plan's end (module docstring)."""
+        records_kept = header.producer_id in self._txn_records_kept
+        self._txn_records_kept.discard(header.producer_id)
+        if records_kept or header.max_timestamp >= self.plan.tombstone_horizon_ms or self._producer_keeps(header):
+            return KEEP
+        self.stats.markers_removed += 1
+        return REMOVE
 
     def _superseded(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64],
                     keyed: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:

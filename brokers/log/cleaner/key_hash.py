@@ -1,9 +1,8 @@
 """A 64-bit hash of every value of a binary array, vectorised with numpy (no per-row Python).
 
-The offset map deduplicates keys by two of these hashes (128 bits, as Kafka's offset map
-by a key's MD5) and looks keys up by the first (a sorted array and ``numpy.searchsorted``,
-built as the map is, instead of a hash table rebuilt for every frame), comparing the keys
-themselves on every hit.
+The offset map looks keys up by one of these hashes (a sorted array and
+``numpy.searchsorted``, built on the first lookup, instead of a hash table rebuilt for every
+frame), comparing the keys themselves on every hit; its folds group the keys themselves.
 
 The hash (not a contract: only the cleaner's memory uses it): ``h = seed' ^ length``; for
 every 8-byte little-endian block ``b`` (the last one zero-padded) ``h = mix(h ^ mix(b +

@@ -1,21 +1,18 @@
 """``OffsetMap``: key -> latest offset over a dirty range, bounded in memory (Kafka's
-SkimpyOffsetMap: keys by hash, plus the keys themselves for exact lookups).
+SkimpyOffsetMap, but keyed by the keys themselves, with a hash index for lookups).
 
 The map covers the records of ``[start, end)``: for each compaction key the highest offset
 it has there.  It is built from chunks of (keys, offsets) added **in offset order**
-(``add``, then ``fold``).  A fold deduplicates by a 128-bit key hash (two
-``key_hash.hash64`` seeds; numpy sorting, no per-row Python): the last record of each hash
-wins, which is the latest because records arrive in offset order.  Two different keys
-sharing the first 64 bits is detected (the second 64 bits differ) and the fold then groups
-by the keys themselves (Arrow's hash aggregation); sharing all 128 bits is as unlikely as
-an MD5 collision, the risk Kafka's cleaner takes.  A fold that would pass
-``budget_bytes`` (the dedupe buffer) changes nothing and returns False, so the builder
-stops at the last frame boundary that fitted.  Memory: the keys, offsets and two hashes
-(``nbytes``).
+(``add``, then ``fold``).  A fold groups the map's keys and the queued ones by the keys
+themselves (Arrow's hash aggregation, ``max`` of the offsets; exact, no per-row Python and
+no hash collisions to guard against).  A fold that would pass ``budget_bytes`` (the dedupe
+buffer) changes nothing and returns False, so the builder stops at the last frame boundary
+that fitted.  Memory: the keys, offsets and a 64-bit lookup hash per key (``nbytes``; the
+hash is built on the first lookup).
 
 ``latest(keys)`` answers a lookup for a whole array at once (-1 where a key is absent): the
-keys' first hashes are searched in the map's sorted ones, and every hit is confirmed by
-comparing the keys themselves (an equal first hash of another key takes a slower exact
+keys' hashes (``key_hash.hash64``) are searched in the map's sorted ones, and every hit is confirmed by
+comparing the keys themselves (an equal hash of another key takes a slower exact
 path, never a wrong answer).  ``is_latest(offsets)`` answers for records of the map's own
 range by offset alone.
 An offered map (``from_arrow``: a Spark job's ``(key, offset)`` table) is checked while it
@@ -41,7 +38,7 @@ from .key_hash import hash64
 __all__ = ["OffsetMap"]
 
 _EMPTY_KEYS = pa.nulls(0, pa.binary())  # not pa.array: that imports pandas (300 modules) at broker start
-_LOOKUP_BYTES = 16  # two 64-bit hashes per key
+_LOOKUP_BYTES = 16  # a 64-bit lookup hash and its position per key
 
 
 class OffsetMap:
@@ -60,8 +57,7 @@ class OffsetMap:
         self._pending_bytes = 0
         self._hits = 0
         self._verified_records = 0
-        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted first hashes (built by a fold or a lookup)
-        self._second: npt.NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)  # second hashes, in key order
+        self._hashes: npt.NDArray[np.uint64] | None = None  # sorted key hashes (built by the first lookup)
         self._sorted_offsets: npt.NDArray[np.int64] | None = None
         self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
@@ -99,38 +95,13 @@ class OffsetMap:
             self.end = self._pending_end
             return True
         pending = pa.concat_arrays(self._pending_keys) if len(self._pending_keys) > 1 else self._pending_keys[0]
-        keys = pa.concat_arrays([self._keys, pending.cast(pa.binary())])
+        keys = pa.concat_arrays([self._keys, pending.cast(pa.binary())]) if len(self._keys) else pending.cast(pa.binary())
         offsets = np.concatenate([self._offsets, *self._pending_offsets])
-        first = np.concatenate([self._first_hashes(), hash64(pending)])
-        second = np.concatenate([self._second, hash64(pending, seed=1)])
         self._pending_keys, self._pending_offsets = [], []
         self._pending_count = self._pending_bytes = 0
-        order = np.argsort(first, kind="stable")  # equal hashes keep their (offset) order
-        ordered = first[order]
-        starts = np.empty(len(order), dtype=bool)
-        starts[0] = True
-        np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
-        last = np.flatnonzero(np.append(starts[1:], True))
-        winners = order[last]
-        run = np.cumsum(starts) - 1
-        if bool(np.any(second[order] != second[winners][run])):  # two keys share 64 bits: group the keys
-            return self._fold_exact(keys, offsets)
-        merged_keys: pa.Array[Any] = keys.take(winners)
-        if int(merged_keys.nbytes) + 8 * len(winners) + _LOOKUP_BYTES * len(winners) > self.budget_bytes:
-            self._pending_end = self.end
-            return False
-        self._keys, self._offsets = merged_keys, offsets[winners]
-        self._hashes, self._second = ordered[last], second[winners]
-        self._order = np.arange(len(winners), dtype=np.int64)
-        self._sorted_offsets = None
-        self.end = self._pending_end
-        return True
-
-    def _fold_exact(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> bool:
-        """The fold by the keys themselves (a 64-bit hash collision among them)."""
-        table = pa.table({"k": keys, "o": pa.array(offsets)}).group_by("k", use_threads=False).aggregate([("o", "max")])
-        merged_keys: pa.Array[Any] = table.column("k").combine_chunks()
-        merged_offsets = np.asarray(table.column("o_max").to_numpy(), dtype=np.int64)
+        grouped = pa.table({"k": keys, "o": offsets}).group_by("k", use_threads=False).aggregate([("o", "max")])
+        merged_keys: pa.Array[Any] = grouped.column("k").combine_chunks()
+        merged_offsets = np.asarray(grouped.column("o_max").to_numpy(), dtype=np.int64)
         if int(merged_keys.nbytes) + int(merged_offsets.nbytes) + _LOOKUP_BYTES * len(merged_keys) > self.budget_bytes:
             self._pending_end = self.end
             return False
@@ -142,15 +113,6 @@ class OffsetMap:
         """The map becomes ``keys`` -> ``offsets`` (any order); lookups are rebuilt lazily."""
         self._keys, self._offsets = keys, offsets
         self._hashes, self._sorted_offsets = None, None
-        self._second = hash64(keys, seed=1)
-
-    def _first_hashes(self) -> npt.NDArray[np.uint64]:
-        """The first hash of every key, in the map's key order."""
-        if self._hashes is not None and len(self._order) == len(self._keys):
-            out = np.empty(len(self._keys), dtype=np.uint64)
-            out[self._order] = self._hashes
-            return out
-        return hash64(self._keys)
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, start: int, end: int) -> "OffsetMap":
@@ -189,7 +151,7 @@ class OffsetMap:
             return out
         if self._hashes is None:
             hashes = hash64(self._keys)
-            self._order = np.argsort(hashes, kind="stable").astype(np.int64)
+            self._order = np.argsort(hashes).astype(np.int64)  # equal hashes: the loop below looks at each
             self._hashes = hashes[self._order]
         sorted_hashes = self._hashes
         wanted = hash64(keys)

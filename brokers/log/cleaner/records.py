@@ -72,7 +72,7 @@ def frame_records(frame: memoryview, header: FrameHeader, spec: KeySpec) -> Fram
     """Decode the records of one data frame (``frame`` holds exactly it).  Raises
     ``CorruptRecordError`` for an unknown schema id or a damaged body."""
     schema = _schema_of(header, spec)
-    batch = decode_batch(frame, schema)
+    batch = _read(frame, header, schema, None) if header.record_count else decode_batch(frame, schema)
     offsets = record_offsets(frame, header)
     keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
     marks = tombstones(batch, kind=spec.kind, tombstone_column=spec.tombstone_column)
@@ -87,6 +87,25 @@ def _schema_message(schema: pa.Schema) -> bytes:
     return sink.getvalue().to_pybytes()[:-8]  # without the end-of-stream marker
 
 
+_READ_ALL = ipc.IpcReadOptions(use_threads=False)
+
+
+def _read(frame: memoryview, header: FrameHeader, schema: pa.Schema, fields: list[int] | None) -> pa.RecordBatch:
+    """The frame's batch (only ``fields``, by index, when given), decompressed on this thread:
+    Arrow's thread pool costs more than it saves on one frame's few buffers, and more still
+    on a busy machine."""
+    stream = pa.py_buffer(b"".join((_schema_message(schema), frame_body(frame, header))))  # one copy
+    options = _READ_ALL if fields is None else ipc.IpcReadOptions(included_fields=fields, use_threads=False)
+    try:
+        batch = ipc.open_stream(stream, options=options).read_next_batch()
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
+    if batch.num_rows != header.record_count:
+        raise CorruptRecordError(f"frame at offset {header.base_offset} claims {header.record_count} records, holds "
+                                 f"{batch.num_rows}")
+    return batch
+
+
 def frame_keys(frame: memoryview, header: FrameHeader, spec: KeySpec) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
     """The compaction key and offset of every keyed record of one data frame, decoding only
     the key columns (the offset map's pass: values are never decompressed)."""
@@ -95,14 +114,7 @@ def frame_keys(frame: memoryview, header: FrameHeader, spec: KeySpec) -> tuple[p
     fields = [schema.get_field_index(name) for name in names]
     if min(fields, default=-1) < 0:
         raise CorruptRecordError(f"frame at offset {header.base_offset}: its schema lacks key columns {names}")
-    stream = pa.py_buffer(_schema_message(schema) + bytes(frame_body(frame, header)))
-    try:
-        batch = ipc.open_stream(stream, options=ipc.IpcReadOptions(included_fields=sorted(fields))).read_next_batch()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
-    if batch.num_rows != header.record_count:
-        raise CorruptRecordError(f"frame at offset {header.base_offset} claims {header.record_count} records, holds "
-                                 f"{batch.num_rows}")
+    batch = _read(frame, header, schema, sorted(fields))
     keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
     offsets = record_offsets(frame, header)
     keyed = has_keys(keys)

@@ -51,6 +51,8 @@ def test_broker_config_validates_voters_and_timeouts() -> None:
         BrokerConfig(broker_id=1, controller_quorum_voters=("1@nohost",))
     with pytest.raises(InvalidConfigError, match="session_timeout_ms"):
         BrokerConfig(broker_id=1, heartbeat_interval_ms=500, session_timeout_ms=100)
+    with pytest.raises(InvalidConfigError, match="replica_fetch_wait_max_ms"):
+        BrokerConfig(broker_id=1, replica_lag_time_max_ms=1000, replica_fetch_wait_max_ms=1000)
     config = BrokerConfig(broker_id=1, controller_quorum_voters=("1@127.0.0.1:9001", "2@127.0.0.1:9002"))
     assert config.voters() == {1: "127.0.0.1:9001", 2: "127.0.0.1:9002"}
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from brokers.controller.controller import QuorumController
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.metadata import records as r
 from spark_log.clock import ManualClock
 from spark_log.errors import (
@@ -252,6 +253,37 @@ def test_alter_partition(controller: QuorumController) -> None:
     assert back.isr == p.isr and back.partition_epoch == 2
 
 
+def test_alter_partitions_validates_each_item_and_commits_the_accepted_in_one_proposal(
+        controller: QuorumController) -> None:
+    topic = controller.create_topic(name="a", partitions=4, replication_factor=3)
+    raft = controller._raft
+    assert isinstance(raft, LocalRaft)
+
+    def shrink(index: int, **override: object) -> AlterIsr:
+        p = topic.partitions[index]
+        assert p.leader is not None
+        fields: dict[str, object] = dict(broker_id=p.leader, broker_epoch=1, topic="a", partition=index,
+                                         leader_epoch=p.leader_epoch, partition_epoch=p.partition_epoch,
+                                         new_isr=tuple(b for b in p.isr if b != p.replicas[1]))
+        fields.update(override)
+        return AlterIsr(**fields)  # type: ignore[arg-type]
+
+    before = len(raft.proposals)
+    outcomes = controller.alter_partitions([
+        shrink(0), shrink(1, partition_epoch=9), shrink(2, new_isr=()), shrink(3), shrink(3),
+        shrink(0, partition=7)])
+    assert len(raft.proposals) == before + 1, "the accepted changes must commit in one proposal"
+    assert [type(o).__name__ for o in outcomes] == [
+        "PartitionInfo", "FencedEpochError", "InvalidRequestError", "PartitionInfo", "InvalidRequestError",
+        "UnknownTopicOrPartitionError"]
+    image = controller.image.topics["a"].partitions
+    for index in (0, 3):
+        assert image[index].isr == shrink(index).new_isr and image[index].partition_epoch == 1
+        assert outcomes[index if index == 0 else 3] == image[index]
+    for index in (1, 2):  # refused items change nothing
+        assert image[index] == topic.partitions[index]
+
+
 def test_alter_configs(controller: QuorumController) -> None:
     controller.create_topic(name="a", config={"retention.ms": "5000"})
     config = controller.alter_configs(topic="a", set={"cleanup.policy": "compact"})
@@ -290,3 +322,48 @@ def test_state_machine_snapshot_restores_on_another_voter(controller: QuorumCont
     other = QuorumController(node_id=2)
     other.restore(controller.image.offset + 1, controller.snapshot())
     assert other.image == controller.image
+
+
+def test_a_silent_broker_whose_listener_refuses_is_fenced_before_its_session_timeout(clock: ManualClock) -> None:
+    """Issue 19 (failover under 1 s): a broker silent for ``probe_after_ms`` is probed; only
+    a refused connection (its process is gone) fences it before the session timeout; a
+    broker whose listener accepts (busy, stopped) or that heartbeats again keeps its lease."""
+    probed: list[str] = []
+    dead = {"127.0.0.1:9101"}
+
+    def probe(address: str) -> bool:
+        probed.append(address)
+        return address in dead
+
+    ids = (f"topic-{i}" for i in itertools.count())
+    c = QuorumController(node_id=1, clock=clock, session_timeout_ms=6000, id_factory=lambda: next(ids),
+                         probe_after_ms=1000, probe=probe)
+    LocalRaft(c).win_leadership()
+    for b in range(3):
+        c.register_broker(broker_id=b, incarnation=f"i{b}", address=f"127.0.0.1:{9100 + b}")
+    c.create_topic(name="a", partitions=3, replication_factor=3)
+    clock.advance(900)
+    assert c.fence_dead_brokers() == [] and probed == []        # nobody silent long enough
+    clock.advance(200)
+    c.heartbeat(broker_id=2, broker_epoch=1)                     # broker 2 is alive
+    assert c.fence_dead_brokers() == [1]
+    assert sorted(probed) == ["127.0.0.1:9100", "127.0.0.1:9101"]
+    assert [b.broker_id for b in c.image.live_brokers()] == [0, 2]  # 0 accepts connections: kept
+    assert all(p.leader != 1 and 1 not in p.isr for p in c.image.topics["a"].partitions.values())
+    assert c.check_leases() == []                                # the session timeout has not passed
+
+
+def test_listener_refused_tells_a_closed_port_from_an_open_one() -> None:
+    import socket
+
+    from brokers.controller.controller import listener_refused
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    try:
+        assert not listener_refused(address)
+    finally:
+        server.close()
+    assert listener_refused(address)

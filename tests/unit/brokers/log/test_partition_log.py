@@ -416,3 +416,27 @@ def test_flush_after_a_roll_makes_the_new_segment_entry_durable(tmp_path: Path, 
         for _ in range(20):
             log.append_as_leader(make_frame(3, value_bytes=100), leader_epoch=0)
         assert len(log.segment_base_offsets) > 1 and synced.count(log.directory) == len(log.segment_base_offsets) - 1
+
+
+def test_a_clean_reopen_rewrites_no_checkpoint_and_a_crashed_one_does(tmp_path: Path, clock: ManualClock) -> None:
+    """Issue 19: opening a cleanly closed log writes nothing (a broker restarting with 1,000
+    partitions paid 7 fsyncs per partition rewriting the same checkpoints); a log whose
+    recovery point is below its end (a crash) is flushed and checkpointed as before."""
+    from brokers.log.checkpoint import read_offset, write_offset
+    from brokers.log.recovery import LOG_START_FILE, RECOVERY_POINT_FILE
+
+    directory = tmp_path / "p"
+    log = PartitionLog(directory, small_config(), clock=clock)
+    log.append_as_leader(make_frame(3), leader_epoch=2)
+    log.close()
+    names = (RECOVERY_POINT_FILE, LOG_START_FILE, "leader-epoch-checkpoint")
+    assert all((directory / n).is_file() for n in names)
+    inodes = {n: os.stat(directory / n).st_ino for n in names}  # an atomic rewrite replaces the file
+    log = PartitionLog(directory, small_config(), clock=clock)
+    assert log.log_end_offset == 3 and log.epoch_entries() == [(2, 0)] and log.recovery_point == 3
+    log.close()
+    assert {n: os.stat(directory / n).st_ino for n in names} == inodes
+    write_offset(directory / RECOVERY_POINT_FILE, 1)  # as if the process died before the last checkpoint
+    log = PartitionLog(directory, small_config(), clock=clock)
+    assert log.recovery_point == 3 and read_offset(directory / RECOVERY_POINT_FILE) == 3
+    log.close()

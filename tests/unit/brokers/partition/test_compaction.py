@@ -16,7 +16,7 @@ from brokers.partition import FetchedData, FollowerFetch, LeaderAndIsr, Partitio
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.errors import CompactionConflictError, NotLeaderError, TopicNotCompactedError
-from spark_log.frame import parse_header
+from spark_log.frame import iter_frames, marker_of, parse_header
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.compaction import Record, expected, keyed_frame, log_records
 
@@ -234,3 +234,52 @@ def test_a_plan_with_an_offered_map_needs_the_current_cleaned_offset(tmp_path: P
     assert log_records(partition._log) == expected(writer.records, end=limit,
                                                    tombstone_horizon_ms=at.plan.tombstone_horizon_ms)
     partition.close()
+
+
+def _markers_in(partition: Partition) -> list[int]:
+    """Base offsets of the transaction markers the log holds."""
+    log, out = partition._log, []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        result = log.read(offset, max_bytes=1 << 22, verify=True)
+        out += [header.base_offset for position, header in iter_frames(result.data)
+                if marker_of(result.data, header, position) is not None]
+        offset = result.next_offset
+    return out
+
+
+def test_markers_go_with_their_transactions_records_and_a_reopened_log_holds_no_open_transaction(
+        tmp_path: Path, clock: ManualClock) -> None:
+    """Kafka's rule: a marker is removed once no record of its transaction is left and it is
+    past delete.retention.ms, unless it is its producer's last frame (the bumped epoch).  A
+    replay of the cleaned log then finds no transactional record without its marker: the
+    last stable offset is the high watermark, and the producer's epoch is still fenced."""
+    partition = _open(tmp_path / "p", clock, A, _config(2048))
+    _lead(partition, A, 1, (A,))
+    pid, epoch, markers = 31, 0, []
+    for round_ in range(40):
+        keys = [b"a", b"b", f"r{round_}".encode()] + ([b"kept"] if round_ == 5 else [])  # never written again
+        frame = keyed_frame(keys, [b"x" * 40] * len(keys), timestamp=clock.wall_ms(),
+                            producer_id=pid, producer_epoch=epoch, base_sequence=0, transactional=True)
+        partition.append_as_leader(check_frames(frame, max_message_bytes=1 << 20))
+        markers.append(partition.append_marker(producer_id=pid, producer_epoch=epoch + 1, commit=round_ % 3 != 0,
+                                               coordinator_epoch=0).base_offset)
+        epoch += 1
+        clock.advance(1_000)
+    plain = Writer(clock, producer_id=32)
+    for _ in range(40):  # every transactional key written again outside transactions; rolls the last segments
+        plain.write(partition, [b"a", b"b"] + [f"r{i}".encode() for i in range(40)], [b"y" * 40] * 42)
+    clock.advance(2 * DAY)
+    _clean_all(partition)
+    end, _ = _plan_of(partition)
+    assert end > markers[-1]
+    # round 5's marker stays with its record "kept" (a commit); the last one holds the producer's epoch
+    assert _markers_in(partition) == [markers[5], markers[-1]]
+    hw = partition.high_watermark
+    partition.close()
+    reopened = _open(tmp_path / "p", clock, A, _config(2048))
+    _lead(reopened, A, 2, (A,))
+    assert reopened.last_stable_offset == reopened.high_watermark == hw
+    assert [r.value for r in log_records(reopened._log) if r.key == b"kept"] == [b"x" * 40]
+    assert reopened._core._producers.last_sequence(pid)[0] == epoch  # the old epochs stay fenced
+    reopened.close()

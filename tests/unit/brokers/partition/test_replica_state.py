@@ -70,6 +70,20 @@ def test_expandable_needs_hw_and_epoch_start() -> None:
     assert state.expandable() == (3,)
 
 
+def test_a_follower_that_stopped_fetching_is_not_expandable_on_its_old_position() -> None:
+    """Issue 19: a follower killed while caught up keeps its last LEO on the leader; on an
+    idle partition that LEO stays at the HW, and the ISR updater used to add it back every
+    other check (the controller accepts once the restarted broker is unfenced) and drop it
+    a check later, as long as the restarted broker had not fetched: flapping ISRs."""
+    state = leader(isr=(1, 2), leo=10)
+    state.on_follower_fetch(2, fetch_offset=10, log_end_offset=10, now_ms=1001)
+    state.on_follower_fetch(3, fetch_offset=10, log_end_offset=10, now_ms=1002)
+    assert state.expandable(now_ms=1500, lag_ms=1000) == (3,)
+    assert state.expandable(now_ms=2003, lag_ms=1000) == ()
+    state.on_follower_fetch(3, fetch_offset=10, log_end_offset=10, now_ms=2500)
+    assert state.expandable(now_ms=2600, lag_ms=1000) == (3,)
+
+
 def test_follower_hw_is_capped_by_its_leo_and_followers_compute_nothing() -> None:
     state = ReplicaState(broker_id=2)
     state.become_follower(leader_epoch=1, partition_epoch=1, replicas=(1, 2), isr=(1, 2), log_end_offset=3)

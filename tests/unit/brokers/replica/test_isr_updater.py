@@ -17,6 +17,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 import pytest
 
+from brokers.metadata.alter_isr import AlterIsr
 from brokers.log.append import check_frames
 from brokers.metadata.image import PartitionInfo
 from brokers.partition import FollowerFetch, LeaderAndIsr, Partition
@@ -67,20 +68,60 @@ def _fetch(partition: Partition, replica: int, offset: int) -> None:
     partition.answer_follower_fetch(FollowerFetch(replica, offset, 5, 5 if offset else -1), max_bytes=0)
 
 
-def _updater(partition: Partition, controller: Controller) -> IsrUpdater:
-    return IsrUpdater(broker_id=ME, broker_epoch=lambda: 1, partitions=lambda: [partition],
-                      alter_partition=controller, lag_time_max_ms=60_000)
+class Batched:
+    """The batched call (``alter_partitions``) over a one-at-a-time ``Controller``."""
+
+    def __init__(self, single: Controller) -> None:
+        self.single, self.batches = single, 0
+
+    def __call__(self, items: Sequence[AlterIsr]) -> list[PartitionInfo | SparkLogError]:
+        self.batches += 1
+        out: list[PartitionInfo | SparkLogError] = []
+        for i in items:
+            try:
+                out.append(self.single(topic=i.topic, partition=i.partition, broker_id=i.broker_id,
+                                       broker_epoch=i.broker_epoch, leader_epoch=i.leader_epoch,
+                                       partition_epoch=i.partition_epoch, new_isr=i.new_isr))
+            except SparkLogError as exc:
+                out.append(exc)
+        return out
+
+
+class Updater:
+    """``check(partition)`` one at a time, or (batched) through ``check_all``."""
+
+    def __init__(self, partition: Partition, controller: Controller, batched: bool) -> None:
+        self.batch = Batched(controller) if batched else None
+        self.updater = IsrUpdater(broker_id=ME, broker_epoch=lambda: 1, partitions=lambda: [partition],
+                                  alter_partition=controller, lag_time_max_ms=60_000, alter_partitions=self.batch)
+
+    def check(self, partition: Partition) -> None:
+        if self.batch is None:
+            self.updater.check(partition)
+        else:
+            before = self.batch.batches
+            self.updater.check_all([partition])
+            assert self.batch.batches == before + 1
+
+
+@pytest.fixture(params=[False, True], ids=["single", "batched"])
+def batched(request: pytest.FixtureRequest) -> bool:
+    return bool(request.param)
+
+
+def _updater(partition: Partition, controller: Controller, batched: bool = False) -> Updater:
+    return Updater(partition, controller, batched)
 
 
 @pytest.mark.parametrize("answer", [FencedEpochError("stale partition epoch 7 for t-0; the current one is 8"),
                                     RequestTimeoutError("request timed out")], ids=["stale-epoch", "timeout"])
-def test_an_accepted_expansion_keeps_counting_whatever_the_next_answer(leader: Partition,
-                                                                       answer: SparkLogError) -> None:
+def test_an_accepted_expansion_keeps_counting_whatever_the_next_answer(leader: Partition, answer: SparkLogError,
+                                                                       batched: bool) -> None:
     _append(leader, 10)
     _fetch(leader, IN_SYNC, 10)
     _fetch(leader, JOINER, 10)                      # caught up: may rejoin
     controller = Controller(then=[answer])
-    updater = _updater(leader, controller)
+    updater = _updater(leader, controller, batched)
     updater.check(leader)                           # accepted (epoch 8), not in our image yet
     updater.check(leader)                           # asked again on epoch 7: the answer
     assert controller.calls == [(7, (ME, IN_SYNC, JOINER))] * 2
@@ -94,7 +135,7 @@ def test_an_accepted_expansion_keeps_counting_whatever_the_next_answer(leader: P
     assert leader.high_watermark == 15
 
 
-def test_a_definite_refusal_stops_counting_the_joiner(leader: Partition) -> None:
+def test_a_definite_refusal_stops_counting_the_joiner(leader: Partition, batched: bool) -> None:
     _append(leader, 10)
     _fetch(leader, IN_SYNC, 10)
     _fetch(leader, JOINER, 10)
@@ -103,7 +144,7 @@ def test_a_definite_refusal_stops_counting_the_joiner(leader: Partition) -> None
         def __call__(self, **kwargs: object) -> PartitionInfo:
             raise InvalidRequestError("brokers [3] are fenced and cannot join the ISR of t-0")
 
-    _updater(leader, Refusing([])).check(leader)
+    _updater(leader, Refusing([]), batched).check(leader)
     _append(leader, 5)
     _fetch(leader, IN_SYNC, 15)
     assert leader.high_watermark == 15              # the joiner was never in the ISR: no reason to wait

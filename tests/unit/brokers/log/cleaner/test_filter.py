@@ -8,7 +8,8 @@ from brokers.log.cleaner.filter import KEEP, REMOVE, CleanedOutput, FrameCleaner
 from brokers.log.cleaner.offset_map import OffsetMap
 from brokers.log.cleaner.plan import CompactionPlan, plan_frame
 from brokers.log.cleaner.records import KeySpec
-from spark_log.frame import encode_control, iter_frames, parse_header, record_offsets, set_offset_and_epoch
+from spark_log.frame import (encode_control, encode_marker, iter_frames, parse_header, record_offsets,
+                             set_offset_and_epoch)
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.compaction import frames_records, keyed_frame
 
@@ -120,3 +121,47 @@ def test_an_old_filler_alone_in_its_run_is_no_change() -> None:
     second.take(memoryview(filler), parse_header(filler), REMOVE)
     second.finish()
     assert again == [filler] and not second.changed
+
+
+def _txn(keys: list[bytes], base: int, *, producer_id: int = 9, timestamp: int = 5) -> memoryview:
+    return _at(keyed_frame(keys, [b"v"] * len(keys), timestamp=timestamp, producer_id=producer_id, producer_epoch=0,
+                           base_sequence=0, transactional=True), base)
+
+
+def _marker(base: int, *, commit: bool = True, producer_id: int = 9, timestamp: int = 5) -> memoryview:
+    return _at(encode_marker(commit, producer_id=producer_id, producer_epoch=1, coordinator_epoch=0,
+                             timestamp_ms=timestamp), base)
+
+
+def _outcomes(cleaner: FrameCleaner, frames: list[memoryview]) -> list[object]:
+    return [cleaner.clean(frame, parse_header(frame)) for frame in frames]
+
+
+def test_a_marker_goes_once_its_transaction_has_no_record_left_and_it_is_past_the_horizon() -> None:
+    frames = [_txn([b"a", b"b"], 10), _marker(12), _txn([b"a"], 13), _marker(14, commit=False)]
+    cleaner = _cleaner({b"a": 50, b"b": 51}, horizon=6, last_frame_of={9: 60})  # both keys written again later
+    assert _outcomes(cleaner, frames) == [REMOVE, REMOVE, REMOVE, REMOVE]
+    assert cleaner.stats.markers_removed == 2
+
+
+def test_a_marker_stays_while_a_record_of_its_transaction_stays() -> None:
+    frames = [_txn([b"a", b"b"], 10), _marker(12), _txn([b"c"], 13), _marker(14)]
+    outcomes = _outcomes(_cleaner({b"a": 10, b"b": 51, b"c": 52}, horizon=6, last_frame_of={9: 60}), frames)
+    assert isinstance(outcomes[0], bytes) and outcomes[1:] == [KEEP, REMOVE, REMOVE]  # "a" at 10 is still the latest
+
+
+def test_a_marker_stays_before_the_horizon_below_the_end_and_as_its_producers_last_frame() -> None:
+    data, marker = _txn([b"a"], 10), _marker(11)
+    assert _outcomes(_cleaner({b"a": 50}, horizon=5, last_frame_of={9: 60}), [data, marker]) == [REMOVE, KEEP]
+    assert _outcomes(_cleaner({b"a": 50}, horizon=6, end=11, last_frame_of={9: 60}), [data, marker]) == [REMOVE, KEEP]
+    last = _cleaner({b"a": 50}, horizon=6, last_frame_of={9: 11}, producer_horizon=5)  # it holds the bumped epoch
+    assert _outcomes(last, [data, marker]) == [REMOVE, KEEP]
+    expired = _cleaner({b"a": 50}, horizon=6, last_frame_of={9: 11}, producer_horizon=6)  # the producer expired
+    assert _outcomes(expired, [data, marker]) == [REMOVE, REMOVE]
+
+
+def test_an_aborted_transactions_marker_goes_with_its_records() -> None:
+    frames = [_txn([b"a"], 10), _marker(11, commit=False)]
+    cleaner = FrameCleaner(CompactionPlan(100, 6, -(2**62)), SPEC, _cleaner({b"a": 10}).offset_map, {9: 60},
+                           aborted=((9, 10, 11),))
+    assert _outcomes(cleaner, frames) == [REMOVE, REMOVE]  # "a" at 10 is the latest, but aborted: never written

@@ -53,7 +53,16 @@ final class Admin {
   /** A typed topic without a schema; one that another writer created first is fine. */
   static void createTypedTopic(String bootstrap, Security security, String topic, int partitions, int replicationFactor,
                                List<String> keyColumns) {
+    createTypedTopic(bootstrap, security, topic, partitions, replicationFactor, keyColumns, java.util.Collections.emptyMap());
+  }
+
+  /** As above, with topic settings (tombstoneColumn: cleanup.policy=compact and tombstone.column). */
+  static void createTypedTopic(String bootstrap, Security security, String topic, int partitions, int replicationFactor,
+                               List<String> keyColumns, java.util.Map<String, String> config) {
     Grpc.Proto req = new Grpc.Proto().str(1, topic).i64(2, partitions).i64(3, replicationFactor);
+    for (java.util.Map.Entry<String, String> e : new java.util.TreeMap<>(config).entrySet()) {
+      req.bytes(4, new Grpc.Proto().str(1, e.getKey()).str(2, e.getValue()).bytes());
+    }
     if (keyColumns != null) for (String k : keyColumns) req.str(6, k);
     req.str(8, "typed");
     byte[] body = req.bytes();
@@ -62,6 +71,23 @@ final class Admin {
     } catch (SparkLogException e) {
       if (e.code != TOPIC_ALREADY_EXISTS) throw e;
     }
+  }
+
+  /** The topic's settings (Admin.DescribeTopic's configs) as the brokers describe them. */
+  static java.util.Map<String, String> topicConfig(String bootstrap, Security security, String topic) {
+    byte[] answer = onBootstrap(bootstrap, security, channel -> Grpc.unary(channel, SERVICE + "DescribeTopic",
+        new Grpc.Proto().str(1, topic).bytes()));
+    java.util.Map<String, String> out = new java.util.TreeMap<>();
+    try {
+      for (Object[] f : Grpc.fields(answer)) {
+        if ((int) f[0] != 5 || !(f[1] instanceof byte[])) continue;
+        List<Object[]> entry = Grpc.fields((byte[]) f[1]);
+        out.put(Grpc.string(entry, 1), Grpc.string(entry, 2));
+      }
+    } catch (IOException e) {
+      throw new SparkLogException("SparkLogError", 1, "topic '" + topic + "': unreadable DescribeTopic answer: " + e);
+    }
+    return out;
   }
 
   /** Register {@code schema} as the topic's next schema (the latest again is a no-op). */

@@ -24,7 +24,7 @@ import javax.net.ssl.SSLSocket;
  *  has talked to that broker. */
 final class DataConnection implements Closeable {
   static final int METADATA = 1, LIST_OFFSETS = 2, FETCH = 3, PRODUCE = 4, SCRAM_START = 5, SCRAM_FINISH = 6,
-      PRODUCE_TXN = 7;
+      PRODUCE_TXN = 7, FETCH_TIER = 8;
   /** Idle connections older than this are closed rather than reused. */
   static final long MAX_IDLE_MS = 60_000;
   static final int MAX_IDLE_PER_BROKER = 8;

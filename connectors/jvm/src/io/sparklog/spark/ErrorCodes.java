@@ -11,6 +11,7 @@ final class ErrorCodes {
   static final int REQUEST_TIMEOUT = 20;
   static final int NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90;
   static final int OFFSET_NOT_AVAILABLE = 91;
+  static final int TIER_UNAVAILABLE = 122;
 
   private ErrorCodes() {}
 
@@ -50,6 +51,9 @@ final class ErrorCodes {
       case 100: return "AuthenticationError";
       case 101: return "TopicAuthorizationError";
       case 107: return "SessionExpiredError";
+      case 120: return "TieringNotEnabledError";
+      case 121: return "TierOffsetInvalidError";
+      case TIER_UNAVAILABLE: return "TierUnavailableError";
       default: return "SparkLogError(" + code + ")";
     }
   }

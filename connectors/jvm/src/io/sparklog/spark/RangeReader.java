@@ -30,7 +30,8 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /** One Spark task: the records [start, end) of one topic partition as ColumnarBatches, one per
- *  stored frame: the frame's Arrow body is loaded by Arrow Java and handed to Spark as
+ *  stored frame (below the brokers' local log start: per frame the brokers build from the
+ *  topic's Delta tier, FETCH_TIER, so a tiered topic reads whole, as the Python source does): the frame's Arrow body is loaded by Arrow Java and handed to Spark as
  *  ArrowColumnVectors (no per-row conversion); topic/partition/timestampType are constant
  *  vectors, offset a computed one.  Frames are checked (magic, version, CRC-32C) as the Python
  *  consumer checks them; control frames and frames without records are passed over. */
@@ -47,6 +48,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private ColumnarBatch batch;
   private long position;
   private final boolean failOnDataLoss;
+  /** FETCH_TIER's answer: no more than this many TIER_UNAVAILABLE answers in a row are asked again. */
+  private static final int TIER_RETRIES = 4;
+  /** The position is below the brokers' local log start and is read from the Delta tier. */
+  private boolean inTier;
+  private long tierStart, tierEnd;  // what the tier held at the last FETCH_TIER answer
+  private int tierRetries, unexplained;
+  private String lastRetriable;
   private final long pollTimeoutMs;
   private final int timestampType;
   private final boolean typed;
@@ -83,7 +91,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       } else if (System.currentTimeMillis() - lastProgress > pollTimeoutMs) {
         throw new SparkLogException("RequestTimeoutError", ErrorCodes.REQUEST_TIMEOUT, part.topic + "-" + part.partition
             + ": no records after offset " + position + " for " + pollTimeoutMs + " ms while reading up to " + part.end
-            + " (pollTimeoutMs)");
+            + " (pollTimeoutMs)" + (lastRetriable == null ? "" : "; the last retriable error: " + lastRetriable));
       }
     }
     batch = ready.poll();
@@ -100,12 +108,74 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     current = null;
   }
 
+  /** One step of the read: a FETCH of the brokers' log, or, while the position is below their
+   *  local log start, a FETCH_TIER of the topic's Delta tier (brokers/server/tier_fetch.py). */
   private void fetch() {
+    if (inTier) {
+      int code = fetch(DataConnection.FETCH_TIER);
+      if (code == ErrorCodes.OFFSET_OUT_OF_RANGE || (code == 0 && position >= tierEnd)) {
+        inTier = false;  // the tier's end (the brokers take over), or the tier moved on: FETCH decides again
+      }
+      return;
+    }
+    if (fetch(DataConnection.FETCH) == ErrorCodes.OFFSET_OUT_OF_RANGE) afterLoss();
+  }
+
+  /** The FETCH or FETCH_TIER of [at, end) on the partition's leader (the answer off-heap, in this task's allocator). */
+  private DataConnection.Direct request(int api, long at) {
     Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
-        .str(part.topic).i32(part.partition).i64(position).i64(part.end).i32(0);
+        .str(part.topic).i32(part.partition).i64(at).i64(part.end).i32(0);
+    return cluster.onLeader(part.topic, part.partition, c -> c.callDirect(api, req, allocator),
+        System.currentTimeMillis() + pollTimeoutMs);
+  }
+
+  /** Prefetching: once a fetch answer is decoded, the next FETCH (from the new position) is sent
+   *  on a background thread while Spark consumes the decoded batches, so the broker prepares the
+   *  next answer meanwhile.  At most one is in flight, and the task's thread touches the
+   *  Cluster (metadata, connections) only while none is (joined before every use). */
+  private static final java.util.concurrent.ExecutorService PREFETCH = java.util.concurrent.Executors.newCachedThreadPool(r -> {
+    Thread t = new Thread(r, "spark-log-prefetch");
+    t.setDaemon(true);
+    return t;
+  });
+  /** Prefetching off (for measurements): SPARK_LOG_JVM_NO_PREFETCH set, or the JVM's system
+   *  property spark-log.noPrefetch=true, read per task. */
+  private final boolean noPrefetch = System.getenv("SPARK_LOG_JVM_NO_PREFETCH") != null
+      || Boolean.getBoolean("spark-log.noPrefetch");
+  private java.util.concurrent.Future<DataConnection.Direct> inflight;
+  private long inflightAt = -1;
+
+  private DataConnection.Direct awaitPrefetch() {
+    java.util.concurrent.Future<DataConnection.Direct> f = inflight;
+    inflight = null;
+    try {
+      return f.get();
+    } catch (java.util.concurrent.ExecutionException e) {
+      if (e.getCause() instanceof RuntimeException) throw (RuntimeException) e.getCause();
+      throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, String.valueOf(e.getCause()));
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new RuntimeException(e);
+    }
+  }
+
+  /** One FETCH or FETCH_TIER of [position, part.end): its error code (0: its records are decoded
+   *  and the position moved on; a retriable code: asked again at the next step, after a pause).
+   *  A FETCH uses the prefetched answer when it was asked from this position. */
+  private int fetch(int api) {
     long t0 = System.nanoTime();
-    try (DataConnection.Direct answer = cluster.onLeader(part.topic, part.partition,
-        c -> c.callDirect(DataConnection.FETCH, req, allocator), System.currentTimeMillis() + pollTimeoutMs)) {
+    DataConnection.Direct got = null;
+    if (inflight != null) {
+      boolean useful = inflightAt == position && api == DataConnection.FETCH;
+      got = awaitPrefetch();
+      if (!useful) {
+        got.close();
+        got = null;
+      }
+    }
+    if (got == null) got = request(api, position);
+    boolean ok = false;
+    try (DataConnection.Direct answer = got) {
       fetchNanos += System.nanoTime() - t0;
       fetches++;
       ByteBuffer r = answer.view;
@@ -115,33 +185,46 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       r.getInt();
       short code = r.getShort();
       String message = Buf.str(r);
-      r.getLong();
-      r.getLong();
+      long high = r.getLong();   // FETCH_TIER: the tier's end
+      long start = r.getLong();  // FETCH_TIER: the tier's start
       long next = r.getLong();
       int framesBase = r.position() + 4;  // where the frames start in answer.buf
       ByteBuffer frames = Buf.slice(r);
       int abortedCount = r.getInt();
       long[] aborted = new long[3 * abortedCount];  // (producer id, first offset, abort marker offset) each
       for (int i = 0; i < aborted.length; i++) aborted[i] = r.getLong();
-      if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) {
-        afterLoss();
-        return;
+      if (api == DataConnection.FETCH_TIER) {
+        tierStart = start;
+        tierEnd = high;
       }
+      if (code == ErrorCodes.OFFSET_OUT_OF_RANGE) return code;
       if (code != 0) {
-        if (ErrorCodes.retriable(code)) {
+        if (ErrorCodes.retriable(code) || (code == ErrorCodes.TIER_UNAVAILABLE && ++tierRetries <= TIER_RETRIES)) {
+          lastRetriable = ErrorCodes.name(code) + ": " + message;
           cluster.topic(part.topic, true);
-          Cluster.sleep(50);
-          return;
+          Cluster.sleep(code == ErrorCodes.TIER_UNAVAILABLE ? 100L << Math.min(tierRetries, 4) : 50);
+          return code;
         }
         throw SparkLogException.of(code, part.topic + "-" + part.partition + ": " + message);
       }
+      if (api == DataConnection.FETCH_TIER) tierRetries = 0;
       long t1 = System.nanoTime();
       decode(frames, aborted, answer.buf, framesBase);
       decodeNanos += System.nanoTime() - t1;
       if (next > position) position = Math.min(next, part.end);
+      ok = true;
     }
+    if (ok && api == DataConnection.FETCH && position < part.end && !noPrefetch) {
+      long at = position;
+      inflightAt = at;
+      inflight = PREFETCH.submit(() -> request(DataConnection.FETCH, at));
+    }
+    return 0;
   }
 
+  /** The brokers answered OFFSET_OUT_OF_RANGE at {@code position}: read it from the Delta tier
+   *  when the tier holds it (ListOffsets' earliest is the tier's start, KIP-405), else it is
+   *  lost (below what both hold: failOnDataLoss decides) or past the end of the log. */
   private void afterLoss() {
     TopicPartition tp = new TopicPartition(part.topic, part.partition);
     long earliest = cluster.listOffsets(java.util.Collections.singletonList(tp), -2, false).get(tp);
@@ -149,14 +232,30 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     long resume;
     if (earliest <= position) {
       long latest = cluster.listOffsets(java.util.Collections.singletonList(tp), -1, false).get(tp);
-      if (position < latest) {  // below the brokers' local log start, above the tier's start: in the Delta tier
-        throw new SparkLogException("TierUnavailableError", 122, tp + ": offset " + position + " is held only by the "
-            + "topic's Delta tier (below the brokers' local log start); the JVM implementation of spark-log does not "
-            + "read the tier yet: read this topic with the Python connector (local_session(connector=\"python\"), "
-            + "or leave the spark-log jar off spark.jars)");
+      if (position < latest) {  // below the brokers' local log start, at or past the tier's start: in the Delta tier
+        int code = fetch(DataConnection.FETCH_TIER);
+        if (code == 0) {
+          unexplained = 0;
+          inTier = position < tierEnd;
+          return;
+        }
+        if (code != ErrorCodes.OFFSET_OUT_OF_RANGE) return;  // retriable: asked again
+        if (tierStart > position && tierStart < tierEnd) {  // tier retention ran past it since ListOffsets answered
+          what = tp + ": records [" + position + ", " + Math.min(tierStart, part.end) + ") were deleted from the Delta "
+              + "tier (retention) before this query read them";
+          resume = tierStart;
+        } else if (++unexplained < 5) {
+          Cluster.sleep(50L << unexplained);  // the brokers' and the tier's views may be a moment apart: ask again
+          return;
+        } else {  // a tier that does not hold what the brokers say it holds: never skipped as lost
+          throw new SparkLogException("TierUnavailableError", ErrorCodes.TIER_UNAVAILABLE, tp + ": offset " + position
+              + " is below the brokers' local log start and at or past the topic's earliest offset (" + earliest
+              + "), but its Delta tier holds [" + tierStart + ", " + tierEnd + ") only");
+        }
+      } else {
+        what = tp + ": offset " + position + " is past the end of the log (was the topic recreated?)";
+        resume = part.end;
       }
-      what = tp + ": offset " + position + " is past the end of the log (was the topic recreated?)";
-      resume = part.end;
     } else {
       what = tp + ": records [" + position + ", " + Math.min(earliest, part.end) + ") were deleted (retention) before this "
           + "query read them";
@@ -359,6 +458,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
           decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, DataConnection.OPENED.get());
     }
     release();
+    if (inflight != null) {  // the answer of a prefetch this task no longer needs
+      try {
+        awaitPrefetch().close();
+      } catch (RuntimeException ignored) {
+        // the task is over: a failed prefetch does not matter
+      }
+    }
     for (ColumnarBatch b : ready) b.close();
     ready.clear();
     for (VectorSchemaRoot r : readyRoots) r.close();

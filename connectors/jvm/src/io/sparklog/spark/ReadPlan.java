@@ -155,12 +155,16 @@ final class ReadPlan implements Serializable {
       }
       return out;
     }
-    Object spec = options.spec("startingOffsets", Arrays.asList("earliest", "latest"));
+    Object spec = options.spec("startingOffsets", Arrays.asList("earliest", "latest", "group"));
     if (spec == null) spec = dflt;
     TreeMap<TopicPartition, Long> latest = latest();
     if (spec.equals("latest")) return latest;
     TreeMap<TopicPartition, Long> earliest = earliest();
     if (spec.equals("earliest")) return earliest;
+    if (spec.equals("group")) {  // checkReader: groupId is given
+      return GroupProgress.fromGroup(new GroupProgress(options.groupId(), bootstrap, options.security).committed(),
+          earliest, latest);
+    }
     return resolve((TreeMap<TopicPartition, Long>) spec, earliest, latest, "startingOffsets");
   }
 

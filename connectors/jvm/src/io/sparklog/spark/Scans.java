@@ -14,7 +14,9 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
 import org.apache.spark.sql.connector.read.ScanBuilder;
+import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
+import org.apache.spark.sql.sources.Filter;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadAllAvailable;
@@ -32,9 +34,11 @@ import org.apache.spark.storage.BlockManagerId;
 final class Scans {
   private Scans() {}
 
-  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns {
+  static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
     private final ReadPlan plan;
     private StructType required;
+    /** pushFilters=true (batch reads): what the scan absorbed of Spark's filters. */
+    private final Pushdown pushdown = new Pushdown();
 
     Builder(ReadPlan plan) { this.plan = plan; this.required = plan.fullSchema; }
 
@@ -46,22 +50,39 @@ final class Scans {
       required = out;
     }
 
-    @Override public Scan build() { return new SparkLogScan(plan, required); }
+    /** Spark 4 pushes filters to batch scans only (a new ScanBuilder per query, so a later
+     *  query on the same DataFrame never sees earlier filters); without pushFilters=true
+     *  nothing is absorbed, as in the Python source. */
+    @Override public Filter[] pushFilters(Filter[] filters) {
+      if (!plan.options.bool("pushFilters", false)) return filters;
+      return pushdown.push(filters);
+    }
+
+    @Override public Filter[] pushedFilters() { return pushdown.pushed.toArray(new Filter[0]); }
+
+    @Override public Scan build() { return new SparkLogScan(plan, required, pushdown); }
   }
 
   static final class SparkLogScan implements Scan {
     private final ReadPlan plan;
     private final StructType schema;
+    private final Pushdown pushdown;
 
-    SparkLogScan(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+    SparkLogScan(ReadPlan plan, StructType schema, Pushdown pushdown) {
+      this.plan = plan;
+      this.schema = schema;
+      this.pushdown = pushdown;
+    }
 
     @Override public StructType readSchema() { return schema; }
 
-    @Override public String description() { return "spark-log(JVM) " + plan.options.values.keySet(); }
+    @Override public String description() {
+      return "spark-log(JVM) " + plan.options.values.keySet() + (pushdown.pushed.isEmpty() ? "" : " pushed " + pushdown.pushed);
+    }
 
     @Override public Batch toBatch() {
       plan.options.checkBatch();
-      return new RangeBatch(plan, schema);
+      return new RangeBatch(plan, schema, pushdown);
     }
 
     @Override public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
@@ -148,8 +169,13 @@ final class Scans {
   static final class RangeBatch implements Batch {
     private final ReadPlan plan;
     private final StructType schema;
+    private final Pushdown pushdown;
 
-    RangeBatch(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+    RangeBatch(ReadPlan plan, StructType schema, Pushdown pushdown) {
+      this.plan = plan;
+      this.schema = schema;
+      this.pushdown = pushdown;
+    }
 
     @SuppressWarnings("unchecked")
     @Override public InputPartition[] planInputPartitions() {
@@ -159,7 +185,16 @@ final class Scans {
         Object ending = plan.options.spec("endingOffsets", java.util.Arrays.asList("latest"));
         TreeMap<TopicPartition, Long> end = ending == null || ending.equals("latest") ? latest
             : ReadPlan.resolve((TreeMap<TopicPartition, Long>) ending, plan.earliest(), latest, "endingOffsets");
-        return partitions(plan, schema, begin, end).toArray(new InputPartition[0]);
+        if (pushdown.minTimestamp != null) {  // each partition from its first record at or after the time (none: its end)
+          TreeMap<TopicPartition, Long> byTime = plan.offsets(pushdown.minTimestamp);
+          for (Map.Entry<TopicPartition, Long> e : begin.entrySet()) {
+            Long at = byTime.get(e.getKey());
+            long from = at == null || at < 0 ? end.getOrDefault(e.getKey(), e.getValue()) : at;
+            e.setValue(Math.max(e.getValue(), from));
+          }
+        }
+        List<TreeMap<TopicPartition, Long>> narrowed = pushdown.narrow(begin, end);
+        return partitions(plan, schema, narrowed.get(0), narrowed.get(1)).toArray(new InputPartition[0]);
       } finally {
         plan.close();
       }
@@ -186,7 +221,15 @@ final class Scans {
     private TreeMap<TopicPartition, Long> target;
     private TreeMap<TopicPartition, Long> lastLatest;
 
-    Stream(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+    /** groupId: each completed micro-batch's end offsets published to the group (GroupProgress). */
+    private final GroupProgress progress;
+
+    Stream(ReadPlan plan, StructType schema) {
+      this.plan = plan;
+      this.schema = schema;
+      String group = plan.options.groupId();
+      this.progress = group == null ? null : new GroupProgress(group, plan.bootstrap, plan.options.security);
+    }
 
     @Override public Offset initialOffset() { return new SparkLogOffset(plan.starting("latest")); }
 
@@ -213,6 +256,7 @@ final class Scans {
 
     @Override public Offset latestOffset(Offset startOffset, ReadLimit limit) {
       TreeMap<TopicPartition, Long> begin = ((SparkLogOffset) startOffset).offsets;
+      if (progress != null) progress.publish(begin);  // the start ends the last completed micro-batch
       TreeMap<TopicPartition, Long> latest = target != null ? target : plan.latest();
       lastLatest = latest;
       boolean failOnDataLoss = plan.options.bool("failOnDataLoss", true);
@@ -263,7 +307,10 @@ final class Scans {
 
     @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
 
-    @Override public void commit(Offset end) {}
+    /** Progress lives in Spark's checkpoint; with groupId the completed end is also published. */
+    @Override public void commit(Offset end) {
+      if (progress != null) progress.publish(((SparkLogOffset) end).offsets);
+    }
 
     @Override public void stop() { plan.close(); }
   }

@@ -34,9 +34,13 @@ public final class SparkLogProvider implements TableProvider, DataSourceRegister
   }
 
   private static boolean isWrite(Map<String, String> options) {
-    // Spark asks a TableProvider for its schema on writes too; a sink's options name a topic.
-    for (String k : options.keySet()) if (k.equalsIgnoreCase("topic")) return true;
-    return false;
+    // Spark asks a TableProvider for its schema on writes too (writeStream); a reader's options
+    // name what to read (subscribe, subscribePattern or assign), a sink's do not (with rows naming
+    // their topic, not even a topic).
+    for (String k : options.keySet()) {
+      if (k.equalsIgnoreCase("subscribe") || k.equalsIgnoreCase("subscribePattern") || k.equalsIgnoreCase("assign")) return false;
+    }
+    return true;
   }
 
   @Override

@@ -23,20 +23,29 @@ final class Txn {
 
   static List<Object[]> call(String bootstrap, Security security, String transactionalId, String method, byte[] body,
                              long deadlineMs) {
+    return call(SERVICE, bootstrap, security, transactionalId, method, body, deadlineMs);
+  }
+
+  /** {@code method} at the coordinator of {@code id} for {@code service} (the transaction
+   *  coordinator's, or the group coordinator's: both find theirs with FindCoordinator(id = 1)
+   *  answering the address as field 2). */
+  static List<Object[]> call(String service, String bootstrap, Security security, String id, String method, byte[] body,
+                             long deadlineMs) {
+    String transactionalId = id;
     long backoff = 20;
     while (true) {
-      String key = bootstrap + "|" + transactionalId;
+      String key = service + "|" + bootstrap + "|" + transactionalId;
       try {
         String address = COORDINATORS.get(key);
         if (address == null) {
-          byte[] found = Admin.onBootstrap(bootstrap, security, ch -> Grpc.unary(ch, SERVICE + "FindCoordinator",
+          byte[] found = Admin.onBootstrap(bootstrap, security, ch -> Grpc.unary(ch, service + "FindCoordinator",
               new Grpc.Proto().str(1, transactionalId).bytes()));
           address = Grpc.string(Grpc.fields(found), 2);
           COORDINATORS.put(key, address);
         }
         ManagedChannel channel = Grpc.channel(address, security);
         try {
-          return Grpc.fields(Grpc.unary(Grpc.authenticated(channel, security), SERVICE + method, body));
+          return Grpc.fields(Grpc.unary(Grpc.authenticated(channel, security), service + method, body));
         } finally {
           channel.shutdownNow();
           channel.awaitTermination(5, TimeUnit.SECONDS);

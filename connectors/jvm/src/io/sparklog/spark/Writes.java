@@ -92,6 +92,8 @@ final class Writes {
     final int schemaId, partitions, acks, timeoutMs, codec;
     final long batchSize;
     final int keyOrdinal, valueOrdinal, partitionOrdinal, timestampOrdinal;
+    /** Without the topic option: the string column naming each row's topic (bytes topics). */
+    final int topicOrdinal;
     int headersOrdinal = -1;
     final boolean keyIsString, valueIsString;
     final int[] dataOrdinals, keyOrdinals;
@@ -115,10 +117,20 @@ final class Writes {
       }
       this.transactionTimeoutMs = txnTimeout == null ? 600_000 : (int) Math.min(Integer.MAX_VALUE, txnTimeout);
       bootstrap = o.bootstrap();
-      topic = o.get("topic");
+      String named = o.get("topic");
+      if (named != null && named.trim().isEmpty()) throw SparkLogException.config("topic", "must not be empty");
+      topic = named == null ? null : named.trim();
+      String tombstone = o.get("tombstoneColumn");
+      if (tombstone != null && tombstone.trim().isEmpty()) throw SparkLogException.config("tombstoneColumn", "must name a column");
+      tombstone = tombstone == null ? null : tombstone.trim();
+      topicOrdinal = topic == null ? ordinal(input, "topic") : -1;
       if (topic == null) {
-        throw SparkLogException.config("topic", "is required by the JVM implementation (rows naming their own topic: use "
-            + "the Python connector)");
+        if (topicOrdinal < 0) throw SparkLogException.config("topic", "is required unless the DataFrame has a 'topic' column");
+        if (!(input.fields()[topicOrdinal].dataType() instanceof StringType)) {
+          throw new SparkLogException("SchemaMismatchError", 14, "column 'topic' must be a string, got "
+              + input.fields()[topicOrdinal].dataType().simpleString());
+        }
+        if (tombstone != null) throw SparkLogException.config("tombstoneColumn", "needs option 'topic' (a typed topic)");
       }
       String a = o.has("acks") ? o.get("acks").trim().toLowerCase(Locale.ROOT) : "all";
       if (a.equals("0")) throw SparkLogException.config("acks", "cannot be 0: the sink must know a write landed to be exactly-once");
@@ -137,10 +149,37 @@ final class Writes {
       Long t = o.longOpt("timeoutMs", 1);
       timeoutMs = t == null ? 120_000 : (int) Math.min(Integer.MAX_VALUE, t);
       boolean create = o.bool("createTopic", false);
+      if (create && topic == null) throw SparkLogException.config("createTopic", "needs option 'topic' (the topic to create)");
       if (!create && (o.has("partitions") || o.has("replicationFactor"))) {
         throw SparkLogException.config(o.has("partitions") ? "partitions" : "replicationFactor", "applies with createTopic=true only");
       }
       Long parts = o.longOpt("partitions", 1), rf = o.longOpt("replicationFactor", 1);
+      if (topic == null) {  // rows name their topics: bytes topics, resolved by each task (connectors/writer.py)
+        for (String n : new String[] {"keyColumns"}) {
+          if (o.has(n) && !o.names(n).equals(List.of("key"))) {
+            throw SparkLogException.config(n, "applies to typed topics; rows naming their topic write bytes topics, which "
+                + "hash the 'key' column");
+          }
+        }
+        kind = "bytes";
+        partitions = 0;
+        schemaId = 0;
+        schemaJson = null;
+        dataOrdinals = keyOrdinals = null;
+        partitionOrdinal = partitionOrdinal(input);
+        valueOrdinal = ordinal(input, "value");
+        if (valueOrdinal < 0) {
+          throw new SparkLogException("SchemaMismatchError", 14, "rows naming their topic are written to bytes topics (key, "
+              + "value, headers, timestamp) and the DataFrame has no 'value' column (it has "
+              + Arrays.asList(input.fieldNames()) + ")");
+        }
+        keyOrdinal = ordinal(input, "key");
+        keyIsString = keyOrdinal >= 0 && binaryOrString(input, keyOrdinal, "key");
+        valueIsString = binaryOrString(input, valueOrdinal, "value");
+        headersOrdinal = ordinal(input, "headers");
+        timestampOrdinal = timestampOrdinal(input);
+        return;
+      }
       Cluster cluster = new Cluster(bootstrap, security);
       Cluster.TopicMeta meta;
       try {
@@ -155,8 +194,13 @@ final class Writes {
                 + "partitions / replicationFactor) to create a typed topic from the DataFrame's schema");
           }
           // a typed topic without a schema (the first write below registers the DataFrame's), as the Python sink does
+          Map<String, String> config = new TreeMap<>();
+          if (tombstone != null) {
+            config.put("cleanup.policy", "compact");
+            config.put("tombstone.column", tombstone);
+          }
           Admin.createTypedTopic(bootstrap, security, topic, parts == null ? 1 : parts.intValue(), rf == null ? 1 : rf.intValue(),
-              o.names("keyColumns"));
+              o.names("keyColumns"), config);
           meta = Admin.await(cluster, topic);
         }
         if (meta.kind.equals("typed") && meta.latest() == null) {
@@ -169,14 +213,12 @@ final class Writes {
       }
       kind = meta.kind;
       partitions = meta.partitions.size();
-      partitionOrdinal = ordinal(input, "partition");
-      if (partitionOrdinal >= 0) {
-        DataType pt = input.fields()[partitionOrdinal].dataType();
-        if (!(pt instanceof IntegerType) && !(pt instanceof LongType)) {
-          throw new SparkLogException("SchemaMismatchError", 14, "column 'partition' must be an integer, got " + pt.simpleString());
-        }
-      }
+      partitionOrdinal = partitionOrdinal(input);
       List<String> names = Arrays.asList(input.fieldNames());
+      if (kind.equals("bytes") && tombstone != null) {
+        throw SparkLogException.config("tombstoneColumn", "applies to typed topics; '" + topic + "' is a bytes topic, whose "
+            + "tombstones are rows with a null 'value'");
+      }
       if (kind.equals("bytes")) {
         if (o.has("keyColumns") && !o.names("keyColumns").equals(List.of("key"))) {
           throw SparkLogException.config("keyColumns", "applies to typed topics; bytes topics hash the 'key' column");
@@ -190,19 +232,8 @@ final class Writes {
         keyIsString = keyOrdinal >= 0 && binaryOrString(input, keyOrdinal, "key");
         valueIsString = binaryOrString(input, valueOrdinal, "value");
         headersOrdinal = ordinal(input, "headers");
-        if (headersOrdinal >= 0) {
-          DataType ht = input.fields()[headersOrdinal].dataType();
-          Field have = ArrowUtils.toArrowField("headers", ht, true, "UTC", false,
-              org.apache.spark.sql.types.Metadata.empty());
-          if (!sameTypes(have, meta.schemas.get(0).findField("headers"))) {
-            throw new SparkLogException("SchemaMismatchError", 14, "column 'headers' must be array<struct<key: string, "
-                + "value: binary>>, got " + ht.simpleString());
-          }
-        }
-        timestampOrdinal = ordinal(input, "timestamp");
-        if (timestampOrdinal >= 0 && !(input.fields()[timestampOrdinal].dataType() instanceof TimestampType)) {
-          throw new SparkLogException("SchemaMismatchError", 14, "column 'timestamp' must be a timestamp");
-        }
+        checkHeaders(meta.schemas.get(0));
+        timestampOrdinal = timestampOrdinal(input);
         Schema stored = meta.schemas.get(0);
         schemaId = 0;
         schemaJson = stored.toJson();
@@ -243,7 +274,56 @@ final class Writes {
         }
         keyOrdinal = valueOrdinal = timestampOrdinal = -1;
         keyIsString = valueIsString = false;
+        if (tombstone != null) checkTombstoneColumn(tombstone, input);
       }
+    }
+
+    /** tombstoneColumn: a boolean column of the DataFrame, the topic's tombstone.column
+     *  (connectors/writer.py _check_tombstone_column). */
+    private void checkTombstoneColumn(String column, StructType input) {
+      int at = ordinal(input, column);
+      if (at < 0 || !(input.fields()[at].dataType() instanceof org.apache.spark.sql.types.BooleanType)) {
+        String found = at < 0 ? "missing" : "of type " + input.fields()[at].dataType().simpleString();
+        throw SparkLogException.config("tombstoneColumn", "names '" + column + "', which must be a boolean column of the "
+            + "DataFrame (" + found + ")");
+      }
+      String now = Admin.topicConfig(bootstrap, security, topic).getOrDefault("tombstone.column", "");
+      if (!now.equals(column)) {
+        throw SparkLogException.config("tombstoneColumn", "is '" + column + "' but topic '" + topic + "' marks tombstones with "
+            + (now.isEmpty() ? "none" : "'" + now + "'") + "; set the topic's setting first: Admin.alter_configs('" + topic
+            + "', set={'tombstone.column': '" + column + "'})");
+      }
+    }
+
+    /** A headers column must have the bytes topics' headers type (checked against {@code stored}). */
+    void checkHeaders(Schema stored) {
+      if (headersOrdinal < 0) return;
+      DataType ht = input.fields()[headersOrdinal].dataType();
+      Field have = ArrowUtils.toArrowField("headers", ht, true, "UTC", false, org.apache.spark.sql.types.Metadata.empty());
+      Field want = stored.getFields().stream().filter(f -> f.getName().equals("headers")).findFirst().orElse(null);
+      if (want == null || !sameTypes(have, want)) {
+        throw new SparkLogException("SchemaMismatchError", 14, "column 'headers' must be array<struct<key: string, "
+            + "value: binary>>, got " + ht.simpleString());
+      }
+    }
+
+    private static int partitionOrdinal(StructType input) {
+      int at = ordinal(input, "partition");
+      if (at >= 0) {
+        DataType pt = input.fields()[at].dataType();
+        if (!(pt instanceof IntegerType) && !(pt instanceof LongType)) {
+          throw new SparkLogException("SchemaMismatchError", 14, "column 'partition' must be an integer, got " + pt.simpleString());
+        }
+      }
+      return at;
+    }
+
+    private static int timestampOrdinal(StructType input) {
+      int at = ordinal(input, "timestamp");
+      if (at >= 0 && !(input.fields()[at].dataType() instanceof TimestampType)) {
+        throw new SparkLogException("SchemaMismatchError", 14, "column 'timestamp' must be a timestamp");
+      }
+      return at;
     }
 
     /** The DataFrame's data columns (without the routing ones) as Arrow, as the Python sink
@@ -321,7 +401,9 @@ final class Writes {
       label = c.label;
       if (c.joined) participants.add(c.producerId);
     }
+    if (commit) CrashPoints.reach("before-commit");
     Txn.end(target.bootstrap, target.security, transactionalId, label, run, commit, participants, target.timeoutMs);
+    if (commit) CrashPoints.reach("during-commit");
   }
 
   static final class Sink implements BatchWrite, StreamingWrite {
@@ -410,13 +492,16 @@ final class Writes {
     private int producerEpoch;
     private final Transaction txn;
     private boolean joined, alreadyCommitted;
-    private final java.util.Set<Integer> added = new java.util.HashSet<>();
-    private final Schema schema;
+    private final java.util.Set<TopicPartition> added = new java.util.HashSet<>();
+    /** Each written topic's schema and partition count (one topic unless rows name theirs). */
+    private final Map<String, Schema> schemas = new HashMap<>();
+    private final Map<String, Integer> partitionCounts = new HashMap<>();
     private final BufferAllocator allocator;
     private final Cluster cluster;
     private final CompressionCodec codec;
-    private final Map<Integer, Pending> pending = new TreeMap<>();
-    private final Map<Integer, Integer> sequences = new HashMap<>();
+    /** The current chunk's rows by topic, then partition. */
+    private final Map<String, Map<Integer, Pending>> pending = new TreeMap<>();
+    private final Map<TopicPartition, Integer> sequences = new HashMap<>();
     private final MappedRow mapped;
     private final long now = System.currentTimeMillis();
     private long rows, frames, chunk;
@@ -431,10 +516,13 @@ final class Writes {
       this.producerId = producerId;
       this.producerEpoch = producerEpoch;
       this.txn = txn;
-      try {
-        this.schema = Schema.fromJSON(target.schemaJson);
-      } catch (IOException e) {
-        throw new RuntimeException(e);
+      if (target.topic != null) {
+        try {
+          schemas.put(target.topic, Schema.fromJSON(target.schemaJson));
+        } catch (IOException e) {
+          throw new RuntimeException(e);
+        }
+        partitionCounts.put(target.topic, target.partitions);
       }
       this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log writer " + sparkPartition, 0, Long.MAX_VALUE);
       this.cluster = new Cluster(target.bootstrap, target.security);
@@ -443,8 +531,30 @@ final class Writes {
       this.mapped = target.dataOrdinals != null ? new MappedRow(target.dataOrdinals) : null;
     }
 
-    private int route(InternalRow row) {
-      int n = target.partitions;
+    /** Rows naming their topic: the topic's schema and partitions, from metadata once per task
+     *  (a bytes topic; a typed one is refused: such rows carry key, value, headers, timestamp). */
+    private String topicOf(InternalRow row) {
+      if (target.topic != null) return target.topic;
+      if (row.isNullAt(target.topicOrdinal)) {
+        throw SparkLogException.config("topic", "is not set and column 'topic' is null in some rows");
+      }
+      String topic = row.getUTF8String(target.topicOrdinal).toString();
+      if (!schemas.containsKey(topic)) {
+        Cluster.TopicMeta meta = cluster.topic(topic, true);
+        if (!meta.kind.equals("bytes")) {
+          throw new SparkLogException("SchemaMismatchError", 14, "column 'topic' names '" + topic + "', a " + meta.kind
+              + " topic; rows naming their topic are written to bytes topics (key, value, headers, timestamp): write a "
+              + "typed topic with option 'topic'");
+        }
+        Schema stored = meta.schemas.get(0);
+        target.checkHeaders(stored);
+        schemas.put(topic, stored);
+        partitionCounts.put(topic, meta.partitions.size());
+      }
+      return topic;
+    }
+
+    private int route(InternalRow row, int n) {
       if (target.partitionOrdinal >= 0 && !row.isNullAt(target.partitionOrdinal)) {
         long given = target.input.fields()[target.partitionOrdinal].dataType() instanceof LongType
             ? row.getLong(target.partitionOrdinal) : row.getInt(target.partitionOrdinal);
@@ -483,9 +593,10 @@ final class Writes {
         join();
       }
       if (alreadyCommitted) return;  // this batch's transaction committed before: write nothing
-      int p = route(row);
-      Pending buf = pending.computeIfAbsent(p, k -> new Pending(VectorSchemaRoot.create(schema, allocator), mapped != null,
-          target.headersOrdinal >= 0));
+      String topic = topicOf(row);
+      int p = route(row, partitionCounts.get(topic));
+      Pending buf = pending.computeIfAbsent(topic, t -> new TreeMap<>()).computeIfAbsent(p,
+          k -> new Pending(VectorSchemaRoot.create(schemas.get(topic), allocator), mapped != null, target.headersOrdinal >= 0));
       int i = buf.rows;
       if (mapped != null) {
         buf.writer.write(mapped.of(row));
@@ -512,30 +623,34 @@ final class Writes {
     }
 
     private void flush() throws IOException {
-      Map<Integer, List<byte[]>> framesByPartition = new TreeMap<>();
-      for (Map.Entry<Integer, Pending> e : pending.entrySet()) {
-        Pending buf = e.getValue();
-        if (buf.writer != null) {
-          buf.writer.finish();
-        } else {
-          if (buf.headers != null) buf.headers.finish();
-          for (FieldVector v : buf.root.getFieldVectors()) v.setValueCount(buf.rows);
-          buf.root.setRowCount(buf.rows);
+      for (Map.Entry<String, Map<Integer, Pending>> byTopic : pending.entrySet()) {
+        String topic = byTopic.getKey();
+        Map<Integer, List<byte[]>> framesByPartition = new TreeMap<>();
+        for (Map.Entry<Integer, Pending> e : byTopic.getValue().entrySet()) {
+          Pending buf = e.getValue();
+          if (buf.writer != null) {
+            buf.writer.finish();
+          } else {
+            if (buf.headers != null) buf.headers.finish();
+            for (FieldVector v : buf.root.getFieldVectors()) v.setValueCount(buf.rows);
+            buf.root.setRowCount(buf.rows);
+          }
+          long t0 = System.nanoTime();
+          framesByPartition.put(e.getKey(), encode(topic, e.getKey(), buf));
+          encodeNanos += System.nanoTime() - t0;
+          buf.root.close();
         }
-        long t0 = System.nanoTime();
-        framesByPartition.put(e.getKey(), encode(e.getKey(), buf));
-        encodeNanos += System.nanoTime() - t0;
-        buf.root.close();
+        byTopic.getValue().clear();
+        long t1 = System.nanoTime();
+        send(topic, framesByPartition);
+        sendNanos += System.nanoTime() - t1;
       }
       pending.clear();
-      long t1 = System.nanoTime();
-      send(framesByPartition);
-      sendNanos += System.nanoTime() - t1;
       inChunk = 0;
       chunk++;
     }
 
-    private List<byte[]> encode(int partition, Pending buf) throws IOException {
+    private List<byte[]> encode(String topic, int partition, Pending buf) throws IOException {
       long size = 0;
       for (FieldVector v : buf.root.getFieldVectors()) size += v.getBufferSize();
       int pieces = (int) Math.max(1, Math.min(buf.rows, (size + target.batchSize - 1) / target.batchSize));
@@ -545,7 +660,7 @@ final class Writes {
         int n = Math.min(per, buf.rows - start);
         VectorSchemaRoot piece = pieces == 1 ? buf.root : buf.root.slice(start, n);
         try {
-          out.add(frame(partition, piece, n, buf.firstTs, buf.maxTs));
+          out.add(frame(new TopicPartition(topic, partition), piece, n, buf.firstTs, buf.maxTs));
         } finally {
           if (piece != buf.root) piece.close();
         }
@@ -568,7 +683,7 @@ final class Writes {
       sequences.clear();
     }
 
-    private byte[] frame(int partition, VectorSchemaRoot root, int count, long firstTs, long maxTs) throws IOException {
+    private byte[] frame(TopicPartition partition, VectorSchemaRoot root, int count, long firstTs, long maxTs) throws IOException {
       ByteArrayOutputStream body = new ByteArrayOutputStream();
       body.write(new byte[64]);
       try (ArrowRecordBatch batch = new VectorUnloader(root, true, codec, true).getRecordBatch()) {
@@ -589,14 +704,14 @@ final class Writes {
       return frame;
     }
 
-    private void send(Map<Integer, List<byte[]>> byPartition) {
+    private void send(String topic, Map<Integer, List<byte[]>> byPartition) {
       Map<Integer, List<byte[]>> todo = new TreeMap<>(byPartition);
       long deadline = System.currentTimeMillis() + target.timeoutMs;
       boolean refresh = false;
       long backoff = 50;
       while (!todo.isEmpty()) {
         Map<Integer, List<Integer>> byLeader = new TreeMap<>();
-        for (int p : todo.keySet()) byLeader.computeIfAbsent(cluster.leader(target.topic, p, refresh), k -> new ArrayList<>()).add(p);
+        for (int p : todo.keySet()) byLeader.computeIfAbsent(cluster.leader(topic, p, refresh), k -> new ArrayList<>()).add(p);
         refresh = false;
         SparkLogException last = null;
         Map<Integer, List<byte[]>> again = new TreeMap<>();
@@ -605,9 +720,9 @@ final class Writes {
           if (txn != null) {
             req.str(txn.transactionalId);
             for (int p : e.getValue()) {
-              if (added.add(p)) {
+              if (added.add(new TopicPartition(topic, p))) {
                 Txn.addPartition(target.bootstrap, target.security, txn.transactionalId, producerId, producerEpoch,
-                    target.topic, p);
+                    topic, p);
               }
             }
           }
@@ -616,7 +731,7 @@ final class Writes {
             int size = 0;
             for (byte[] f : todo.get(p)) size += f.length;
             sentBytes += size;
-            req.str(target.topic).i32(p).i32(-1).i32(size);
+            req.str(topic).i32(p).i32(-1).i32(size);
             for (byte[] f : todo.get(p)) req.raw(f);
           }
           ByteBuffer r;
@@ -643,7 +758,7 @@ final class Writes {
             r.getLong();
             r.get();
             if (code == 0) continue;
-            SparkLogException err = SparkLogException.of(code, target.topic + "-" + p + ": " + message);
+            SparkLogException err = SparkLogException.of(code, topic + "-" + p + ": " + message);
             if (!err.retriable()) throw err;
             again.put(p, todo.get(p));
             last = err;
@@ -681,7 +796,7 @@ final class Writes {
         System.err.printf("spark-log profile writer %d: task %.1f ms, %d rows, %d frames, encode %.1f ms, send %.1f ms (%d bytes)%n",
             sparkPartition, (System.nanoTime() - created) / 1e6, rows, frames, encodeNanos / 1e6, sendNanos / 1e6, sentBytes);
       }
-      for (Pending p : pending.values()) p.root.close();
+      for (Map<Integer, Pending> byTopic : pending.values()) for (Pending p : byTopic.values()) p.root.close();
       pending.clear();
       cluster.close();
       allocator.close();

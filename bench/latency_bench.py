@@ -1,0 +1,67 @@
+"""Produce-to-consume latency at a moderate rate, RF=1 and RF=3, against the aims.
+
+    python -m bench.latency_bench [--seconds 4] [--rate 2000]
+
+A 3-broker local cluster (``LocalCluster``, default settings, 127.0.0.1); for a topic of one
+partition with RF=1 and one with RF=3, a producer (``linger_ms=0``, acks=all, no
+compression) sends ``--rate`` records/s for ``--seconds`` while a consumer long-polls the
+partition (``client_bench.bench_latency``); each record's latency is from just before
+``send`` to its arrival in ``poll_arrow``.  Prints p50 / p90 / p99 / max in ms with the aims
+(p50 2 ms, p99 5 ms) and the ratios.  Not part of the test pass/fail; on a shared 2-core
+machine the tail follows the load average, printed at start and end.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.client_bench import bench_latency
+from brokers.launcher.local import LocalCluster
+from spark_log import Admin
+
+__all__ = ["main"]
+
+AIM_P50_MS = 2.0
+AIM_P99_MS = 5.0
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.latency_bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=4.0)
+    parser.add_argument("--rate", type=int, default=2000)
+    args = parser.parse_args(argv)
+    print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
+    results: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="latency-bench-") as tmp:
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3)
+        try:
+            bootstrap = cluster.up(timeout_s=90)
+            with Admin(bootstrap) as admin:
+                admin.create_topic("lat1", partitions=1, replication_factor=1)
+                admin.create_topic("lat3", partitions=1, replication_factor=3)
+            bench_latency(bootstrap, "lat1", 1.0, args.rate)  # warm-up: connections, first imports
+            for name, topic in (("RF=1", "lat1"), ("RF=3 acks=all", "lat3")):
+                results[name] = bench_latency(bootstrap, topic, args.seconds, args.rate)
+        finally:
+            cluster.down()
+    print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+    print(f"produce -> consume latency at ~{args.rate:,} rec/s, linger 0, 3 brokers (ms)")
+    print(f"{'':16}{'records':>9}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}   p50/aim  p99/aim")
+    for name, lat in results.items():
+        p50, p90, p99 = _pct(lat, 0.5), _pct(lat, 0.9), _pct(lat, 0.99)
+        print(f"{name:16}{len(lat):>9,}{p50:>8.2f}{p90:>8.2f}{p99:>8.2f}{max(lat, default=float('nan')):>8.2f}"
+              f"   {p50 / AIM_P50_MS:>7.2f}  {p99 / AIM_P99_MS:>7.2f}")
+    print(f"aims: p50 {AIM_P50_MS:.0f} ms, p99 {AIM_P99_MS:.0f} ms (ratio <= 1 meets it)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

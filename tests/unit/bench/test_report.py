@@ -1,0 +1,64 @@
+"""bench/report.py writes REPORT.md with the tables and PNG plots from a figures dict."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.peers import compare
+from bench.peers import nats as nats_peer
+from bench.peers import redis as redis_peer
+from bench.report import write_report
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _peer(name: str, pub100: float, pub3: float | None = None) -> dict:
+    w = nats_peer.HEADLINE_WINDOW if name.startswith("NATS") else redis_peer.HEADLINE_WINDOW
+    publish = [{"mode": "x-pub", "size": 100, "rate": pub100, "window": w, "replicas": 1},
+               {"mode": "x-pub", "size": 100, "rate": 1.0, "window": 7, "replicas": 1},  # not the headline window
+               {"mode": "x-pub", "size": 1024, "rate": pub100 / 4, "window": w, "replicas": 1}]
+    if pub3 is not None:
+        publish.append({"mode": "x-pub", "size": 100, "rate": pub3, "window": w, "replicas": 3})
+    return {"peer": name, "publish": publish,
+            "consume": [{"mode": "x-sub", "size": 100, "rate": 2 * pub100}, {"mode": "x-sub", "size": 1024, "rate": pub100}],
+            "latency": {"p50_ms": 0.5, "p99_ms": 2.0, "latency_ms": [0.2, 0.5, 0.9, 2.0]}}
+
+
+def tiny_figures() -> dict:
+    nats, redis = _peer("NATS JetStream", 200_000, 100_000), _peer("Redis Streams", 400_000)
+    client = {"send_batch": {100: 1_000_000, 1024: 300_000}, "send": 150_000, "poll_arrow": {100: 2_000_000, 1024: 500_000},
+              "p50_ms": 4.0, "p99_ms": 9.0, "latency_ms": [1.0, 3.0, 4.0, 9.0, 12.0],
+              "aims": {"send_batch": 2_000_000, "send": 300_000, "poll_arrow": 5_000_000}}
+    client["peers"] = {"nats": nats, "redis": redis, "rows": compare.rows_client(client, {"nats": nats, "redis": redis})}
+    replication = {"rf1": 1_200_000, "rf3": 600_000, "ratio": 0.5}
+    replication["peers"] = {"nats": nats, "redis": redis,
+                            "rows": compare.rows_replication(replication, {"nats": nats, "redis": redis})}
+    sweep = {"size": {"spark-log": [[100, 1e6], [1024, 3e5], [4096, 9e4]], "NATS JetStream": [[100, 2e5], [1024, 5e4]]},
+             "batch": {"spark-log": [[100, 1e5], [1000, 5e5]], "Redis Streams": [[10, 2e4], [1000, 4e5]]}}
+    return {"meta": {"commit": "abc1234", "started": "2026-11-26 11:00 UTC", "nproc": 2, "load_start": (1.0, 1.0, 1.0),
+                     "load_end": (2.0, 1.0, 1.0), "seconds": 12.0},
+            "client": client, "replication": replication, "sweep": sweep,
+            "latency": {"spark-log": client["latency_ms"], "NATS JetStream": nats["latency"]["latency_ms"]},
+            "benches": [{"name": "bench.storage_bench", "command": "python -m bench.storage_bench --mib 1",
+                         "seconds": 3.0, "rc": 0, "output": "storage table here\n"}]}
+
+
+def test_report_has_the_tables_and_the_plots(tmp_path: Path) -> None:
+    path = write_report(tiny_figures(), tmp_path)
+    text = path.read_text()
+    assert path == tmp_path / "REPORT.md"
+    # the peer tables, with spark-log's figure, the peers' and the ratio (1,000,000 / 200,000)
+    assert "| publish 100 B: send_batch vs async publish / pipelined XADD | 1,000,000 | 200,000 | 5.00x | 400,000 | 2.50x |" in text
+    assert "| publish 100 B, RF=3 acks=all vs JetStream R3 | 600,000 | 100,000 | 6.00x | n/a | n/a |" in text
+    # latency: lower is better, so the ratio is peer / spark-log
+    assert "| produce->consume latency p99 (ms) at ~2,000 rec/s | 9.00 | 2.00 | 0.22x |" in text
+    assert "| spark-log | 1,000,000 | 300,000 | 90,000 |" in text  # the sweep, one row per series
+    assert "storage table here" in text and "`python -m bench.storage_bench --mib 1`" in text
+    for png in ("report-throughput-size.png", "report-throughput-batch.png", "report-latency-cdf.png"):
+        assert f"]({png})" in text
+        assert (tmp_path / png).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_report_without_figures_writes_no_plots(tmp_path: Path) -> None:
+    path = write_report({"meta": {}}, tmp_path)
+    assert "# spark-log benchmark report" in path.read_text()
+    assert not list(tmp_path.glob("*.png"))
