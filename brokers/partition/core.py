@@ -208,14 +208,15 @@ class PartitionCore:
             + (f"the last appended is {known[1]} in epoch {known[0]}" if known else "nothing was appended yet"))
 
     def on_leader_append(self, run: ProducerRun, headers: Sequence[FrameHeader], first_offset: int,
-                         log_end_offset: int) -> bool:
-        """The entry ``decide_produce`` allowed was appended at ``first_offset``; the log now
-        ends at ``log_end_offset``.  Records its sequences; True when the HW grew (RF=1)."""
+                         log_end_offset: int, now_wall_ms: int = -1) -> bool:
+        """The entry ``decide_produce`` allowed was appended at ``first_offset`` (at wall time
+        ``now_wall_ms``); the log now ends at ``log_end_offset``.  Records its sequences; True
+        when the HW grew (RF=1)."""
         if run.producer_id >= 0:
             offset = first_offset
             for header in headers:
                 self._producers.record(run.producer_id, run.producer_epoch, header.base_sequence, header.record_count,
-                                       offset, header.max_timestamp)
+                                       offset, max(header.max_timestamp, now_wall_ms))
                 offset += header.record_count
             if headers[0].is_transactional:
                 self._txns.on_data(run.producer_id, first_offset)
@@ -308,13 +309,16 @@ class PartitionCore:
         self._producers = ProducerStateTable()
         self._txns.clear()
 
-    def record_frames(self, headers: Iterable[FrameHeader], markers: dict[int, bool] | None = None) -> None:
+    def record_frames(self, headers: Iterable[FrameHeader], markers: dict[int, bool] | None = None,
+                      seen_wall_ms: int = -1) -> None:
         """Frames in the log as stamped (a follower's append, or a replay of the log in
         offset order): the producer state and the open and aborted transactions follow
         them.  ``markers`` maps the base offset of each transaction marker among them to
         commit (True) or abort.  A frame's sequences cover its whole offset range
         (``span``), also when compaction removed some or all of its records (a version-2
-        frame keeps its producer fields)."""
+        frame keeps its producer fields).  A producer's last activity is the later of its
+        records' timestamps and ``seen_wall_ms`` (a follower's append time; a replay has no
+        append time and uses the timestamps, as Kafka's reload does)."""
         producers, txns = self._producers, self._txns
         for header in headers:
             if header.is_transactional and header.producer_id >= 0:
@@ -327,7 +331,7 @@ class PartitionCore:
                 if header.record_count:
                     txns.on_data(header.producer_id, header.base_offset)
             producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.span,
-                             header.base_offset, header.max_timestamp)
+                             header.base_offset, max(header.max_timestamp, seen_wall_ms))
 
     def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> None:
         """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO."""

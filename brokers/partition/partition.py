@@ -225,7 +225,7 @@ class Partition(CompactingPartition, TieredPartition):
                                      core.high_watermark(plog.log_end_offset), core.leader_epoch)
             info = plog.append_as_leader(frames, leader_epoch=core.leader_epoch)
             end = plog.log_end_offset
-            core.on_leader_append(run, headers, info.first_offset, end)
+            core.on_leader_append(run, headers, info.first_offset, end, self._clock.wall_ms())
             self._cond.notify_all()
             outcome = AppendOutcome(info.first_offset, info.last_offset, False, plog.log_start_offset,
                                     core.high_watermark(end), core.leader_epoch)
@@ -368,12 +368,13 @@ class Partition(CompactingPartition, TieredPartition):
                         appended.append(header)
                 if appended:
                     plog.append_as_follower(memoryview(data)[skip:])
+                    seen = self._clock.wall_ms()
                     if any(header.is_control for header in appended):
-                        core.record_frames(appended, _markers(data))
+                        core.record_frames(appended, _markers(data), seen)
                         self._note_plans(data)
                         self._note_tier(memoryview(data)[skip:])
                     else:
-                        core.record_frames(appended)
+                        core.record_frames(appended, seen_wall_ms=seen)
             core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
             self._signal_compaction()
 

@@ -20,6 +20,7 @@ import pytest
 import spark_log.frame as frame_module
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.partition import FetchedData, FollowerFetch, LeaderAndIsr, Partition
+from brokers.partition.producer_state import PRODUCER_ID_EXPIRATION_MS
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.errors import CorruptRecordError, NotEnoughReplicasError, OutOfOrderSequenceError
@@ -220,3 +221,34 @@ def test_a_follower_truncates_its_divergent_suffix(tmp_path: Path, leader: Parti
         assert old.read(0, max_bytes=1 << 20).result.data == leader.read(0, max_bytes=1 << 20).result.data
     finally:
         old.close()
+
+
+def test_a_producer_writing_old_timestamps_keeps_its_sequences_while_it_writes(tmp_path: Path, leader: Partition,
+                                                                                clock: ThreadClock) -> None:
+    """A producer's idleness counts from when this replica saw its write, not from its
+    records' own timestamps: a producer writing history (event times decades ago, as a
+    Spark job replaying old rows does) keeps its sequences through the partition's upkeep,
+    so a retry is acknowledged as a duplicate on the leader and on a follower that takes
+    over; a producer idle for producer.id.expiration.ms is still forgotten."""
+    batch = pa.record_batch({"value": pa.array([b"v" * 10] * 2, pa.binary())})
+    old = _checked(encode_batch(batch, producer_id=9, producer_epoch=0, base_sequence=0, compression="none",
+                                timestamp_ms=1))
+    first = leader.append_as_leader(old)
+    leader.maintenance()
+    again = leader.append_as_leader(old)
+    assert (again.duplicate, again.base_offset) == (True, first.base_offset)
+    follower = _open(tmp_path / "follower", clock, FOLLOWER)
+    try:
+        follower.become(LeaderAndIsr(leader_id=ME, leader_epoch=1, partition_epoch=1, replicas=(ME, FOLLOWER),
+                                     isr=(ME, FOLLOWER)), config=follower.config)
+        _fetch_once(leader, follower)
+        follower.maintenance()
+        follower.become(LeaderAndIsr(leader_id=FOLLOWER, leader_epoch=2, partition_epoch=2, replicas=(ME, FOLLOWER),
+                                     isr=(FOLLOWER,)), config=follower.config)
+        retried = follower.append_as_leader(old)
+        assert (retried.duplicate, retried.base_offset) == (True, first.base_offset)
+        clock.advance(PRODUCER_ID_EXPIRATION_MS + 1)
+        follower.maintenance()
+        assert follower._core._producers.last_sequence(9) is None
+    finally:
+        follower.close()
