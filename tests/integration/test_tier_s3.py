@@ -186,3 +186,13 @@ def test_a_wrong_endpoint_or_a_missing_bucket_is_a_typed_bounded_error(s3: dict[
         with filesystem.open_output_stream("probe") as out:
             out.write(b"x")
     assert time.monotonic() - began < 30                                        # bounded, never a hang
+
+
+def test_the_spark_engine_refuses_an_s3_tier(cluster: LocalCluster) -> None:
+    from jobs.tier import SparkEngine
+    from spark_log.errors import InvalidConfigError
+
+    bootstrap, topic = cluster.bootstrap, f"s3-spark-{uuid.uuid4().hex[:6]}"
+    create_tiered(bootstrap, topic, partitions=1)
+    with Admin(bootstrap) as admin, pytest.raises(InvalidConfigError, match="--engine local"):
+        tier_topic(admin, topic, reader=SparkEngine(None, bootstrap))   # refused before any Spark work
