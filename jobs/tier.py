@@ -58,8 +58,9 @@ import pyarrow.parquet as pq
 
 from spark_log import Admin, Consumer
 from spark_log.errors import TieringNotEnabledError, TierOffsetInvalidError
-from spark_log.errors import SparkLogError, TierUnavailableError
-from spark_log.tier import TOPIC_ID_KEY, TierTable, end_app_id, start_app_id, tier_schema, to_tier_batch
+from spark_log.errors import InvalidConfigError, SparkLogError, TierStorageError, TierUnavailableError
+from spark_log.tier import (TOPIC_ID_KEY, TierTable, end_app_id, is_object_store, start_app_id, storage_failure,
+                            tier_filesystem, tier_schema, to_tier_batch)
 
 __all__ = ["CRASH_POINTS", "RoundResult", "SparkEngine", "tier_topic", "tier_all", "tiered_topics", "main"]
 
@@ -218,11 +219,15 @@ def _sorted_table(table: pa.Table) -> pa.Table:
     return table.take(pc.sort_indices(table.column("offset")))
 
 
-def _write_file(path: str, p: int, table: pa.Table) -> tuple[str, int, str]:
+def _write_file(path: str, p: int, table: pa.Table, filesystem: Any = None) -> tuple[str, int, str]:
     """One Parquet data file of partition ``p`` under the table at ``path`` (``table``: tier
-    rows in offset order), fsynced under a temporary name and then renamed: its path
-    relative to the table, its size and its Delta statistics."""
+    rows in offset order), fsynced under a temporary name and then renamed (an object store,
+    ``filesystem`` rooted at the table: one PUT, atomic): its path relative to the table, its
+    size and its Delta statistics."""
     relative = f"partition={p}/part-{uuid.uuid4().hex}.parquet"
+    if filesystem is not None:
+        pq.write_table(table.drop_columns(["partition"]), relative, filesystem=filesystem)
+        return relative, int(filesystem.get_file_info(relative).size), _stats(table.select(["offset", "timestamp"]))
     full = os.path.join(path, relative)
     os.makedirs(os.path.dirname(full), exist_ok=True)
     pq.write_table(table.drop_columns(["partition"]), full + ".tmp")
@@ -238,33 +243,36 @@ def _add_action(relative: str, size: int, p: int, stats: str) -> Any:
     return AddAction(relative, size, {"partition": str(p)}, int(time.time() * 1000), True, stats)
 
 
-def _write_files(path: str, topic: str, schema: pa.Schema, batches: dict[int, list[pa.RecordBatch]]) -> list[Any]:
+def _write_files(path: str, topic: str, schema: pa.Schema, batches: dict[int, list[pa.RecordBatch]],
+                 storage_options: dict[str, str] | None = None) -> list[Any]:
     """One Parquet file per partition (rows in offset order); their Delta add actions."""
+    filesystem = tier_filesystem(path, storage_options)
     actions = []
     for p, parts in sorted(batches.items()):
         rows = [to_tier_batch(b, schema) for b in parts if b.num_rows]
         if not rows:
             continue
-        relative, size, stats = _write_file(path, p, _sorted_table(pa.Table.from_batches(rows, schema=schema)))
+        relative, size, stats = _write_file(path, p, _sorted_table(pa.Table.from_batches(rows, schema=schema)),
+                                            filesystem)
         actions.append(_add_action(relative, size, p, stats))
     return actions
 
 
-def _open_table(path: str, schema: pa.Schema, topic_id: str) -> Any:
+def _open_table(path: str, schema: pa.Schema, topic_id: str, storage_options: dict[str, str] | None = None) -> Any:
     from deltalake import DeltaTable
 
-    if not DeltaTable.is_deltatable(path):
+    if not DeltaTable.is_deltatable(path, storage_options=storage_options):
         DeltaTable.create(path, schema, mode="ignore", partition_by=["partition"],
                           configuration={"delta.appendOnly": "false", TOPIC_ID_KEY: topic_id},
-                          raise_if_key_not_exists=False)
-    table = DeltaTable(path)
+                          raise_if_key_not_exists=False, storage_options=storage_options)
+    table = DeltaTable(path, storage_options=storage_options)
     have = {f.name for f in table.schema().fields}
     added = [f for f in schema if f.name not in have]
     if added:   # the topic's schema evolved (nullable columns at the end): the table follows
         from deltalake.schema import Field as DeltaField
 
         table.alter.add_columns([DeltaField.from_arrow(f) for f in added])
-        table = DeltaTable(path)
+        table = DeltaTable(path, storage_options=storage_options)
     return table
 
 
@@ -289,17 +297,33 @@ def tiered_topics(admin: Admin) -> list[str]:
 
 def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None = None,
                max_records_per_partition: int | None = None) -> RoundResult:
-    """One round for ``topic`` (module docstring).  Raises ``TieringNotEnabledError``."""
+    """One round for ``topic`` (module docstring).  Raises ``TieringNotEnabledError``,
+    ``TierStorageError`` (the tier's storage failed: bounded, never a hang)."""
     description = admin.describe_topic(topic, live=False)
     config = description.config
     if str(config.get("remote.storage.enable", "false")).lower() != "true":
         raise TieringNotEnabledError(f"topic {topic!r} is not tiered: set remote.storage.enable=true")
-    result = RoundResult(topic)
     tiers = admin.describe_tier(topic)
-    table = TierTable(tiers.location, topic, description.topic_id)
+    if isinstance(reader, SparkEngine) and is_object_store(tiers.location):
+        raise InvalidConfigError(f"the Spark engine writes the tier's data files from its tasks to local or mounted "
+                                 f"paths only; tier {topic!r} to {tiers.location} with --engine local")
+    table = TierTable(tiers.location, topic, description.topic_id, tiers.storage_options)
     infos = {p: info for (t, p), info in tiers.partitions.items() if t == topic}
     try:
+        return _tier_topic(admin, topic, description, config, table, infos, reader=reader, now_ms=now_ms,
+                           max_records_per_partition=max_records_per_partition)
+    except OSError as exc:   # deltalake's and pyarrow's storage errors (bounded timeouts and retries)
+        raise storage_failure(table.path, f"tiering {topic}", exc) from None
+
+
+def _tier_topic(admin: Admin, topic: str, description: Any, config: dict[str, str], table: TierTable,
+                infos: dict[int, Any], *, reader: Reader, now_ms: int | None,
+                max_records_per_partition: int | None) -> RoundResult:
+    result = RoundResult(topic)
+    try:
         held = {p: table.range(p) for p in infos}
+    except TierStorageError:
+        raise
     except TierUnavailableError as exc:   # a table of an earlier topic of the same name
         raise TierOffsetInvalidError(str(exc)) from None
 
@@ -327,12 +351,12 @@ def tier_topic(admin: Admin, topic: str, *, reader: Reader, now_ms: int | None =
             starts[p] = info.log_start_offset if h.empty else h.start
     if ranges:
         schema = tier_schema(description.kind, description.schema if description.kind == "typed" else None)
-        delta = _open_table(table.path, schema, description.topic_id)
+        delta = _open_table(table.path, schema, description.topic_id, table.storage_options)
         if isinstance(reader, SparkEngine):   # the tasks write the data files; only their names come back
             actions, result.rows = reader.write(topic, ranges, table.path, schema)
         else:
             batches = reader(topic, ranges)
-            actions = _write_files(table.path, topic, schema, batches)
+            actions = _write_files(table.path, topic, schema, batches, table.storage_options)
             result.rows = sum(b.num_rows for parts in batches.values() for b in parts)
         reach("files-written")
         txns: dict[str, int] = {}

@@ -613,8 +613,9 @@ class Consumer:
     def _tier_location(self, topic: str, info: TierInfo) -> TierTable:
         table = self._tier_tables.get(topic)
         if table is None:
-            location = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s).location
-            table = self._tier_tables[topic] = TierTable(location, topic, info.topic_id)
+            described = describe_tier(self._cluster, [topic], timeout_s=self._timeout_s)
+            table = self._tier_tables[topic] = TierTable(described.location, topic, info.topic_id,
+                                                         described.storage_options)
         return table
 
     def _read_tiers(self) -> list[tuple[TopicPartition, pa.RecordBatch]]:

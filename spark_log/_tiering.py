@@ -7,7 +7,7 @@ the tier holds ``[start, end)`` (retried on leader moves until ``timeout_s``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import grpc
@@ -56,6 +56,8 @@ class TierInfo:
 class TierDescription:
     location: str
     partitions: dict[tuple[str, int], TierInfo]
+    # the object store's options (may hold credentials: never in repr, logs or CLI output)
+    storage_options: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def _info(message: tpb.PartitionTier) -> TierInfo:
@@ -81,6 +83,7 @@ def describe(cluster: Cluster, topics: Sequence[str], *, timeout_s: float = 30.0
                 by_leader.setdefault(address, set()).add((topic, index))
         found: dict[tuple[str, int], TierInfo] = {}
         location = ""
+        options: dict[str, str] = {}
         for address, wanted in by_leader.items():
             request = tpb.DescribeTierRequest(topics=sorted({t for t, _ in wanted}), leaders_only=True)
             try:
@@ -88,13 +91,14 @@ def describe(cluster: Cluster, topics: Sequence[str], *, timeout_s: float = 30.0
             except grpc.RpcError as exc:
                 raise errors.from_rpc_error(exc, address=address) from None
             location = location or answer.location
+            options = options or dict(answer.storage_options)
             for message in answer.partitions:
                 if (message.topic, message.partition) in wanted and not message.error.code:
                     found[(message.topic, message.partition)] = _info(message)
         missing = sorted(tp for tps in by_leader.values() for tp in tps if tp not in found)
         if missing:
             raise errors.NotLeaderError(f"no leader answered for {missing[0][0]}-{missing[0][1]}")
-        return TierDescription(location, found)
+        return TierDescription(location, found, options)
 
     return retry(once, cluster=cluster, topics=list(topics), deadline_s=timeout_s)
 

@@ -314,9 +314,14 @@ class BrokerConfig:
     data_port: int = 0
     # The cluster's Delta tier (tiering, issue 15): one Delta table per topic under it
     # (<tier_location>/<topic>).  A local path or file:// URI every broker, tiering job and
-    # reader can reach (shared storage on a real cluster: all brokers must name the same one).
+    # reader can reach (shared storage on a real cluster: all brokers must name the same one),
+    # or an object store URI s3://bucket/prefix.
     # "": <data_dir>/../tier (the local cluster: .spark-log/tier beside the node directories).
     tier_location: str = ""
+    # The object store's options (deltalake / object_store names: aws_endpoint_url,
+    # aws_access_key_id, aws_secret_access_key, aws_region, aws_allow_http, timeout, ...),
+    # given to the tiering job and union readers through DescribeTier; never logged.
+    tier_storage_options: dict[str, str] = field(default_factory=dict, repr=False)
     topic_defaults: TopicConfig = field(default_factory=TopicConfig)
     raft: RaftConfig = field(default_factory=RaftConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
@@ -376,13 +381,20 @@ class BrokerConfig:
         _require(self.data_listener in ("auto", "on", "off"), "data_listener", "must be 'auto', 'on' or 'off'")
         _require(0 <= self.data_port <= 65535, "data_port", "must be within 0..65535")
         scheme = self.tier_location.split("://", 1)[0] if "://" in self.tier_location else ""
-        _require(scheme in ("", "file"), "tier_location",
-                 f"only local paths and file:// URIs are supported (shared storage mounted on every node), "
+        _require(scheme in ("", "file", "s3", "s3a"), "tier_location",
+                 f"only local paths, file:// URIs and s3://bucket/prefix URIs are supported, "
                  f"got {self.tier_location!r}")
+        _require(scheme not in ("s3", "s3a") or bool(self.tier_location.split("://", 1)[1].split("/", 1)[0]),
+                 "tier_location", f"an s3:// location names a bucket (s3://bucket/prefix), got {self.tier_location!r}")
+        _require(not self.tier_storage_options or scheme in ("s3", "s3a"), "tier_storage_options",
+                 "only an object store tier_location (s3://...) takes storage options")
 
     def resolved_tier_location(self) -> str:
-        """The tier's absolute local path (``tier_location``, default ``<data_dir>/../tier``)."""
+        """The tier's absolute local path (``tier_location``, default ``<data_dir>/../tier``), or
+        its ``s3://bucket/prefix`` URI."""
         location = self.tier_location
+        if location.startswith(("s3://", "s3a://")):
+            return "s3://" + location.split("://", 1)[1].rstrip("/")
         if location.startswith("file://"):
             location = location[len("file://"):]
         if not location:
@@ -470,6 +482,11 @@ def _coerce(key: str, value: Any, annotation: Any, hints_owner: type) -> Any:
         if isinstance(value, str):
             return value
         raise InvalidConfigError(f"'{key}' must be a string, got {value!r}", key=key)
+    if origin is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, (str, int, float, bool))
+                                                     for k, v in value.items()):
+            raise InvalidConfigError(f"'{key}' must be a table of string settings", key=key)
+        return {k: _to_text(v) for k, v in value.items()}
     if origin is tuple:
         if isinstance(value, str):
             value = [v.strip() for v in value.split(",") if v.strip()]

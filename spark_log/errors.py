@@ -49,6 +49,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── InvalidTransactionTimeoutError, TransactionalIdNotFoundError (invalid requests)
     ├── ThrottledError                 (retriable)
     ├── TierUnavailableError           (retriable: the Delta tier cannot be read, or lags the brokers)
+    │   └── TierStorageError           (the tier's storage (an object store, a path) failed: wrong endpoint, no bucket)
     ├── CompactionConflictError        (retriable: another clean moved the cleaned point, or one is pending)
     ├── BrokerNotAvailableError        (retriable, refresh: connection-level failure)
     ├── RequestTimeoutError            (retriable)
@@ -146,6 +147,7 @@ class ErrorCode(enum.IntEnum):
     TIERING_NOT_ENABLED = 120
     TIER_OFFSET_INVALID = 121
     TIER_UNAVAILABLE = 122
+    TIER_STORAGE = 140
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -569,6 +571,15 @@ class TierUnavailableError(SparkLogError):
 
     code = ErrorCode.TIER_UNAVAILABLE
     retriable = True
+
+
+class TierStorageError(TierUnavailableError):
+    """The tier's storage itself failed (bounded by the storage timeouts and retries): an
+    object store's endpoint that does not answer, a bucket that does not exist, refused
+    credentials, an unwritable path.  The message names the location and the cause, never
+    the credentials.  Retriable (an outage may end); a wrong setting fails every retry."""
+
+    code = ErrorCode.TIER_STORAGE
 
 
 def for_code(code: int) -> type[SparkLogError]:

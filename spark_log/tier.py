@@ -31,6 +31,14 @@ topic deleted and created again under the same name is another topic, and its ti
 refuses the old table (move or delete it by hand) and readers never read it.  Deleting a
 topic leaves its table.
 
+Where.  The cluster's tier location (broker setting ``tier_location``) is a local path (shared
+storage on a real cluster) or an object store URI ``s3://bucket/prefix``; an object store's
+options (endpoint, region, credentials, timeouts: ``tier_storage_options``, deltalake's
+``storage_options`` names) reach the tiering job and union readers with the location, through
+``DescribeTier``.  Every storage call is bounded (``bounded_options``: connect and request
+timeouts, a few retries), and a storage failure (no such bucket, an endpoint that does not
+answer) is a ``TierStorageError`` naming the location and the cause, never the credentials.
+
 Thread-safety: ``TierTable`` is used by one thread at a time.
 """
 from __future__ import annotations
@@ -42,12 +50,12 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import TierUnavailableError
+from .errors import TierStorageError, TierUnavailableError
 from .schemas import BYTES_SCHEMA
 
 TOPIC_ID_KEY = "spark-log.topic-id"
 
-__all__ = ["TOPIC_ID_KEY", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
+__all__ = ["TOPIC_ID_KEY", "is_object_store", "bounded_options", "storage_failure", "tier_filesystem", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
            "end_app_id", "start_app_id", "TIER_TIMESTAMP"]
 
 TIER_TIMESTAMP = pa.timestamp("us")
@@ -65,8 +73,45 @@ class TierRange:
         return self.start >= self.end
 
 
+def is_object_store(location: str) -> bool:
+    """Whether ``location`` is an object store URI (``s3://...``), not a local path."""
+    return location.startswith(("s3://", "s3a://"))
+
+
+# Bounds on every object store call (deltalake / object_store option names); a setting of the
+# cluster's tier_storage_options wins.
+_BOUNDS = {"connect_timeout": "5s", "timeout": "30s", "max_retries": "3", "retry_timeout": "20s"}
+
+
+def bounded_options(location: str, options: dict[str, str] | None) -> dict[str, str] | None:
+    """The storage options for ``location``: an object store's with bounded timeouts and
+    retries (so a wrong endpoint fails within seconds, never hangs); None for a local path."""
+    if not is_object_store(location):
+        return None
+    return {**_BOUNDS, **(options or {})}
+
+
+def storage_failure(location: str, action: str, exc: BaseException) -> TierStorageError:
+    """A storage failure as a ``TierStorageError`` (the cause's text names URLs, never keys)."""
+    cause = " ".join(str(exc).split())
+    return TierStorageError(f"the Delta tier at {location}: {action} failed: {type(exc).__name__}: {cause}")
+
+
+def tier_filesystem(path: str, options: dict[str, str] | None) -> Any:
+    """A pyarrow filesystem rooted at the table ``path`` for an object store (deltalake's
+    object store client, the same options and bounds as the Delta reads); None for a local path."""
+    if not is_object_store(path):
+        return None
+    import pyarrow.fs as pafs
+    from deltalake.fs import DeltaStorageHandler
+
+    return pafs.PyFileSystem(DeltaStorageHandler(path, bounded_options(path, options)))
+
+
 def table_path(location: str, topic: str) -> str:
     """The Delta table of ``topic`` under the cluster's tier ``location``."""
+    if is_object_store(location):
+        return location.rstrip("/") + "/" + topic
     return os.path.join(location, topic)
 
 
@@ -128,21 +173,29 @@ def from_tier_table(table: pa.Table, *, topic: str, partition: int, data_schema:
 class TierTable:
     """A topic's Delta table, read side: the ranges it holds and the rows of a range."""
 
-    def __init__(self, location: str, topic: str, topic_id: str = "") -> None:
+    def __init__(self, location: str, topic: str, topic_id: str = "",
+                 storage_options: dict[str, str] | None = None) -> None:
         self.topic = topic
         self.topic_id = topic_id   # "": do not check which topic the table belongs to
         self.path = table_path(location, topic)
+        self.storage_options = bounded_options(location, storage_options)
         self._table: Any = None
 
     def load(self, *, refresh: bool = True) -> Any | None:
         """The ``deltalake.DeltaTable`` (latest snapshot when ``refresh``); None when the
         topic was never tiered."""
+        try:
+            return self._load(refresh)
+        except OSError as exc:   # deltalake's storage errors (bounded by bounded_options)
+            raise storage_failure(self.path, "reading the table's log", exc) from None
+
+    def _load(self, refresh: bool) -> Any | None:
         from deltalake import DeltaTable
 
         if self._table is None:
-            if not DeltaTable.is_deltatable(self.path):
+            if not DeltaTable.is_deltatable(self.path, storage_options=self.storage_options):
                 return None
-            table = DeltaTable(self.path)
+            table = DeltaTable(self.path, storage_options=self.storage_options)
             owner = table.metadata().configuration.get(TOPIC_ID_KEY)
             if self.topic_id and owner and owner != self.topic_id:
                 raise TierUnavailableError(
@@ -179,9 +232,12 @@ class TierTable:
 
         table = self.load(refresh=False)
         assert table is not None
-        dataset = table.to_pyarrow_dataset()
-        found: pa.Table = dataset.to_table(filter=(ds.field("partition") == partition) & (ds.field("offset") >= start)
-                                 & (ds.field("offset") < end))
+        try:
+            dataset = table.to_pyarrow_dataset()
+            found: pa.Table = dataset.to_table(filter=(ds.field("partition") == partition) & (ds.field("offset") >= start)
+                                               & (ds.field("offset") < end))
+        except OSError as exc:
+            raise storage_failure(self.path, f"reading [{start}, {end}) of partition {partition}", exc) from None
         if found.num_rows:
             found = found.take(pc.sort_indices(found.column("offset")))
         if max_rows is not None and found.num_rows > max_rows:

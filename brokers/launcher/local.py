@@ -148,7 +148,11 @@ class LocalCluster:
             'process_roles = ["broker", "controller"]',
         ]
         for key, value in self.extra_config.items():
-            lines.append(f"{key} = {json.dumps(value)}")
+            if isinstance(value, dict):   # a TOML inline table (e.g. tier_storage_options)
+                lines.append(f"{key} = {{ " + ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in value.items())
+                             + " }")
+            else:
+                lines.append(f"{key} = {json.dumps(value)}")
         if self.raft_config:
             lines.append("[raft]")
             lines.extend(f"{key} = {json.dumps(value)}" for key, value in self.raft_config.items())

@@ -116,7 +116,8 @@ class BrokerServer:
             self.manager, self.cleaner, max_map_bytes=settings.log_cleaner_dedupe_buffer_bytes))
         settings_for_tier = settings if config is not None else BrokerConfig(broker_id=broker_id, data_dir=str(data_dir))
         self.tiering_servicer = TieringServicer(TieringHandler(
-            self.manager, location=settings_for_tier.resolved_tier_location()))
+            self.manager, location=settings_for_tier.resolved_tier_location(),
+            storage_options=settings_for_tier.tier_storage_options))
         faults = FetchFaults.from_env(broker_id)
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
@@ -217,7 +218,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
     listener = DataListener(manager=server.manager, builder=server.builder, fetch=servicer.fetch,
                             produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
                             port=config.data_port, data_dir=host.data_dir, channels=host.channels,
-                            tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location))
+                            tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location,
+                                                        storage_options=server.tiering_servicer.handler.storage_options))
     node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)
     if node_security is not None:
         listener.attach_security(node_security)

@@ -108,9 +108,11 @@ def tier_frames(rows: pa.Table, *, schema: pa.Schema, schema_id: int, typed: boo
 class TierFetchHandler:
     """Answers ``FETCH_TIER`` (module docstring) from the tier at ``location``."""
 
-    def __init__(self, manager: PartitionManager, *, location: str) -> None:
+    def __init__(self, manager: PartitionManager, *, location: str,
+                 storage_options: dict[str, str] | None = None) -> None:
         self.manager = manager
         self.location = location
+        self.storage_options = storage_options
         self._lock = threading.Lock()
         self._tables: dict[str, tuple[TierTable, threading.Lock]] = {}   # by topic id
         self._bytes_per_row: dict[tuple[str, int], float] = {}
@@ -119,7 +121,8 @@ class TierFetchHandler:
         with self._lock:
             found = self._tables.get(topic_id)
             if found is None or found[0].topic != topic:
-                found = self._tables[topic_id] = (TierTable(self.location, topic, topic_id), threading.Lock())
+                found = self._tables[topic_id] = (TierTable(self.location, topic, topic_id,
+                                                                          self.storage_options), threading.Lock())
             return found
 
     def collect(self, request: pb.FetchRequest) -> list[FetchPart]:

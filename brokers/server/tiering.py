@@ -37,9 +37,11 @@ T = TypeVar("T")
 
 
 class TieringHandler:
-    def __init__(self, manager: PartitionManager, *, location: str) -> None:
+    def __init__(self, manager: PartitionManager, *, location: str,
+                 storage_options: dict[str, str] | None = None) -> None:
         self.manager = manager
         self.location = location
+        self.storage_options = dict(storage_options or {})   # never logged
 
     def _fill(self, out: pb.PartitionTier, status: TierStatus, topic_id: str) -> None:
         out.broker_id = self.manager.broker_id
@@ -55,7 +57,7 @@ class TieringHandler:
 
     def describe(self, request: pb.DescribeTierRequest) -> pb.DescribeTierResponse:
         wanted = set(request.topics)
-        response = pb.DescribeTierResponse(location=self.location)
+        response = pb.DescribeTierResponse(location=self.location, storage_options=self.storage_options)
         for partition in sorted(self.manager.hosted(), key=lambda p: (p.topic, p.partition)):
             if (wanted and partition.topic not in wanted) or (request.leaders_only and not partition.is_leader):
                 continue

@@ -25,23 +25,27 @@ _sym_db = _symbol_database.Default()
 from spark_log.proto import broker_pb2 as spark__log_dot_proto_dot_broker__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dspark_log/proto/tiering.proto\x12\x14spark_log.tiering.v1\x1a\x1cspark_log/proto/broker.proto\"\x81\x03\n\rPartitionTier\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tbroker_id\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x08\x12\x1d\n\x15remote_storage_enable\x18\x05 \x01(\x08\x12\x12\n\ntier_start\x18\x06 \x01(\x03\x12\x12\n\ntiered_end\x18\x07 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x08 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\t \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\n \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x0b \x01(\x03\x12\x14\n\x0ctierable_end\x18\x0c \x01(\x03\x12\x13\n\x0blocal_bytes\x18\r \x01(\x03\x12)\n\x05\x65rror\x18\x0e \x01(\x0b\x32\x1a.spark_log.broker.v1.Error\x12\x10\n\x08topic_id\x18\x0f \x01(\t\x12\x16\n\x0euntiered_bytes\x18\x10 \x01(\x03\";\n\x13\x44\x65scribeTierRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x14\n\x0cleaders_only\x18\x02 \x01(\x08\"a\n\x14\x44\x65scribeTierResponse\x12\x10\n\x08location\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.spark_log.tiering.v1.PartitionTier\"s\n\x13\x43ommitTieredRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\ntiered_end\x18\x03 \x01(\x03\x12\x12\n\ntier_start\x18\x04 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\"N\n\x14\x43ommitTieredResponse\x12\x36\n\tpartition\x18\x01 \x01(\x0b\x32#.spark_log.tiering.v1.PartitionTier2\xd7\x01\n\x07Tiering\x12\x65\n\x0c\x44\x65scribeTier\x12).spark_log.tiering.v1.DescribeTierRequest\x1a*.spark_log.tiering.v1.DescribeTierResponse\x12\x65\n\x0c\x43ommitTiered\x12).spark_log.tiering.v1.CommitTieredRequest\x1a*.spark_log.tiering.v1.CommitTieredResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dspark_log/proto/tiering.proto\x12\x14spark_log.tiering.v1\x1a\x1cspark_log/proto/broker.proto\"\x81\x03\n\rPartitionTier\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x11\n\tbroker_id\x18\x03 \x01(\x05\x12\x0e\n\x06leader\x18\x04 \x01(\x08\x12\x1d\n\x15remote_storage_enable\x18\x05 \x01(\x08\x12\x12\n\ntier_start\x18\x06 \x01(\x03\x12\x12\n\ntiered_end\x18\x07 \x01(\x03\x12\x18\n\x10log_start_offset\x18\x08 \x01(\x03\x12\x16\n\x0ehigh_watermark\x18\t \x01(\x03\x12\x1a\n\x12last_stable_offset\x18\n \x01(\x03\x12\x16\n\x0elog_end_offset\x18\x0b \x01(\x03\x12\x14\n\x0ctierable_end\x18\x0c \x01(\x03\x12\x13\n\x0blocal_bytes\x18\r \x01(\x03\x12)\n\x05\x65rror\x18\x0e \x01(\x0b\x32\x1a.spark_log.broker.v1.Error\x12\x10\n\x08topic_id\x18\x0f \x01(\t\x12\x16\n\x0euntiered_bytes\x18\x10 \x01(\x03\";\n\x13\x44\x65scribeTierRequest\x12\x0e\n\x06topics\x18\x01 \x03(\t\x12\x14\n\x0cleaders_only\x18\x02 \x01(\x08\"\xf1\x01\n\x14\x44\x65scribeTierResponse\x12\x10\n\x08location\x18\x01 \x01(\t\x12\x37\n\npartitions\x18\x02 \x03(\x0b\x32#.spark_log.tiering.v1.PartitionTier\x12W\n\x0fstorage_options\x18\x03 \x03(\x0b\x32>.spark_log.tiering.v1.DescribeTierResponse.StorageOptionsEntry\x1a\x35\n\x13StorageOptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"s\n\x13\x43ommitTieredRequest\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x12\n\ntiered_end\x18\x03 \x01(\x03\x12\x12\n\ntier_start\x18\x04 \x01(\x03\x12\x12\n\ntimeout_ms\x18\x05 \x01(\x05\"N\n\x14\x43ommitTieredResponse\x12\x36\n\tpartition\x18\x01 \x01(\x0b\x32#.spark_log.tiering.v1.PartitionTier2\xd7\x01\n\x07Tiering\x12\x65\n\x0c\x44\x65scribeTier\x12).spark_log.tiering.v1.DescribeTierRequest\x1a*.spark_log.tiering.v1.DescribeTierResponse\x12\x65\n\x0c\x43ommitTiered\x12).spark_log.tiering.v1.CommitTieredRequest\x1a*.spark_log.tiering.v1.CommitTieredResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'spark_log.proto.tiering_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_DESCRIBETIERRESPONSE_STORAGEOPTIONSENTRY']._loaded_options = None
+  _globals['_DESCRIBETIERRESPONSE_STORAGEOPTIONSENTRY']._serialized_options = b'8\001'
   _globals['_PARTITIONTIER']._serialized_start=86
   _globals['_PARTITIONTIER']._serialized_end=471
   _globals['_DESCRIBETIERREQUEST']._serialized_start=473
   _globals['_DESCRIBETIERREQUEST']._serialized_end=532
-  _globals['_DESCRIBETIERRESPONSE']._serialized_start=534
-  _globals['_DESCRIBETIERRESPONSE']._serialized_end=631
-  _globals['_COMMITTIEREDREQUEST']._serialized_start=633
-  _globals['_COMMITTIEREDREQUEST']._serialized_end=748
-  _globals['_COMMITTIEREDRESPONSE']._serialized_start=750
-  _globals['_COMMITTIEREDRESPONSE']._serialized_end=828
-  _globals['_TIERING']._serialized_start=831
-  _globals['_TIERING']._serialized_end=1046
+  _globals['_DESCRIBETIERRESPONSE']._serialized_start=535
+  _globals['_DESCRIBETIERRESPONSE']._serialized_end=776
+  _globals['_DESCRIBETIERRESPONSE_STORAGEOPTIONSENTRY']._serialized_start=723
+  _globals['_DESCRIBETIERRESPONSE_STORAGEOPTIONSENTRY']._serialized_end=776
+  _globals['_COMMITTIEREDREQUEST']._serialized_start=778
+  _globals['_COMMITTIEREDREQUEST']._serialized_end=893
+  _globals['_COMMITTIEREDRESPONSE']._serialized_start=895
+  _globals['_COMMITTIEREDRESPONSE']._serialized_end=973
+  _globals['_TIERING']._serialized_start=976
+  _globals['_TIERING']._serialized_end=1191
 # @@protoc_insertion_point(module_scope)

@@ -52,12 +52,21 @@ class DescribeTierRequest(_message.Message):
     def __init__(self, topics: _Optional[_Iterable[str]] = ..., leaders_only: _Optional[bool] = ...) -> None: ...
 
 class DescribeTierResponse(_message.Message):
-    __slots__ = ("location", "partitions")
+    __slots__ = ("location", "partitions", "storage_options")
+    class StorageOptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     LOCATION_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    STORAGE_OPTIONS_FIELD_NUMBER: _ClassVar[int]
     location: str
     partitions: _containers.RepeatedCompositeFieldContainer[PartitionTier]
-    def __init__(self, location: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionTier, _Mapping]]] = ...) -> None: ...
+    storage_options: _containers.ScalarMap[str, str]
+    def __init__(self, location: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[PartitionTier, _Mapping]]] = ..., storage_options: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class CommitTieredRequest(_message.Message):
     __slots__ = ("topic", "partition", "tiered_end", "tier_start", "timeout_ms")

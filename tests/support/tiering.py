@@ -54,9 +54,9 @@ def read_all(bootstrap: str, topic: str, *, partitions: int = 2, start: int = 0,
     return sorted(out)
 
 
-def tier_rows(location: str, topic: str) -> list[tuple[int, int]]:
+def tier_rows(location: str, topic: str, storage_options: dict[str, str] | None = None) -> list[tuple[int, int]]:
     """(partition, offset) of every row of the topic's Delta table."""
-    table = TierTable(location, topic).load()
+    table = TierTable(location, topic, storage_options=storage_options).load()
     if table is None:
         return []
     data = table.to_pyarrow_table(columns=["partition", "offset"])

@@ -7,8 +7,9 @@ import pytest
 
 from brokers.controller.configs import alter_config_records
 from brokers.metadata.image import MetadataImage, TopicImage
-from spark_log.config import BrokerConfig, TopicConfig
+from spark_log.config import BrokerConfig, TopicConfig, load_toml
 from spark_log.errors import InvalidConfigError
+from spark_log.tier import bounded_options, table_path
 
 
 def test_kafka_names_and_effective_local_retention() -> None:
@@ -43,7 +44,30 @@ def test_tier_location_default_and_refusals(tmp_path: Path) -> None:
     assert config.resolved_tier_location() == str(tmp_path / "tier")
     assert BrokerConfig(broker_id=1, tier_location=f"file://{tmp_path}/t").resolved_tier_location() == str(tmp_path / "t")
     with pytest.raises(InvalidConfigError, match="tier_location"):
-        BrokerConfig(broker_id=1, tier_location="s3://bucket/tier")
+        BrokerConfig(broker_id=1, tier_location="gs://bucket/tier")
+    with pytest.raises(InvalidConfigError, match="tier_location"):
+        BrokerConfig(broker_id=1, tier_location="s3:///no-bucket")
+    with pytest.raises(InvalidConfigError, match="tier_storage_options"):
+        BrokerConfig(broker_id=1, tier_location="/mnt/tier", tier_storage_options={"aws_region": "x"})
+
+
+def test_object_store_tier_location_and_its_options(tmp_path: Path) -> None:
+    toml = tmp_path / "broker.toml"
+    toml.write_text('broker_id = 1\ntier_location = "s3a://bucket/prefix/"\n'
+                    '[tier_storage_options]\naws_endpoint_url = "http://127.0.0.1:9000"\naws_allow_http = true\n'
+                    'aws_secret_access_key = "s3cr3t"\n')
+    config = load_toml(BrokerConfig, toml)
+    assert config.resolved_tier_location() == "s3://bucket/prefix"
+    assert config.tier_storage_options == {"aws_endpoint_url": "http://127.0.0.1:9000", "aws_allow_http": "true",
+                                           "aws_secret_access_key": "s3cr3t"}
+    assert "s3cr3t" not in repr(config)
+    options = bounded_options(config.resolved_tier_location(), config.tier_storage_options)
+    assert options is not None and options["timeout"] and options["max_retries"] and options["aws_allow_http"] == "true"
+    assert bounded_options("/mnt/tier", None) is None
+    assert table_path("s3://bucket/prefix/", "t") == "s3://bucket/prefix/t"
+    toml.write_text('broker_id = 1\ntier_location = "s3://b/p"\ntier_storage_options = "x"\n')
+    with pytest.raises(InvalidConfigError, match="tier_storage_options"):
+        load_toml(BrokerConfig, toml)
 
 
 def _image(config: TopicConfig) -> MetadataImage:
