@@ -34,8 +34,11 @@ topic leaves its table.
 Where.  The cluster's tier location (broker setting ``tier_location``) is a local path (shared
 storage on a real cluster) or an object store URI ``s3://bucket/prefix``; an object store's
 options (endpoint, region, credentials, timeouts: ``tier_storage_options``, deltalake's
-``storage_options`` names) reach the tiering job and union readers with the location, through
-``DescribeTier``.  Every storage call is bounded (``bounded_options``: connect and request
+``storage_options`` names) are the brokers'; ``DescribeTier`` hands jobs and union readers the
+location and the options that are not secrets (``public_options``: no keys, tokens or
+passwords), and each client process brings its own credentials (``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY`` / ``AWS_SESSION_TOKEN`` in its environment, or an instance role),
+as every reader of a Delta table on S3 does.  Every storage call is bounded (``bounded_options``: connect and request
 timeouts, a few retries), and a storage failure (no such bucket, an endpoint that does not
 answer) is a ``TierStorageError`` naming the location and the cause, never the credentials.
 
@@ -55,7 +58,7 @@ from .schemas import BYTES_SCHEMA
 
 TOPIC_ID_KEY = "spark-log.topic-id"
 
-__all__ = ["TOPIC_ID_KEY", "is_object_store", "bounded_options", "storage_failure", "tier_filesystem", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
+__all__ = ["TOPIC_ID_KEY", "is_object_store", "bounded_options", "public_options", "storage_failure", "tier_filesystem", "TierRange", "TierTable", "tier_schema", "to_tier_batch", "from_tier_table", "table_path",
            "end_app_id", "start_app_id", "TIER_TIMESTAMP"]
 
 TIER_TIMESTAMP = pa.timestamp("us")
@@ -95,6 +98,16 @@ def storage_failure(location: str, action: str, exc: BaseException) -> TierStora
     """A storage failure as a ``TierStorageError`` (the cause's text names URLs, never keys)."""
     cause = " ".join(str(exc).split())
     return TierStorageError(f"the Delta tier at {location}: {action} failed: {type(exc).__name__}: {cause}")
+
+
+_SECRET_WORDS = ("secret", "token", "password", "access_key", "key_id", "credential", "sas", "signature")
+
+
+def public_options(options: dict[str, str] | None) -> dict[str, str]:
+    """``options`` without the secrets (any option whose name says key, secret, token,
+    password, credential or signature): what the brokers may hand to a client."""
+    return {name: value for name, value in (options or {}).items()
+            if not any(word in name.lower() for word in _SECRET_WORDS)}
 
 
 def tier_filesystem(path: str, options: dict[str, str] | None) -> Any:

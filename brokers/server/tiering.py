@@ -24,6 +24,7 @@ from brokers.partition.tiered import TierStatus
 from spark_log import errors
 from spark_log.errors import InvalidRequestError, NotEnoughReplicasAfterAppendError, SparkLogError, StorageError
 from spark_log.proto import tiering_pb2 as pb
+from spark_log.tier import public_options
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
@@ -57,7 +58,8 @@ class TieringHandler:
 
     def describe(self, request: pb.DescribeTierRequest) -> pb.DescribeTierResponse:
         wanted = set(request.topics)
-        response = pb.DescribeTierResponse(location=self.location, storage_options=self.storage_options)
+        # the options without their secrets: a client brings its own credentials (spark_log.tier)
+        response = pb.DescribeTierResponse(location=self.location, storage_options=public_options(self.storage_options))
         for partition in sorted(self.manager.hosted(), key=lambda p: (p.topic, p.partition)):
             if (wanted and partition.topic not in wanted) or (request.leaders_only and not partition.is_leader):
                 continue
