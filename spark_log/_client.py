@@ -200,13 +200,13 @@ class Cluster:
 
     def produce_raw(self, address: str) -> Any:
         """``Broker.Produce`` of ``address`` taking a serialised ``ProduceRequest``
-        (``_fetch_wire.encode_produce_request``: frames copied once)."""
+        (``fetch_wire.encode_produce_request``: frames copied once)."""
         self.broker(address)
         return self._stubs[address][3]
 
     def fetch_raw(self, address: str) -> Any:
         """``Broker.Fetch`` of ``address`` answering the serialised ``FetchResponse`` bytes
-        (read with ``_fetch_wire.parse_fetch_response``: no copy of the records)."""
+        (read with ``fetch_wire.parse_fetch_response``: no copy of the records)."""
         self.broker(address)
         return self._stubs[address][2]
 

@@ -77,7 +77,7 @@ import pyarrow.ipc as ipc
 from . import errors
 from ._client_metrics import ClientMetrics
 from ._client import Cluster, error_from_pb
-from ._fetch_wire import parse_fetch_response
+from .fetch_wire import parse_fetch_response
 from ._group_client import GroupRpc
 from ._group_member import GroupSubscription
 from ._group_session import Callback, ConsumerGroupMetadata, GroupSession, OffsetAndMetadata, OffsetsArg
@@ -668,7 +668,7 @@ class Consumer:
     def _decode(self, tp: TopicPartition, result: pb.FetchPartitionResult, records: memoryview | None,
                 arrow_stream: memoryview | None) -> list[pa.RecordBatch]:
         """The record batches of one partition's answer; ``records`` / ``arrow_stream`` are
-        views of the response bytes (``_fetch_wire``), decoded without a copy."""
+        views of the response bytes (``fetch_wire``), decoded without a copy."""
         topic, partition = tp
         position = self._positions[tp]
         assert position is not None

@@ -67,7 +67,7 @@ from . import errors
 from ._client import Cluster, TopicInfo, error_from_pb
 from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
-from ._fetch_wire import encode_produce_request
+from .fetch_wire import encode_produce_request
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
 from ._records import bytes_batch, conform

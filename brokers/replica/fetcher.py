@@ -30,7 +30,7 @@ that it starts each time a channel goes from 0 to 1 calls in flight, which for a
 (one call at a time) is a new thread and two thread handoffs per round.  ``stop`` cancels
 the call in flight by closing the channel.
 
-Copies: the answer's bytes are read with ``spark_log._fetch_wire.parse_fetch_response``, so
+Copies: the answer's bytes are read with ``spark_log.fetch_wire.parse_fetch_response``, so
 the frames go from gRPC's buffer to the log file as views of it, checked (CRC included) and
 written, never copied in between.
 
@@ -48,7 +48,7 @@ from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import FetchedData, Partition
 from brokers.partition.messages import Diverging
-from spark_log._fetch_wire import parse_fetch_response
+from spark_log.fetch_wire import parse_fetch_response
 from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 

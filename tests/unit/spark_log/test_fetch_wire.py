@@ -6,7 +6,7 @@ import os
 import pytest
 
 from brokers.server.wire import ARROW_STREAM, RECORDS, encode_fetch_response
-from spark_log._fetch_wire import parse_fetch_response
+from spark_log.fetch_wire import parse_fetch_response
 from spark_log.errors import CorruptRecordError
 from spark_log.proto import broker_pb2 as pb
 
@@ -66,7 +66,7 @@ def test_a_truncated_response_is_refused() -> None:
 
 
 def test_a_hand_encoded_produce_request_parses_as_the_generated_one() -> None:
-    from spark_log._fetch_wire import encode_produce_request
+    from spark_log.fetch_wire import encode_produce_request
 
     entries = [("t", 0, os.urandom(70_000)), ("ü", 5, b"x")]
     data = encode_produce_request(acks=-1, timeout_ms=30_000, transactional_id="tx", entries=entries)
