@@ -127,7 +127,9 @@ def test_cli_compacts_and_describes_and_replicas_agree_also_after_a_leader_chang
         admin.compact(topic, wait=True, timeout_s=90)
         states = admin.describe_compaction(topic, replicas=True)[0]
     new_end = states[0].cleaned_offset
-    assert new_end > end and states[0].broker_id != old_leader and {s.cleaned_offset for s in states} == {new_end}
+    # the old leader may lead again by now (a preferred-leader election once it is back in the
+    # ISR); what matters is that the plan made while it was down reaches it too
+    assert new_end > end and {s.cleaned_offset for s in states} == {new_end}
     replicas = _replicas_below(cluster, topic, new_end)
     assert replicas[1] == replicas[2] == replicas[3]
     assert [(r.offset, r.key, r.value) for r in _records(cluster.bootstrap, topic)] == _model(sent, new_end)
