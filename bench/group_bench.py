@@ -147,7 +147,7 @@ def commits_per_second(bootstrap: str, admin: Admin, seconds: float) -> tuple[fl
         with Producer(bootstrap, acks="all", linger_ms=0) as producer:
             n = 0
             while time.monotonic() < deadline:
-                producer.send(topic, b"x" * 100, partition=0).result()
+                producer.send(topic, os.urandom(100), partition=0).result()
                 n += 1
             return n
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
@@ -95,7 +96,7 @@ class Shard(Generic[C]):
     closed: bool = False
 
 
-class ShardedCoordinator(Generic[C]):
+class ShardedCoordinator(ABC, Generic[C]):
     """The shell of the module docstring; ``C`` is the core type."""
 
     topic_name: str = ""       # the internal topic
@@ -122,24 +123,25 @@ class ShardedCoordinator(Generic[C]):
 
     # -- what a subclass supplies ------------------------------------------------------------
 
+    @abstractmethod
     def _check_key(self, key: str) -> None:
         """Raise ``InvalidRequestError`` (or a subtype) for a bad key."""
-        raise NotImplementedError
 
     def _key_label(self, key: str) -> str:
         """How errors name ``key`` (e.g. ``group 'g'``)."""
         return repr(key)
 
+    @abstractmethod
     def _topic_spec(self, live_brokers: int) -> tuple[int, int, dict[str, str]]:
         """``(partitions, replication factor, config)`` of the internal topic to create."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _replay(self, partition: Partition, leader_epoch: int, name: str) -> tuple[C, int]:
         """A new core replayed from ``partition``, and the log end replayed to."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _to_frame(self, records: Sequence[Any], timestamp_ms: int) -> bytes:
-        raise NotImplementedError
+        """``records`` as one frame of the internal topic."""
 
     def _on_tick(self, shard: Shard[C]) -> None:
         """Periodic work on a shard (expiry, completion); may raise ``SparkLogError``."""
