@@ -315,7 +315,7 @@ class BrokerConfig:
     # How followers fetch from their leader: auto: over the leader's data listener when it has
     # one (stored frames as they are, with the node's TLS and inter-node authentication), else
     # gRPC; grpc: always gRPC (brokers/replica/fetcher.py).
-    replica_fetch_transport: str = "grpc"
+    replica_fetch_transport: str = "auto"
     # The cluster's Delta tier (tiering, issue 15): one Delta table per topic under it
     # (<tier_location>/<topic>).  A local path or file:// URI every broker, tiering job and
     # reader can reach (shared storage on a real cluster: all brokers must name the same one),

@@ -284,6 +284,8 @@ class ReplicaFetcher:
                 return None
             self._data = client
         self.data_connections += 1
+        log.info("replica fetcher %d: fetching from broker %d over its data listener at %s:%d", self.broker_id,
+                 self.leader_id, host, port)
         return client
 
     def _drop_data(self, *, retry: bool) -> None:
