@@ -25,20 +25,18 @@ charged to quotas (nodes never are; follower fetches are not consumer bytes).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from spark_log.errors import AuthenticationError, InvalidRequestError
 from spark_log.proto import broker_pb2 as pb
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .data_listener import Caller, DataListener, _Reader, _Writer
 
 __all__ = ["NODE_AUTH", "REPLICA_FETCH", "node_auth", "replica_fetch"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10
 
 
-def node_auth(listener: "DataListener", request: "_Reader", out: "_Writer", caller: "Caller") -> None:
+# the arguments are data_listener.py's DataListener, _Reader, _Writer and Caller (not imported: it imports this)
+def node_auth(listener: Any, request: Any, out: Any, caller: Any) -> None:
     """``NODE_AUTH``: the inter-node token makes the connection ``Node:<id>`` (the gRPC
     authenticator's own check of the ``spark-log-node`` header)."""
     from brokers.net.node_auth import HEADER
@@ -52,8 +50,7 @@ def node_auth(listener: "DataListener", request: "_Reader", out: "_Writer", call
     out.str(principal)
 
 
-def replica_fetch(listener: "DataListener", request: "_Reader", out: "_Writer", is_active: Callable[[], bool],
-                  caller: "Caller") -> None:
+def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any) -> None:
     """``REPLICA_FETCH`` (module docstring)."""
     replica_id, max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32(), request.i32()
     if replica_id < 0:
