@@ -329,10 +329,14 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS),
                         help="producer settings columns to run")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
+    parser.add_argument("--replica-fetch-transport", choices=("auto", "grpc"), default="auto",
+                        help="how followers fetch: the leaders' data listeners (auto, the default) or gRPC")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, extra_config=FAST)
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,
+                               extra_config={**FAST, "replica_fetch_transport": args.replica_fetch_transport})
+        print(f"followers fetch over: {'the data listener' if args.replica_fetch_transport == 'auto' else 'gRPC'}")
         try:
             cluster.up(timeout_s=60)
             with Admin(cluster.bootstrap) as admin:
