@@ -6,6 +6,11 @@ printed against what the same data reaches, in the same run, without spark-log's
 - ``ipc_ceiling``: Arrow IPC encode (``spark_log.frame.ipc_message``, no compression) and
   decode (``pyarrow.ipc.read_record_batch``) of the bench's own records, cut into frames
   of about 1 MiB as ``send_batch`` cuts them: the cost any Arrow-IPC wire format pays.
+- ``page_cache_ceiling``: appending to a new file in 1 MiB ``pwritev`` calls, as a segment
+  grows: what storing each copy costs before any log code runs.  On this kind of virtual
+  machine it is not a constant: the first write into memory the guest has not touched for a
+  while costs ten times a rewrite (the host backs the page on first touch), and a log's
+  appends always write new pages.
 - ``grpc_ceiling``: raw bytes through Python gRPC on loopback, 1 MiB messages, 8 calls in
   flight, to an echo-free sink in another process (``python -m bench.ceilings --serve``):
   what moving the frames' bytes through grpcio costs, in records/s of a given size.
@@ -27,7 +32,7 @@ import pyarrow.ipc as ipc
 
 from spark_log.frame import Codec, ipc_message
 
-__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "random_values", "cpu_s"]
+__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling", "random_values", "cpu_s"]
 
 _METHOD = "/bench.Sink/Put"
 
@@ -68,6 +73,24 @@ def ipc_ceiling(batch: pa.RecordBatch, seconds: float = 1.0) -> tuple[Ceiling, C
         elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
         out.append(Ceiling(name, records / elapsed, cpu / records * 1e6))
     return out[0], out[1], per_record
+
+
+def page_cache_ceiling(record_bytes: int, directory: str, mib: int = 256) -> Ceiling:
+    """Append ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
+    calls (no fsync), then delete it: records/s and CPU per record of ``record_bytes``."""
+    chunk = os.urandom(1 << 20)
+    path = os.path.join(directory, "page-cache-ceiling.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        cpu0, start = time.process_time(), time.perf_counter()
+        for i in range(mib):
+            os.pwritev(fd, [chunk], i << 20)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    records = mib * (1 << 20) / record_bytes
+    return Ceiling("page cache append", records / elapsed, cpu / records * 1e6)
 
 
 def _serve(port_file: str) -> None:
