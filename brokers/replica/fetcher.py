@@ -1,6 +1,6 @@
 """``ReplicaFetcher``: one follower thread per leader broker (Kafka's ReplicaFetcherThread).
 
-Each round sends one ``FetchRequest`` (``replica_id`` = this broker) for every partition
+Each round sends one fetch (``replica_id`` = this broker) for every partition
 this broker follows under that leader, each with its log end offset as ``fetch_offset``,
 the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it knows as
 ``current_leader_epoch``.  Per partition answer:
@@ -30,9 +30,18 @@ that it starts each time a channel goes from 0 to 1 calls in flight, which for a
 (one call at a time) is a new thread and two thread handoffs per round.  ``stop`` cancels
 the call in flight by closing the channel.
 
-Copies: the answer's bytes are read with ``spark_log.fetch_wire.parse_fetch_response``, so
-the frames go from gRPC's buffer to the log file as views of it, checked (CRC included) and
-written, never copied in between.
+Transport (``transport``, the broker's ``replica_fetch_transport``): ``"auto"`` sends each
+round as a ``REPLICA_FETCH`` to the leader's binary data listener (``data_fetch.py``; the
+leader answers with the same ``LeaderFetchHandler`` as the gRPC ``Fetch``), falling back to
+gRPC for a round when the leader has no listener or it cannot be used (refused connection,
+TLS or authentication failure, an older leader): logged, and tried again after
+``_DATA_RETRY_S``.  A connection that fails during a fetch is dropped, and the round fails
+like a gRPC call (backoff, then a new connection).  ``"grpc"``: gRPC only.
+
+Copies: over the data listener the answer is read into one buffer and the frames handed on
+as views of it; over gRPC the answer's bytes are read with
+``spark_log.fetch_wire.parse_fetch_response``, so the frames are views of gRPC's buffer.
+Either way they are checked (CRC included) and written, never copied in between.
 
 Thread-safety: ``set_partitions``/``stop`` may be called from any thread.
 """
