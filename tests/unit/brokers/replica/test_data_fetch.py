@@ -127,3 +127,42 @@ def test_a_leader_without_a_usable_data_listener_is_fetched_over_grpc() -> None:
         assert grpc_only._fetch_over_data(wanted, 0) is None and grpc_only._data_retry_at == 0
     finally:
         grpc_only.stop()
+
+
+def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_asked_again_later() -> None:
+    """An older leader answers REPLICA_FETCH with InvalidRequestError (unknown api): the round
+    goes over gRPC, the connection is dropped and the data listener is tried again later."""
+    import struct
+    import threading
+
+    from spark_log.errors import InvalidRequestError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    asked: list[int] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            size = struct.unpack("<I", conn.recv(4, socket.MSG_WAITALL))[0]
+            body = conn.recv(size, socket.MSG_WAITALL)
+            api, correlation = struct.unpack_from("<BI", body)
+            asked.append(api)
+            message = b"unknown data listener api 10"
+            answer = struct.pack("<Ih", correlation, int(InvalidRequestError.code)) + struct.pack("<i", len(message)) + message
+            conn.sendall(struct.pack("<I", len(answer)) + answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    peers = _Peers(server.getsockname()[1])
+    fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
+                             transport="auto", data_peers=peers)
+    try:
+        assert fetcher._fetch_over_data([WantedPartition("t", 0, 0, 0, -1, 0)], 0) is None
+        thread.join(10)
+        assert asked == [REPLICA_FETCH] and fetcher.data_connections == 1
+        assert fetcher._data is None and fetcher._data_retry_at > 0 and peers.forgotten == [(1, "127.0.0.1:1")]
+    finally:
+        fetcher.stop()
+        server.close()
