@@ -309,8 +309,7 @@ class Producer:
             batch = self._open.get(slot)
             if batch is None:
                 batch = self._open[slot] = OpenBatch(created=self._now_s(), address=self._leader_or_none(slot))
-                if self._linger_s > 0:
-                    lock.notify()  # the sender's linger timer
+                lock.notify()  # the sender's linger timer (with linger 0 it closes the batch when it runs)
             values = batch.values
             if key is not None or batch.keys is not None:
                 if batch.keys is None:
@@ -327,7 +326,7 @@ class Producer:
                 batch.sticky = True
             future = batch.group.new()
             idle = not self._busy.get(batch.address)
-            if batch.size >= self._batch_size or (idle and batch.address is not None) or self._linger_s == 0:
+            if batch.size >= self._batch_size or (idle and batch.address is not None):
                 del self._open[slot]
                 self._close(slot, batch)
             else:
