@@ -1,13 +1,27 @@
 """``Producer``: sends records to topics, pipelined, idempotent, retried.
 
-Life of a record: ``send`` appends it to the open batch of its partition; the batch ships
-when it holds ``batch_size`` bytes or is ``linger_ms`` old (or on ``flush``).  Shipping
-encodes one frame (compressed once, here), stamps the producer id, epoch and base sequence
-into its header and issues a unary Produce call without waiting for it: many calls are in
-flight on one channel per broker (at most ``max_in_flight``; ``send`` blocks beyond that).
-The batches that linger expiry or ``flush`` ship together go in one call per leader broker,
-whatever their partitions (keyed records over 1,000 partitions cost a few calls per round,
-not one per partition).
+Life of a record: ``send`` appends it to the open batch of its partition (plain Python
+lists: value, timestamp, and key and headers only once some record has them) and returns a
+future that reads its result from the batch's (``_futures``).  The batch is closed when
+
+- its leader has nothing of this producer's queued or in flight: at once, alone if need be
+  (at low rates every record goes as soon as it is sent: no linger timer on the latency);
+- it holds ``batch_size`` bytes;
+- the last call in flight to its leader is answered (what waited behind it goes together);
+- it is ``linger_ms`` old (default 5, Kafka 4.0's default since KIP-1030; here it bounds the
+  wait behind calls in flight, where Kafka's linger is a wait even on an idle connection);
+- or on ``flush``.
+
+Closed batches queue in the order their sequences were reserved, and one thread at a time
+ships every queued batch (``_drain``: the caller of ``send`` when the leader was idle, the
+sender thread, or the callback of the answer that left a leader idle): it builds each
+batch's Arrow columns in bulk, encodes one frame per batch (compressed once, here), stamps
+the producer id, epoch and base sequence into its header and issues one unary Produce call
+per leader broker for all of them without waiting for it: many calls are in flight on one
+channel per broker (at most ``max_in_flight``).  Under load the queue fills while a call is
+out, so one call carries many frames (fewer gRPC calls and broker requests per record);
+``send`` blocks when the queue holds more than 32 MiB.  Keyed records over 1,000
+partitions cost a few calls per round, not one per partition.
 
 Ordering and exactly-once.  Every producer is idempotent.  Without ``producer_id`` a random
 63-bit id is drawn; with it (the Spark writer derives one from the query and Spark
@@ -111,7 +125,8 @@ class _TopicLookup:
 class Producer:
     """Sends records to topics (see the module docstring for ordering and exactly-once).
 
-    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: how long a partly filled batch waits.
+    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: how long a partly filled batch may
+    wait while a call to its leader is queued or in flight (with none it ships at once).
     ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
     """
 
