@@ -246,8 +246,10 @@ class Producer:
         producer in flight (see the class docstring): nothing else happens per record.
         """
         info = self._topics.get(topic)  # the cluster's cache; a dict read is atomic
-        if info is None or info.kind != "bytes" or info.schema_id < 0:
-            return self._send_general(topic, value, key, headers, partition, timestamp)
+        if info is None or info.schema_id < 0:
+            info = self._topic(topic)  # asks the cluster; raises for an unknown topic
+        if info.kind != "bytes":
+            return self._send_typed(info, topic, value, key, partition, timestamp)
         if type(value) is not bytes:
             if isinstance(value, str):
                 value = value.encode()
@@ -278,12 +280,9 @@ class Producer:
             if timestamp is None else int(timestamp)
         return self._append((topic, partition), value, key, headers, ts, size, sticky)
 
-    def _send_general(self, topic: str, value: Any, key: Any, headers: Any, partition: int | None,
-                      timestamp: int | None) -> "Future[tuple[int, int]]":
-        """``send`` for typed topics, and for a topic not yet in the metadata cache."""
-        info = self._topic(topic)
-        if info.kind != "typed":
-            return self.send(topic, value, key, headers, partition, timestamp)
+    def _send_typed(self, info: TopicInfo, topic: str, value: Any, key: Any, partition: int | None,
+                    timestamp: int | None) -> "Future[tuple[int, int]]":
+        """``send`` to a typed topic: the row is converted now (one-row Arrow batch)."""
         if not isinstance(value, Mapping):
             raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
         if info.key_columns:
