@@ -98,7 +98,7 @@ class _GroupFuture(Future[Any]):
         return self._group._condition
 
     @property
-    def _state(self) -> str:  # type: ignore[override]
+    def _state(self) -> str:
         return FINISHED if self._group._done else RUNNING
 
     @_state.setter
@@ -121,7 +121,7 @@ class _GroupFuture(Future[Any]):
             found = extra[name] = []
             if (_CALLBACKS if name == _WAITERS else _WAITERS) not in extra and not self._group._done:
                 self._group._watched.append(self)  # the first of the two lists: registered once
-        return found  # type: ignore[no-any-return]
+        return found
 
     @property
     def _waiters(self) -> list[Any]:

@@ -361,7 +361,7 @@ def encode_batch(
 
 
 def encode_message(
-    message: "pa.Buffer | bytes",
+    message: pa.Buffer,
     *,
     codec: Codec,
     record_count: int,
