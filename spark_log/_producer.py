@@ -13,8 +13,8 @@ future that reads its result from the batch's (``_futures``).  The batch is clos
 - or on ``flush``.
 
 Closed batches queue in the order their sequences were reserved, and one thread at a time
-ships every queued batch (``_drain``: the caller of ``send`` when the leader was idle, the
-sender thread, or the callback of the answer that left a leader idle): it builds each
+ships every queued batch (``_drain``: the caller of ``send`` when the leader was idle, or the
+sender thread, woken by the answer that left a leader idle): it builds each
 batch's Arrow columns in bulk, encodes one frame per batch (compressed once, here), stamps
 the producer id, epoch and base sequence into its header and issues one unary Produce call
 per leader broker for all of them without waiting for it: many calls are in flight on one
@@ -790,16 +790,20 @@ class Producer:
             def settled(_: Any) -> None:
                 self._in_flight.release()
                 self._gate.release(address, None)
-                self._call_done(address)
+                self._call_done(address, answered=True)
 
             call.add_done_callback(settled)
             return
         call.add_done_callback(lambda f: self._on_response(f, shipments, address))
 
-    def _call_done(self, address: str) -> None:
-        """A Produce call to ``address`` is over: when it was the last of ours in flight
-        there, that leader's open batches go now (they were lingering only because a
-        request was in flight: see the class docstring)."""
+    def _call_done(self, address: str, *, answered: bool = False) -> None:
+        """A Produce call to ``address`` is over (or a queued batch for it left the queue):
+        when nothing of ours is queued or in flight there any more, that leader's open
+        batches go now (they were lingering only behind a call: see the module docstring).
+
+        ``answered``: called from a call's done-callback, i.e. on gRPC's thread for that
+        channel, which must never block (it is the thread that would deliver the answers
+        that free ``max_in_flight``): the sender thread ships them instead."""
         with self._lock:
             left = self._busy.get(address, 1) - 1
             if left > 0:
@@ -810,14 +814,16 @@ class Producer:
             for slot, batch in due:
                 del self._open[slot]
                 self._close(slot, batch)
-        if due:
+            if due and answered:
+                self._lock.notify_all()  # the sender thread drains
+        if due and not answered:
             self._drain()
 
     def _on_response(self, call: Any, shipments: list[Shipment], address: str) -> None:
         try:
             self._handle_response(call, shipments, address)
         finally:
-            self._call_done(address)
+            self._call_done(address, answered=True)
 
     def _handle_response(self, call: Any, shipments: list[Shipment], address: str) -> None:
         self._in_flight.release()
