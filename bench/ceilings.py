@@ -25,6 +25,7 @@ import sys
 import time
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -110,6 +111,82 @@ def _serve(port_file: str) -> None:
     os.rename(port_file + ".tmp", port_file)
     sys.stdin.read()  # until the parent closes our stdin
     server.stop(0)
+
+
+class _Sink:
+    """The loopback gRPC sink (``_serve``) in a child process, for the ceilings below."""
+
+    def __enter__(self) -> Any:
+        import tempfile
+
+        import grpc
+
+        self._tmp = tempfile.TemporaryDirectory()
+        port_file = os.path.join(self._tmp.name, "port")
+        self.server = subprocess.Popen([sys.executable, "-m", "bench.ceilings", "--serve", port_file],
+                                       stdin=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if time.monotonic() > deadline or self.server.poll() is not None:
+                raise RuntimeError("the gRPC sink did not start")
+            time.sleep(0.02)  # polling a file another process writes
+        with open(port_file) as f:
+            port = int(f.read())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}",
+                                             options=[("grpc.max_send_message_length", 64 << 20)])
+        return self.channel.unary_unary(_METHOD)
+
+    def __exit__(self, *exc: object) -> None:
+        self.channel.close()
+        self.server.stdin.close()  # type: ignore[union-attr]
+        self.server.wait(timeout=10)
+        self._tmp.cleanup()
+
+
+def grpc_round_trips(rate: int, seconds: float = 2.0, payload_bytes: int = 100) -> list[float]:
+    """Milliseconds of bare loopback gRPC unary round trips (``future`` + done callback, as the
+    producer issues its calls) of ``payload_bytes``, paced at ``rate`` calls/s: the floor
+    under a produce-to-consume latency measured at that rate on the same machine."""
+    times: list[float] = []
+    with _Sink() as put:
+        payload = os.urandom(payload_bytes)
+        for _ in range(200):  # connected, and the sink's handler threads started
+            put(payload, timeout=30)
+        start, i = time.perf_counter(), 0
+        calls = []
+        while time.perf_counter() - start < seconds:
+            due = start + i / rate
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(due - now)  # pacing the load generator
+            sent = time.perf_counter()
+            call = put.future(payload, timeout=30)
+            call.add_done_callback(lambda c, sent=sent: c.exception() is None and times.append(
+                (time.perf_counter() - sent) * 1000))
+            calls.append(call)
+            i += 1
+        for call in calls:
+            call.exception()  # waits; a failed call (a loaded machine's GOAWAY) is left out of the times
+    return times
+
+
+def send_loop_ceiling(values: list[bytes], seconds: float = 1.0) -> Ceiling:
+    """Records/s of a bare Python loop handing each value to a function with ``send``'s
+    signature that appends it to a list: the most a per-record Python API can do here."""
+    out: list[Any] = []
+
+    def send(topic: str, value: bytes, key: Any = None, headers: Any = None, partition: Any = None,
+             timestamp: Any = None) -> None:
+        out.append(value)
+
+    records, cpu0, start = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for value in values:
+            send("t", value, partition=0)
+        records += len(values)
+        out.clear()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    return Ceiling("bare Python send loop", records / elapsed, cpu / records * 1e6)
 
 
 def grpc_ceiling(record_bytes: int, seconds: float = 1.0, message_bytes: int = 1 << 20) -> Ceiling:
