@@ -5,11 +5,14 @@ lists: value, timestamp, and key and headers only once some record has them) and
 future that reads its result from the batch's (``_futures``).  The batch is closed when
 
 - its leader has nothing of this producer's queued or in flight: at once, alone if need be
-  (at low rates every record goes as soon as it is sent: no linger timer on the latency);
+  (at low rates every record goes as soon as it is sent: no linger timer on the latency).
+  This is the default (``linger_ms=None``); a ``linger_ms`` given explicitly is Kafka's
+  ``linger.ms``: a partly filled batch waits that long even on an idle connection, and
+  only ``batch_size``, the linger and ``flush`` close it;
 - it holds ``batch_size`` bytes;
 - the last call in flight to its leader is answered (what waited behind it goes together);
-- it is ``linger_ms`` old (default 5, Kafka 4.0's default since KIP-1030; here it bounds the
-  wait behind calls in flight, where Kafka's linger is a wait even on an idle connection);
+- it is ``linger_ms`` old (Kafka 4.0's default of 5 ms since KIP-1030 bounds the wait
+  behind calls in flight);
 - or on ``flush``.
 
 Closed batches queue in the order their sequences were reserved, and one thread at a time
@@ -110,6 +113,7 @@ _REQUEST_TARGET_BYTES = 8 << 20
 _BUFFER_BYTES = 32 << 20  # closed batches waiting for the wire beyond this block send() (Kafka's buffer.memory)
 _RETRY_BACKOFF_S = 0.05
 _RETRY_BACKOFF_MAX_S = 0.2  # bounds what the client adds to a leader failover
+_DEFAULT_LINGER_MS = 5  # linger_ms=None: the most a batch waits behind a call in flight (Kafka 4.0's default, KIP-1030)
 
 
 class _TopicLookup:
@@ -125,8 +129,10 @@ class _TopicLookup:
 class Producer:
     """Sends records to topics (see the module docstring for ordering and exactly-once).
 
-    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: how long a partly filled batch may
-    wait while a call to its leader is queued or in flight (with none it ships at once).
+    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: None (default) ships a batch at once
+    when nothing of ours is queued or in flight to its leader and lets it wait at most 5 ms
+    behind a call that is; an integer is Kafka's ``linger.ms``: a partly filled batch waits
+    that long (0: ships at once), whatever is in flight.
     ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
     """
 
@@ -135,7 +141,7 @@ class Producer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         acks: str | int = "all",
-        linger_ms: int = 5,
+        linger_ms: int | None = None,
         batch_size: int = 16384,
         compression: str | None = "lz4",
         producer_id: int | None = None,
@@ -152,6 +158,9 @@ class Producer:
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
+        self._eager = linger_ms is None  # ship when the leader is idle (see the module docstring)
+        if linger_ms is None:
+            linger_ms = _DEFAULT_LINGER_MS
         for name, value, low in (("linger_ms", linger_ms, 0), ("batch_size", batch_size, 1),
                                  ("max_in_flight", max_in_flight, 1), ("request_timeout_ms", request_timeout_ms, 1),
                                  ("delivery_timeout_ms", delivery_timeout_ms, 1)):
@@ -339,7 +348,7 @@ class Producer:
             if sticky:
                 batch.sticky = True
             future = batch.group.new()
-            idle = not self._busy.get(batch.address)
+            idle = self._eager and not self._busy.get(batch.address)
             if batch.size >= self._batch_size or (idle and batch.address is not None):
                 del self._open[slot]
                 self._close(slot, batch)
@@ -810,6 +819,8 @@ class Producer:
                 self._busy[address] = left
                 return
             self._busy.pop(address, None)
+            if not self._eager:
+                return  # an explicit linger_ms: open batches wait for it (or batch_size, or flush)
             due = [(slot, batch) for slot, batch in self._open.items() if batch.address == address]
             for slot, batch in due:
                 del self._open[slot]

@@ -2,8 +2,10 @@
 ``linger_ms`` expire, against a fake cluster whose Produce calls stay open until the test
 answers them:
 
-- a record whose leader has nothing of this producer's in flight goes at once, alone,
-  whatever ``linger_ms`` says (latency: no lone record waits for a linger timer);
+- by default (``linger_ms=None``) a record whose leader has nothing of this producer's in
+  flight goes at once, alone (latency: no lone record waits for a linger timer);
+- an explicit ``linger_ms`` is Kafka's ``linger.ms``: a lone record waits for it (or for
+  ``batch_size`` or ``flush``), and an answer does not ship what is lingering;
 - records sent while a call is in flight wait, and go together, in one frame, when that
   call is answered (throughput: batching while the wire is busy);
 - a batch that fills goes at once even while a call is in flight;
@@ -117,9 +119,9 @@ def rig(monkeypatch: pytest.MonkeyPatch) -> Any:
         wait_until(closed, timeout=10, message="close did not finish")
 
 
-def test_a_lone_record_goes_at_once_whatever_the_linger(rig: Any) -> None:
+def test_a_lone_record_goes_at_once_by_default(rig: Any) -> None:
     cluster, producer = rig
-    p = producer(linger_ms=600_000)  # ten minutes, on a clock that never moves
+    p = producer()  # the default; the clock never moves, so no linger ever expires
     future = p.send("t", b"alone")
     assert len(cluster.calls) == 1 and cluster.calls[0].record_counts == [1]  # shipped inside send()
     cluster.calls[0].answer(41)
@@ -128,7 +130,7 @@ def test_a_lone_record_goes_at_once_whatever_the_linger(rig: Any) -> None:
 
 def test_records_sent_while_a_call_is_in_flight_wait_and_go_together(rig: Any) -> None:
     cluster, producer = rig
-    p = producer(linger_ms=600_000)
+    p = producer()
     seen: list[tuple[int, int]] = []
     first = p.send("t", b"first")
     waiting = [p.send("t", f"v{i}".encode()) for i in range(5)]
@@ -145,7 +147,7 @@ def test_records_sent_while_a_call_is_in_flight_wait_and_go_together(rig: Any) -
 
 def test_a_full_batch_goes_while_a_call_is_in_flight(rig: Any) -> None:
     cluster, producer = rig
-    p = producer(linger_ms=600_000, batch_size=900)
+    p = producer(batch_size=900)
     p.send("t", b"first")
     futures = [p.send("t", bytes(100)) for _ in range(8)]  # 100 + 24 bytes each: full at the 8th
     wait_until(lambda: len(cluster.calls) == 2, timeout=10, message="the full batch did not ship")
@@ -156,7 +158,7 @@ def test_a_full_batch_goes_while_a_call_is_in_flight(rig: Any) -> None:
 
 def test_flush_ships_a_waiting_batch_and_waits_for_it(rig: Any) -> None:
     cluster, producer = rig
-    p = producer(linger_ms=600_000)
+    p = producer()
     p.send("t", b"first")
     later = p.send("t", b"later")
     flushed = threading.Thread(target=p.flush, kwargs={"timeout": 10})
@@ -167,3 +169,18 @@ def test_flush_ships_a_waiting_batch_and_waits_for_it(rig: Any) -> None:
     cluster.calls[1].answer(1)
     flushed.join(timeout=10)
     assert not flushed.is_alive() and later.result(timeout=0) == (0, 1)
+
+
+def test_an_explicit_linger_is_kafkas_linger(rig: Any) -> None:
+    cluster, producer = rig
+    p = producer(linger_ms=600_000)  # ten minutes, on a clock that never moves
+    first = p.send("t", b"lone")
+    assert cluster.calls == []  # an idle leader does not end an explicit linger
+    flushed = threading.Thread(target=p.flush, kwargs={"timeout": 10})
+    flushed.start()
+    wait_until(lambda: len(cluster.calls) == 1, timeout=10, message="flush did not ship the lingering batch")
+    cluster.calls[0].answer(7)
+    flushed.join(timeout=10)
+    assert not flushed.is_alive() and first.result(timeout=0) == (0, 7)
+    later = p.send("t", b"later")  # the answer above left the leader idle: still it lingers
+    assert len(cluster.calls) == 1 and not later.done()
