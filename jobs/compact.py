@@ -106,8 +106,8 @@ class CompactionReport:
 
 
 def _read_ranges(spark: SparkSession, bootstrap: str | None, topic: str,
-                 ranges: dict[int, tuple[int, int]]) -> DataFrame:
-    reader = spark.read.format("spark-log").option("subscribe", topic)
+                 ranges: dict[int, tuple[int, int]], source: str) -> DataFrame:
+    reader = spark.read.format(source).option("subscribe", topic)
     if bootstrap:
         reader = reader.option("bootstrap", bootstrap)
     starting = {topic: {str(p): start for p, (start, _) in ranges.items()}}
@@ -122,8 +122,9 @@ def _horizon_now(state: ReplicaCompaction, delete_retention_ms: int) -> int:
 
 
 def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = None, dry_run: bool = False,
-                  timeout_s: float = 300.0) -> CompactionReport:
-    """Compact ``topic`` (module docstring).  Raises ``TopicNotCompactedError``,
+                  timeout_s: float = 300.0, source: str = "spark-log") -> CompactionReport:
+    """Compact ``topic`` (module docstring), reading through the data source ``source`` (a
+    format name: the session's ``spark-log``, or an implementation's class).  Raises ``TopicNotCompactedError``,
     ``CompactionConflictError`` (another clean moved a cleaned offset meanwhile: run again),
     ``RequestTimeoutError`` (the replicas did not apply the plans within ``timeout_s``)."""
     import pyarrow.compute as pc
@@ -155,7 +156,7 @@ def compact_topic(spark: SparkSession, topic: str, *, bootstrap: str | None = No
         # survivors: every keyless record, and each key's latest unless it is a tombstone older
         # than the horizon.  Keys with nulls group together, as the broker cleaner's keys do.
         mapping = time.monotonic()
-        frame = _read_ranges(spark, bootstrap, topic, ranges)
+        frame = _read_ranges(spark, bootstrap, topic, ranges, source)
         aggregates = [F.max("offset").alias("latest"), F.count(F.lit(1)).alias("n")]
         if dry_run:  # which latest records are tombstones, and how old: the dry run's count applies the horizon
             tombstone: Column = (F.col("value").isNull() if described.kind == "bytes"
