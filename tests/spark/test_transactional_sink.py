@@ -9,8 +9,7 @@ transaction across all its tasks and partitions, committed by the driver.
   Spark's checkpoint), each asserted reached, then restarted from the checkpoint, while a
   ``read_committed`` consumer reads beside it: it never sees a row of a batch that is not
   committed (a killed attempt's rows stay invisible for good), never a duplicate, and in
-  the end every input row once.  Both sinks; the JVM one at two of the three points in
-  ``make test`` (JVM_SUITE_POINTS), at all three in ``make test-jvm-kill``.
+  the end every input row once.  Both sinks, every point.
 """
 from __future__ import annotations
 
@@ -140,8 +139,10 @@ def test_transactional_option_checks(spark: Any, topic_name: Callable[[], str], 
 # batch or two and is killed.  With C1 only (no C2 compiler threads) and the serial collector a
 # session's start and first query take about half the CPU (measured beside a loaded suite:
 # 16.8 and 17.7 CPU s with the defaults, 9.1 and 10.0 with these; 58 s wall each against 27
-# and 29 s): on 2 cores, C2's compile threads competing with the driver's one busy thread were
-# most of a kill job's time, for both sinks' variants.
+# and 29 s), and so does a kill job (the JVM sink's: 20.6-24.0 CPU s each, 10.9-12.0 with
+# these).  Spark session starts were the whole of this test's time, for both sinks' variants;
+# the transactions' commit and abort paths were not (no wait on the 120 s transaction timeout:
+# a new run's JoinTxn aborts the dead run's batch at once).
 _JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
@@ -168,15 +169,6 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
 #: commit) and ``during-commit`` (the coordinator committed, Spark's checkpoint has not recorded
 #: the batch).  After the last one, the query runs to its end from the checkpoint.
 KILL_POINTS = ("task-stalled", "before-commit", "during-commit")
-#: The JVM sink's points in ``make test``: the two that take distinct paths through its writer.
-#: ``task-stalled``: a TaskWriter killed between PRODUCE_TXN frames; the next run's JoinTxn meets
-#: the dead run's open batch, which the coordinator aborts (Txn.call retries
-#: CONCURRENT_TRANSACTIONS until it is).  ``during-commit``: the re-run's JoinTxn answers
-#: already-committed, every TaskWriter writes nothing (Commit.joined false) and the driver's EndTxn
-#: commits again as a no-op.  ``before-commit`` meets the abort of a dead run's open batch again,
-#: with every task done instead of one half way; all three run with SPARK_LOG_JVM_KILL_TEST=1
-#: (``make test-jvm-kill``).
-JVM_SUITE_POINTS = ("task-stalled", "during-commit")
 
 
 def _kill_stalled_task(log: Path, impl: dict[str, str], bootstrap: str, admin: Any, inputs: Path, topic: str,
@@ -286,11 +278,9 @@ class CommittedReader:
 @pytest.mark.timeout(1200)  # three Spark sessions started and killed: past 600 s on a loaded 2-core machine
 def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
         spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
-    """Both sinks: the JVM one reaches the same named points in its driver (CrashPoints.java);
-    in ``make test`` at JVM_SUITE_POINTS, at every point with SPARK_LOG_JVM_KILL_TEST=1
-    (``make test-jvm-kill``)."""
+    """Both sinks, at every point: the JVM one reaches the same named points in its driver
+    (CrashPoints.java).  ``make test-jvm-kill`` runs the JVM variant alone."""
     jvm = fmt != "spark-log"
-    points = JVM_SUITE_POINTS if jvm and not os.environ.get("SPARK_LOG_JVM_KILL_TEST") else KILL_POINTS
     impl = {"SPARK_LOG_JOB_IMPL": "jvm" if jvm else "python"}
     topic = topic_name()
     admin.create_topic(topic, partitions=3, replication_factor=3)
@@ -310,7 +300,7 @@ def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
     reader = CommittedReader(log_cluster.bootstrap, topic, 3, transactional_id).start()
     bootstrap = log_cluster.bootstrap
     try:
-        for point in points:
+        for point in KILL_POINTS:
             if point == "task-stalled":
                 _kill_stalled_task(log, impl, bootstrap, admin, inputs, topic, checkpoint)
             else:
