@@ -9,7 +9,7 @@ transaction across all its tasks and partitions, committed by the driver.
   Spark's checkpoint), each asserted reached, then restarted from the checkpoint, while a
   ``read_committed`` consumer reads beside it: it never sees a row of a batch that is not
   committed (a killed attempt's rows stay invisible for good), never a duplicate, and in
-  the end every input row once.
+  the end every input row once.  Both sinks, every point.
 """
 from __future__ import annotations
 
@@ -135,8 +135,20 @@ def test_transactional_option_checks(spark: Any, topic_name: Callable[[], str], 
 
 # -- kill -9 at named points ------------------------------------------------------------------
 
+# The killed jobs' JVMs (Spark's launcher and the driver): short-lived, each starts Spark, runs a
+# batch or two and is killed.  With C1 only (no C2 compiler threads) and the serial collector a
+# session's start and first query take about half the CPU (measured beside a loaded suite:
+# 16.8 and 17.7 CPU s with the defaults, 9.1 and 10.0 with these; 58 s wall each against 27
+# and 29 s), and so does a kill job (the JVM sink's: 20.6-24.0 CPU s each, 10.9-12.0 with
+# these).  Spark session starts were the whole of this test's time, for both sinks' variants;
+# the transactions' commit and abort paths were not (no wait on the 120 s transaction timeout:
+# a new run's JoinTxn aborts the dead run's batch at once).
+_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def _start(log: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
     full = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
+    full["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {_JOB_JAVA_OPTIONS}".strip()
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=full,
                                 start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
@@ -148,6 +160,70 @@ def _kill(process: subprocess.Popen[bytes]) -> None:
     except ProcessLookupError:
         pass
     process.wait(timeout=60)
+
+
+#: Where the writing query is killed, in the order one checkpoint meets them: ``task-stalled``
+#: (a write task stalls half way through batch 1, its rows before the stall in the log and
+#: uncommitted; the test kills the process group), then the driver's named crash points
+#: ``before-commit`` (every task of the batch wrote, the driver has not asked the coordinator to
+#: commit) and ``during-commit`` (the coordinator committed, Spark's checkpoint has not recorded
+#: the batch).  After the last one, the query runs to its end from the checkpoint.
+KILL_POINTS = ("task-stalled", "before-commit", "during-commit")
+
+
+def _kill_stalled_task(log: Path, impl: dict[str, str], bootstrap: str, admin: Any, inputs: Path, topic: str,
+                       checkpoint: Path) -> None:
+    """``task-stalled``: reached when the topic holds more records than read_committed sees (a
+    half-written batch) while the query is still running; then its process group is killed."""
+    gate = ROWS_PER_FILE + 250
+    job = _start(log, impl, "write", bootstrap, str(inputs), topic, str(checkpoint), str(gate), "transactional")
+    try:
+        wait_until(lambda: job.poll() is not None or sum(admin.list_offsets(topic, "latest").values()) >
+                   sum(admin.list_offsets(topic, "latest", isolation_level="read_committed").values()),
+                   timeout=300, message=lambda: "no half-written batch:\n" + log.read_text(errors="replace")[-2000:])
+        assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
+    finally:
+        _kill(job)
+
+
+def _crash_at(point: str, log: Path, impl: dict[str, str], marker: Path, bootstrap: str, inputs: Path, topic: str,
+              checkpoint: Path, jvm: bool) -> None:
+    """A driver's named crash point: reached when the sink appended its name to ``marker``."""
+    before = marker.read_text().splitlines() if marker.exists() else []
+    job = _start(log, {**impl, "SPARK_LOG_SINK_CRASH_AT": point, "SPARK_LOG_SINK_CRASH_MARKER": str(marker)},
+                 "write", bootstrap, str(inputs), topic, str(checkpoint), "", "transactional")
+    try:
+        job.wait(timeout=300)
+    finally:
+        _kill(job)
+    reached = marker.read_text().splitlines() if marker.exists() else []
+    assert reached == before + [point], f"crash point {point} not reached:\n" + log.read_text(errors="replace")[-2000:]
+    # the JVM sink's point (in the driver's JVM) kills the driver's whole process group; the
+    # Python sink's runs in a Spark Python worker outside that group, whose death fails the
+    # query instead (the driver exits 1)
+    if jvm:
+        assert job.returncode == -signal.SIGKILL, f"{point}: exit {job.returncode}"
+
+
+def _run_to_end(spark: Any, fmt: str, bootstrap: str, inputs: Path, topic: str, checkpoint: Path) -> None:
+    """The last restart from the checkpoint, which nothing kills: in the test's own session (the
+    kill jobs' query, with their 100-row Arrow batches), saving a Spark session's start."""
+    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
+    try:
+        query = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1")
+                 .parquet(str(inputs)).selectExpr("cast(id as string) as key", "value")
+                 .writeStream.format(fmt).option("bootstrap", bootstrap).option("topic", topic)
+                 .option("transactional", "true").option("transactionTimeoutMs", "120000")
+                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+        try:
+            finished = query.awaitTermination(300)
+        finally:
+            query.stop()
+    finally:
+        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
+    assert finished, "the restarted query did not finish in 300 s"
+    assert query.exception() is None, query.exception()
 
 
 class CommittedReader:
@@ -199,15 +275,13 @@ class CommittedReader:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # four Spark sessions started and killed: past 600 s on a loaded 2-core machine
+@pytest.mark.timeout(1200)  # three Spark sessions started and killed: past 600 s on a loaded 2-core machine
 def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
         spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
-    """Both sinks: the JVM one reaches the same named points in its driver (CrashPoints.java).
-    Its variant took about 6 min on the loaded 2-core machine (four Spark sessions), so it runs
-    only with SPARK_LOG_JVM_KILL_TEST=1: ``make test-jvm-kill``."""
-    if fmt != "spark-log" and not os.environ.get("SPARK_LOG_JVM_KILL_TEST"):
-        pytest.skip("the JVM sink's kill test runs with `make test-jvm-kill` (SPARK_LOG_JVM_KILL_TEST=1)")
-    impl = {"SPARK_LOG_JOB_IMPL": "python" if fmt == "spark-log" else "jvm"}
+    """Both sinks, at every point: the JVM one reaches the same named points in its driver
+    (CrashPoints.java).  ``make test-jvm-kill`` runs the JVM variant alone."""
+    jvm = fmt != "spark-log"
+    impl = {"SPARK_LOG_JOB_IMPL": "jvm" if jvm else "python"}
     topic = topic_name()
     admin.create_topic(topic, partitions=3, replication_factor=3)
     inputs, checkpoint, log, marker = tmp_path / "in", tmp_path / "ck", tmp_path / "job.log", tmp_path / "reached"
@@ -226,39 +300,12 @@ def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
     reader = CommittedReader(log_cluster.bootstrap, topic, 3, transactional_id).start()
     bootstrap = log_cluster.bootstrap
     try:
-        # 1. a task stalls half way through batch 1 (its rows before the stall are in the log, uncommitted)
-        gate = ROWS_PER_FILE + 250
-        job = _start(log, impl, "write", bootstrap, str(inputs), topic, str(checkpoint), str(gate), "transactional")
-        try:
-            wait_until(lambda: job.poll() is not None or sum(admin.list_offsets(topic, "latest").values()) >
-                       sum(admin.list_offsets(topic, "latest", isolation_level="read_committed").values()),
-                       timeout=300, message=lambda: "no half-written batch:\n" + log.read_text(errors="replace")[-2000:])
-            assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
-        finally:
-            _kill(job)
-        # 2. and 3. the driver dies before its commit, then after the coordinator's commit
-        for point in ("before-commit", "during-commit"):
-            before = marker.read_text().splitlines() if marker.exists() else []
-            job = _start(log, {**impl, "SPARK_LOG_SINK_CRASH_AT": point, "SPARK_LOG_SINK_CRASH_MARKER": str(marker)},
-                         "write", bootstrap, str(inputs), topic, str(checkpoint), "", "transactional")
-            try:
-                job.wait(timeout=300)
-            finally:
-                _kill(job)
-            reached = marker.read_text().splitlines() if marker.exists() else []
-            assert reached == before + [point], f"crash point {point} not reached:\n" + \
-                log.read_text(errors="replace")[-2000:]
-            # the JVM sink's point (in the driver's JVM) kills the driver's whole process group; the
-            # Python sink's runs in a Spark Python worker outside that group, whose death fails
-            # the query instead (the driver exits 1)
-            if fmt != "spark-log":
-                assert job.returncode == -signal.SIGKILL, f"{point}: exit {job.returncode}"
-        job = _start(log, impl, "write", bootstrap, str(inputs), topic, str(checkpoint), "", "transactional")
-        try:
-            job.wait(timeout=300)
-        finally:
-            _kill(job)
-        assert job.returncode == 0, log.read_text(errors="replace")[-3000:]
+        for point in KILL_POINTS:
+            if point == "task-stalled":
+                _kill_stalled_task(log, impl, bootstrap, admin, inputs, topic, checkpoint)
+            else:
+                _crash_at(point, log, impl, marker, bootstrap, inputs, topic, checkpoint, jvm)
+        _run_to_end(spark, fmt, bootstrap, inputs, topic, checkpoint)
         total = files * ROWS_PER_FILE
         wait_until(lambda: len(reader.seen) >= total, timeout=60, message=lambda: f"reader saw {len(reader.seen)}")
     finally:
@@ -273,7 +320,7 @@ def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
     # Spark's sources under read_committed: the Python one, and the JVM one when its jar was built
     from connectors.session import JVM_CLASS, jvm_jar
 
-    for fmt in ["spark-log"] + ([JVM_CLASS] if jvm_jar() is not None else []):
-        read = (spark.read.format(fmt).option("bootstrap", log_cluster.bootstrap).option("subscribe", topic)
+    for source in ["spark-log"] + ([JVM_CLASS] if jvm_jar() is not None else []):
+        read = (spark.read.format(source).option("bootstrap", log_cluster.bootstrap).option("subscribe", topic)
                 .option("isolationLevel", "read_committed").load().selectExpr("cast(key as string) as key"))
-        assert sorted(int(r.key) for r in read.collect()) == list(range(files * ROWS_PER_FILE)), fmt
+        assert sorted(int(r.key) for r in read.collect()) == list(range(files * ROWS_PER_FILE)), source
