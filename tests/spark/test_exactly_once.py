@@ -8,10 +8,7 @@
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -20,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.spark.job_process import kill_job, start_job
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -28,22 +26,12 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _start(log: Path, *args: str, impl: str = "python") -> subprocess.Popen[bytes]:
-    """Start a job in its own process group; its output goes to ``log`` (never a pipe that could fill).
-    ``impl``: the implementation of spark-log the job uses (``python`` or ``jvm``)."""
-    env = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               SPARK_LOG_JOB_IMPL=impl)
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=env,
-                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
+    """A kill job (``tests.spark.job_process``) using the ``impl`` implementation of spark-log
+    (``python`` or ``jvm``)."""
+    return start_job(log, {"SPARK_LOG_JOB_IMPL": impl}, *args)
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    """kill -9 the job's whole process group (driver, JVM, Python workers) and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=60)
+_kill = kill_job
 
 
 def _finish(process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:

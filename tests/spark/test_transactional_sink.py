@@ -13,10 +13,7 @@ transaction across all its tasks and partitions, committed by the driver.
 """
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from tests.spark.job_process import kill_job, start_job
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark]
@@ -135,31 +133,8 @@ def test_transactional_option_checks(spark: Any, topic_name: Callable[[], str], 
 
 # -- kill -9 at named points ------------------------------------------------------------------
 
-# The killed jobs' JVMs (Spark's launcher and the driver): short-lived, each starts Spark, runs a
-# batch or two and is killed.  With C1 only (no C2 compiler threads) and the serial collector a
-# session's start and first query take about half the CPU (measured beside a loaded suite:
-# 16.8 and 17.7 CPU s with the defaults, 9.1 and 10.0 with these; 58 s wall each against 27
-# and 29 s), and so does a kill job (the JVM sink's: 20.6-24.0 CPU s each, 10.9-12.0 with
-# these).  Spark session starts were the whole of this test's time, for both sinks' variants;
-# the transactions' commit and abort paths were not (no wait on the 120 s transaction timeout:
-# a new run's JoinTxn aborts the dead run's batch at once).
-_JOB_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-
-
-def _start(log: Path, env: dict[str, str], *args: str) -> subprocess.Popen[bytes]:
-    full = dict(os.environ, PYTHONPATH=str(REPO), SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **env)
-    full["JAVA_TOOL_OPTIONS"] = f"{os.environ.get('JAVA_TOOL_OPTIONS', '')} {_JOB_JAVA_OPTIONS}".strip()
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "tests.spark.kill_job", *args], cwd=REPO, env=full,
-                                start_new_session=True, stdout=out, stderr=subprocess.STDOUT)
-
-
-def _kill(process: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    process.wait(timeout=60)
+_start = start_job
+_kill = kill_job
 
 
 #: Where the writing query is killed, in the order one checkpoint meets them: ``task-stalled``
