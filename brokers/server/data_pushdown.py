@@ -25,7 +25,7 @@ predates the block.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import pyarrow.compute as pc
 
@@ -112,7 +112,7 @@ def read_block(request: _Request) -> FetchPushdown | None:
     return FetchPushdown(columns, predicates)
 
 
-def apply(block: FetchPushdown, message: pb.FetchRequest, topics: dict[str, TopicImage]) -> None:
+def apply(block: FetchPushdown, message: pb.FetchRequest, topics: Mapping[str, TopicImage]) -> None:
     """Set ``message``'s projection and row filter from ``block`` (module docstring)."""
     names = {p.topic for p in message.partitions}
     if len(names) != 1:
