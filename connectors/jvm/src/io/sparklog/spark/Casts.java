@@ -67,34 +67,40 @@ public final class Casts {
     return base;
   }
 
-  /** For tests (py4j): refusal of each column of {@code haveJson} (an Arrow schema's JSON) as the
-   *  same column of {@code wantJson}, "" where none. */
-  public static String[] refusals(String haveJson, String wantJson, String topic) throws java.io.IOException {
-    Schema have = Schema.fromJSON(haveJson), want = Schema.fromJSON(wantJson);
-    String[] out = new String[want.getFields().size()];
+  /** For tests (py4j): the refusal of each column of {@code have} as the same column of
+   *  {@code want} (both Arrow IPC schema messages), "" where none. */
+  public static String[] refusals(byte[] have, byte[] want, String topic) throws java.io.IOException {
+    Schema h = schema(have), w = schema(want);
+    String[] out = new String[w.getFields().size()];
     for (int i = 0; i < out.length; i++) {
-      String r = refusal(have.getFields().get(i), want.getFields().get(i), topic);
+      String r = refusal(h.getFields().get(i), w.getFields().get(i), topic);
       out[i] = r == null ? "" : r;
     }
     return out;
   }
 
-  /** For tests (py4j): the Arrow IPC stream {@code ipc} cast to {@code wantJson}'s types, as an
-   *  IPC stream; a refused value raises the sink's SparkLogException. */
-  public static byte[] castStream(byte[] ipc, String wantJson, String topic) throws java.io.IOException {
-    Schema want = Schema.fromJSON(wantJson);
+  private static Schema schema(byte[] ipc) throws java.io.IOException {
+    return org.apache.arrow.vector.ipc.message.MessageSerializer.deserializeSchema(
+        new org.apache.arrow.vector.ipc.ReadChannel(java.nio.channels.Channels.newChannel(new java.io.ByteArrayInputStream(ipc))));
+  }
+
+  /** For tests (py4j): the Arrow IPC stream {@code ipc} cast to {@code want}'s types (an IPC
+   *  schema message), as an IPC stream; a refused value raises the sink's SparkLogException. */
+  public static byte[] castStream(byte[] ipc, byte[] want, String topic) throws java.io.IOException {
+    Schema w = schema(want);
     try (BufferAllocator a = org.apache.spark.sql.util.ArrowUtils.rootAllocator().newChildAllocator("casts", 0, Long.MAX_VALUE);
          org.apache.arrow.vector.ipc.ArrowStreamReader reader = new org.apache.arrow.vector.ipc.ArrowStreamReader(
              new java.io.ByteArrayInputStream(ipc), a)) {
       java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
       VectorSchemaRoot in = reader.getVectorSchemaRoot();
-      try (VectorSchemaRoot out = VectorSchemaRoot.create(want, a);
+      try (VectorSchemaRoot out = VectorSchemaRoot.create(w, a);
            org.apache.arrow.vector.ipc.ArrowStreamWriter writer = new org.apache.arrow.vector.ipc.ArrowStreamWriter(
                out, null, java.nio.channels.Channels.newChannel(bytes))) {
         writer.start();
         while (reader.loadNextBatch()) {
-          try (VectorSchemaRoot cast = apply(in, want, a, topic)) {
-            new org.apache.arrow.vector.VectorLoader(out).load(new org.apache.arrow.vector.VectorUnloader(cast).getRecordBatch());
+          try (VectorSchemaRoot cast = apply(in, w, a, topic);
+               org.apache.arrow.vector.ipc.message.ArrowRecordBatch batch = new org.apache.arrow.vector.VectorUnloader(cast).getRecordBatch()) {
+            new org.apache.arrow.vector.VectorLoader(out).load(batch);
           }
           writer.writeBatch();
         }
@@ -481,6 +487,15 @@ public final class Casts {
         : asLong(from, i);
     BigInteger x = BigInteger.valueOf(v);
     if (x.compareTo(min) < 0 || x.compareTo(max) > 0) {
+      // pyarrow names the range both types hold
+      ArrowType ft = from.getField().getType();
+      if (ft instanceof ArrowType.Int) {
+        int fb = bits(ft);
+        BigInteger fmin = signed(ft) ? BigInteger.ONE.shiftLeft(fb - 1).negate() : BigInteger.ZERO;
+        BigInteger fmax = (signed(ft) ? BigInteger.ONE.shiftLeft(fb - 1) : BigInteger.ONE.shiftLeft(fb)).subtract(BigInteger.ONE);
+        min = min.max(fmin);
+        max = max.min(fmax);
+      }
       throw refused(want, from, topic, "Integer value " + v + " not in range: " + min + " to " + max);
     }
     return v;
