@@ -58,5 +58,3 @@ def test_typed_predicates_are_evaluated_on_the_brokers(spark: Any, log_cluster: 
     assert sorted(r.n for r in load().where("f > 1495.0").collect()) == [7, 2991, 2992, 2993, 2994, 2995, 2996, 2997,
                                                                          2998, 2999]  # NaN is above every value
     assert [r.n for r in load().where("f = double('NaN')").collect()] == [7]
-    assert sorted(r.n for r in load().where("f >= 1499.0 or f is null").collect()) == [7, 2998, 2999]
-    assert load().where("b = 1000").count() == 0  # a value the column cannot hold: left to Spark
