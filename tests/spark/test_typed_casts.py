@@ -33,7 +33,8 @@ pytestmark = pytest.mark.spark
 
 UTC = dt.timezone.utc
 TOPIC_SCHEMA = pa.schema([("n", pa.int8()), ("u", pa.uint32()), ("d", pa.decimal128(5, 1)),
-                          ("ts", pa.timestamp("ms", tz="UTC")), ("s", pa.large_string())])
+                          ("ts", pa.timestamp("ms", tz="UTC")), ("s", pa.large_string()),
+                          ("tags", pa.list_(pa.string()))])  # no cast (Spark names the item 'element')
 
 
 def _stored(bootstrap: str, topic: str, n: int) -> pa.Table:
@@ -57,25 +58,26 @@ def test_typed_writes_cast_to_the_topic_types(spark: Any, log_cluster: Any, admi
     topic = topic_name()
     admin.create_topic(topic, partitions=1, schema=TOPIC_SCHEMA)
     ts = dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
-    schema = "n long, u long, d decimal(10,2), ts timestamp, s string"
-    _write(spark.createDataFrame([(1, 7, Decimal("1.50"), ts, "a"), (-128, 4294967295, None, None, None)], schema),
+    schema = "n long, u long, d decimal(10,2), ts timestamp, s string, tags array<string>"
+    _write(spark.createDataFrame([(1, 7, Decimal("1.50"), ts, "a", ["x", None]), (-128, 4294967295, None, None, None, [])],
+                                 schema),
            fmt, log_cluster.bootstrap, topic)
     stored = _stored(log_cluster.bootstrap, topic, 2)
     assert stored.schema.equals(pa.schema([*TOPIC_SCHEMA, pa.field("offset", pa.int64())]))  # the topic's types
-    assert stored.select(["n", "u", "d", "ts", "s"]).to_pylist() == [
-        {"n": 1, "u": 7, "d": Decimal("1.5"), "ts": ts, "s": "a"},
-        {"n": -128, "u": 4294967295, "d": None, "ts": None, "s": None}]
+    assert stored.select(TOPIC_SCHEMA.names).to_pylist() == [
+        {"n": 1, "u": 7, "d": Decimal("1.5"), "ts": ts, "s": "a", "tags": ["x", None]},
+        {"n": -128, "u": 4294967295, "d": None, "ts": None, "s": None, "tags": []}]
     assert admin.describe_topic(topic).schema_id == 0  # the topic's schema, no new version
 
     # a pair pyarrow has no cast for: refused at start
-    bad = spark.createDataFrame([(dt.date(2024, 1, 2), 1, Decimal("1.5"), ts, "a")], "n date, " + schema.split(", ", 1)[1])
+    bad = spark.createDataFrame([(dt.date(2024, 1, 2), 1, Decimal("1.5"), ts, "a", [])], "n date, " + schema.split(", ", 1)[1])
     with pytest.raises(Exception, match=re.escape(f"column 'n' of topic '{topic}' is int8; the DataFrame has date32[day]")):
         _write(bad, fmt, log_cluster.bootstrap, topic)
     # a value that does not fit: the write fails, naming it (every other refusal: test_jvm_casts_match_pyarrow)
     message = (f"column 'n' of topic '{topic}' is int8; a value of the DataFrame's int64 column does not convert: "
                "Integer value 300 not in range: -128 to 127")
     with pytest.raises(Exception, match=re.escape(message)):
-        _write(spark.createDataFrame([(300, 1, None, None, None)], schema), fmt, log_cluster.bootstrap, topic)
+        _write(spark.createDataFrame([(300, 1, None, None, None, None)], schema), fmt, log_cluster.bootstrap, topic)
     assert sum(admin.list_offsets(topic, "latest").values()) == 2
 
 
