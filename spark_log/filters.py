@@ -17,7 +17,8 @@ written with older (narrower) schemas are filtered too, their missing columns re
 - ``predicate(field, op, value)``: the expression of one simple predicate on a topic column
   (``op``: one of ``PREDICATE_OPS``), or None when it cannot be pushed (a type other than
   integer, floating point, string or boolean for a comparison; a value that does not convert
-  to the column's type; a NaN value).  Both Spark connectors build their broker-side row
+  to the column's type exactly, or of another kind (a float for an integer column, a bool for a
+  number); a NaN value).  Both Spark connectors build their broker-side row
   filters with it (the Python one from Spark's filters, the brokers from the JVM one's
   predicates on the data listener's FETCH), so both push the same predicates with the same
   meaning.  The expression keeps at least the rows Spark's predicate keeps (Spark checks again
@@ -93,10 +94,20 @@ def _is_nan(value: Any) -> bool:
 
 
 def _converts(value: Any, type_: pa.DataType) -> bool:
-    """False for values pyarrow would convert with a loss: a fractional Decimal to an integer."""
+    """Whether ``value`` is of a kind the column holds, without the conversions pyarrow would make
+    with a loss or a change of meaning: a float or a fractional Decimal to an integer (truncated),
+    a bool to a number.  (Out-of-range values pyarrow refuses itself.)"""
     from decimal import Decimal
 
-    return not (isinstance(value, Decimal) and pa.types.is_integer(type_) and value != value.to_integral_value())
+    if value is None:
+        return True
+    if isinstance(value, bool):
+        return pa.types.is_boolean(type_)
+    if pa.types.is_integer(type_):
+        return isinstance(value, int) or (isinstance(value, Decimal) and value == value.to_integral_value())
+    if pa.types.is_floating(type_):
+        return isinstance(value, (int, float))
+    return True
 
 
 def predicate(field: pa.Field[Any], op: str, value: Any) -> pc.Expression | None:

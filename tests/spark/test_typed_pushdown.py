@@ -58,3 +58,45 @@ def test_typed_predicates_are_evaluated_on_the_brokers(spark: Any, log_cluster: 
     assert sorted(r.n for r in load().where("f > 1495.0").collect()) == [7, 2991, 2992, 2993, 2994, 2995, 2996, 2997,
                                                                          2998, 2999]  # NaN is above every value
     assert [r.n for r in load().where("f = double('NaN')").collect()] == [7]
+
+
+def test_jvm_pushes_the_predicates_the_python_source_pushes(spark: Any) -> None:
+    """Predicate by predicate over column types and values (py4j, no Spark job): the JVM scan
+    sends a typed-column predicate to the brokers exactly when the Python source does."""
+    from decimal import Decimal
+
+    from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNotNull, IsNull, LessThan,
+                                        LessThanOrEqual)
+
+    from connectors.filters import _expression
+    from connectors.session import jvm_jar
+
+    if jvm_jar() is None:
+        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    jvm = spark.sparkContext._jvm
+    sources = jvm.org.apache.spark.sql.sources
+    schema = pa.schema([("i8", pa.int8()), ("i32", pa.int32()), ("i64", pa.int64()), ("u8", pa.uint8()),
+                        ("u64", pa.uint64()), ("f32", pa.float32()), ("f64", pa.float64()), ("s", pa.string()),
+                        ("ls", pa.large_string()), ("b", pa.bool_()), ("d", pa.date32()), ("dec", pa.decimal128(10, 2))])
+    values = [0, -1, 127, 128, 300, -129, 2**40, -(2**63), 1.5, float("nan"), "x", True, Decimal("5"), Decimal("2.5"), None]
+    comparisons = {EqualTo: "EqualTo", GreaterThan: "GreaterThan", GreaterThanOrEqual: "GreaterThanOrEqual",
+                   LessThan: "LessThan", LessThanOrEqual: "LessThanOrEqual"}
+    cases: list[tuple[Any, Any]] = []
+    for field in schema:
+        cases += [(IsNull((field.name,)), sources.IsNull(field.name)), (IsNotNull((field.name,)), sources.IsNotNull(field.name))]
+        for value in values:
+            for python, name in comparisons.items():
+                cases.append((python((field.name,), value), getattr(sources, name)(field.name, value)))
+            in_values = [value, 1] if not isinstance(value, str) else [value, "y"]
+            java_values = spark.sparkContext._gateway.new_array(jvm.java.lang.Object, len(in_values))
+            for i, v in enumerate(in_values):
+                java_values[i] = v
+            cases.append((In((field.name,), tuple(in_values)), sources.In(field.name, java_values)))
+    java_filters = spark.sparkContext._gateway.new_array(sources.Filter, len(cases))
+    for i, (_python, java) in enumerate(cases):
+        java_filters[i] = java
+    jvm_pushed = list(jvm.io.sparklog.spark.PushdownProbe.pushed(bytearray(schema.serialize()), java_filters))
+    python_pushed = [_expression(python, schema.field(python.attribute[0])) is not None for python, _java in cases]
+    differ = [(str(python), p, j) for (python, _), p, j in zip(cases, python_pushed, jvm_pushed) if p != j]
+    assert not differ, "\n".join(map(str, differ))
+    assert sum(python_pushed) > len(cases) // 4  # the comparison is about something

@@ -169,7 +169,11 @@ final class Pushdown {
       if (((ArrowType.FloatingPoint) t).getPrecision() == FloatingPointPrecision.HALF) return false;
       if (v instanceof Double) return !((Double) v).isNaN();
       if (v instanceof Float) return !((Float) v).isNaN();
-      return integral(v);
+      if (!integral(v)) return false;
+      // pyarrow takes an integer for a floating-point column only where it is exact
+      long limit = ((ArrowType.FloatingPoint) t).getPrecision() == FloatingPointPrecision.SINGLE ? 1L << 24 : 1L << 53;
+      long x = ((Number) v).longValue();
+      return x >= -limit && x <= limit;
     }
     if (t instanceof ArrowType.Utf8) return v instanceof String;
     if (t instanceof ArrowType.Bool) return v instanceof Boolean;
