@@ -6,6 +6,11 @@ printed against what the same data reaches, in the same run, without spark-log's
 - ``ipc_ceiling``: Arrow IPC encode (``spark_log.frame.ipc_message``, no compression) and
   decode (``pyarrow.ipc.read_record_batch``) of the bench's own records, cut into frames
   of about 1 MiB as ``send_batch`` cuts them: the cost any Arrow-IPC wire format pays.
+- ``page_cache_ceiling``: appending to a new file in 1 MiB ``pwritev`` calls, as a segment
+  grows: what storing each copy costs before any log code runs.  On this kind of virtual
+  machine it is not a constant: the first write into memory the guest has not touched for a
+  while costs ten times a rewrite (the host backs the page on first touch), and a log's
+  appends always write new pages.
 - ``grpc_ceiling``: raw bytes through Python gRPC on loopback, 1 MiB messages, 8 calls in
   flight, to an echo-free sink in another process (``python -m bench.ceilings --serve``):
   what moving the frames' bytes through grpcio costs, in records/s of a given size.
@@ -20,6 +25,7 @@ import sys
 import time
 from concurrent import futures
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +33,7 @@ import pyarrow.ipc as ipc
 
 from spark_log.frame import Codec, ipc_message
 
-__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "random_values", "cpu_s"]
+__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling", "random_values", "cpu_s"]
 
 _METHOD = "/bench.Sink/Put"
 
@@ -70,6 +76,24 @@ def ipc_ceiling(batch: pa.RecordBatch, seconds: float = 1.0) -> tuple[Ceiling, C
     return out[0], out[1], per_record
 
 
+def page_cache_ceiling(record_bytes: int, directory: str, mib: int = 256) -> Ceiling:
+    """Append ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
+    calls (no fsync), then delete it: records/s and CPU per record of ``record_bytes``."""
+    chunk = os.urandom(1 << 20)
+    path = os.path.join(directory, "page-cache-ceiling.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        cpu0, start = time.process_time(), time.perf_counter()
+        for i in range(mib):
+            os.pwritev(fd, [chunk], i << 20)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    records = mib * (1 << 20) / record_bytes
+    return Ceiling("page cache append", records / elapsed, cpu / records * 1e6)
+
+
 def _serve(port_file: str) -> None:
     import grpc
 
@@ -87,6 +111,82 @@ def _serve(port_file: str) -> None:
     os.rename(port_file + ".tmp", port_file)
     sys.stdin.read()  # until the parent closes our stdin
     server.stop(0)
+
+
+class _Sink:
+    """The loopback gRPC sink (``_serve``) in a child process, for the ceilings below."""
+
+    def __enter__(self) -> Any:
+        import tempfile
+
+        import grpc
+
+        self._tmp = tempfile.TemporaryDirectory()
+        port_file = os.path.join(self._tmp.name, "port")
+        self.server = subprocess.Popen([sys.executable, "-m", "bench.ceilings", "--serve", port_file],
+                                       stdin=subprocess.PIPE)
+        deadline = time.monotonic() + 30
+        while not os.path.exists(port_file):
+            if time.monotonic() > deadline or self.server.poll() is not None:
+                raise RuntimeError("the gRPC sink did not start")
+            time.sleep(0.02)  # polling a file another process writes
+        with open(port_file) as f:
+            port = int(f.read())
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}",
+                                             options=[("grpc.max_send_message_length", 64 << 20)])
+        return self.channel.unary_unary(_METHOD)
+
+    def __exit__(self, *exc: object) -> None:
+        self.channel.close()
+        self.server.stdin.close()  # type: ignore[union-attr]
+        self.server.wait(timeout=10)
+        self._tmp.cleanup()
+
+
+def grpc_round_trips(rate: int, seconds: float = 2.0, payload_bytes: int = 100) -> list[float]:
+    """Milliseconds of bare loopback gRPC unary round trips (``future`` + done callback, as the
+    producer issues its calls) of ``payload_bytes``, paced at ``rate`` calls/s: the floor
+    under a produce-to-consume latency measured at that rate on the same machine."""
+    times: list[float] = []
+    with _Sink() as put:
+        payload = os.urandom(payload_bytes)
+        for _ in range(200):  # connected, and the sink's handler threads started
+            put(payload, timeout=30)
+        start, i = time.perf_counter(), 0
+        calls = []
+        while time.perf_counter() - start < seconds:
+            due = start + i / rate
+            now = time.perf_counter()
+            if due > now:
+                time.sleep(due - now)  # pacing the load generator
+            sent = time.perf_counter()
+            call = put.future(payload, timeout=30)
+            call.add_done_callback(lambda c, sent=sent: c.exception() is None and times.append(
+                (time.perf_counter() - sent) * 1000))
+            calls.append(call)
+            i += 1
+        for call in calls:
+            call.exception()  # waits; a failed call (a loaded machine's GOAWAY) is left out of the times
+    return times
+
+
+def send_loop_ceiling(values: list[bytes], seconds: float = 1.0) -> Ceiling:
+    """Records/s of a bare Python loop handing each value to a function with ``send``'s
+    signature that appends it to a list: the most a per-record Python API can do here."""
+    out: list[Any] = []
+
+    def send(topic: str, value: bytes, key: Any = None, headers: Any = None, partition: Any = None,
+             timestamp: Any = None) -> None:
+        out.append(value)
+
+    records, cpu0, start = 0, time.process_time(), time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for value in values:
+            send("t", value, partition=0)
+        records += len(values)
+        out.clear()
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    return Ceiling("bare Python send loop", records / elapsed, cpu / records * 1e6)
 
 
 def grpc_ceiling(record_bytes: int, seconds: float = 1.0, message_bytes: int = 1 << 20) -> Ceiling:

@@ -36,12 +36,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import pyarrow as pa
 
 from bench import storage_bench
-from bench.ceilings import cpu_s, grpc_ceiling, ipc_ceiling, random_values
+from bench.ceilings import cpu_s, grpc_ceiling, ipc_ceiling, random_values, send_loop_ceiling
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 
@@ -167,9 +167,16 @@ def _measure(pid: int, fn: Callable[[], int]) -> tuple[int, float, float, float]
     return (records, elapsed, *meter.used())
 
 
-def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) -> list[float]:
+def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000,
+                  producer_settings: dict | None = None, stages: dict | None = None) -> list[float]:
+    """Milliseconds from just before ``send`` to the record coming out of ``poll_arrow`` in
+    another thread, at ``rate`` records/s.  The producer has ``linger_ms=0`` and no
+    compression unless ``producer_settings`` says otherwise.  With ``stages`` (a dict),
+    also fills ``stages["ack"]`` (send to acknowledgement, ms) and ``stages["after_ack"]``
+    (acknowledgement to consumption, ms) for the records that have both."""
     sent_at: dict[int, float] = {}
-    latencies: list[float] = []
+    acked_at: dict[int, float] = {}
+    got_at: dict[int, float] = {}
     done = threading.Event()
 
     def consume() -> None:
@@ -177,13 +184,12 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) 
             consumer.assign([(topic, 0)])
             consumer.seek_to_end()
             ready.set()
-            while not done.is_set() or len(latencies) < len(sent_at):
+            while not done.is_set() or len(got_at) < len(sent_at):
                 for batch in consumer.poll_arrow(0.2):
                     now = time.perf_counter()
                     for seq in batch.column("value").to_pylist():
-                        started = sent_at.get(int(seq))
-                        if started is not None:
-                            latencies.append((now - started) * 1000)
+                        if int(seq) in sent_at:
+                            got_at[int(seq)] = now
                 if done.is_set() and time.perf_counter() - stop_at > 5:
                     break
 
@@ -192,7 +198,8 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) 
     reader = threading.Thread(target=consume, daemon=True)
     reader.start()
     ready.wait(30)
-    with Producer(bootstrap, linger_ms=0, compression="none") as producer:
+    settings = {"linger_ms": 0, "compression": "none"} if producer_settings is None else producer_settings
+    with Producer(bootstrap, **settings) as producer:
         start = time.perf_counter()
         i = 0
         while time.perf_counter() - start < seconds:
@@ -201,13 +208,38 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000) 
             if due > now:
                 time.sleep(due - now)  # pacing the load generator
             sent_at[i] = time.perf_counter()
-            producer.send(topic, str(i).encode(), partition=0)
+            future = producer.send(topic, str(i).encode(), partition=0)
+            if stages is not None:
+                future.add_done_callback(lambda _f, i=i: acked_at.__setitem__(i, time.perf_counter()))
             i += 1
         producer.flush()
     stop_at = time.perf_counter()
     done.set()
     reader.join(timeout=15)
-    return latencies
+    if stages is not None:
+        both = [i for i in got_at if i in acked_at]
+        stages["ack"] = [(acked_at[i] - sent_at[i]) * 1000 for i in both]
+        stages["after_ack"] = [(got_at[i] - acked_at[i]) * 1000 for i in both]
+    return [(got_at[i] - sent_at[i]) * 1000 for i in sorted(got_at)]
+
+
+def _print_rows(rows: list[Row], loops: dict[str, Any]) -> None:
+    print(f"{'figure':<18} {'settings':<8} {'rec/s':>12} {'aim':>11} {'vs aim':>7} {'vs ceiling':>15} "
+          f"{'CPU us/rec client':>18} {'broker':>7}")
+    for r in rows:
+        ceiling = f"{r.rate / r.ceiling[1]:.2f} {r.ceiling[0]}" if r.ceiling else ""
+        aim = f"{r.aim:>11,.0f} {r.rate / r.aim:>7.2f}" if r.aim else f"{'':>11} {'':>7}"
+        print(f"{r.figure:<18} {r.setting:<8} {r.rate:>12,.0f} {aim} {ceiling:>15} "
+              f"{r.client_s / r.records * 1e6:>18.3f} {r.broker_s / r.records * 1e6:>7.3f}")
+    for setting, loop in loops.items():
+        r = next(r for r in rows if r.figure.startswith("send()") and r.setting == setting)
+        client_us, broker_us = r.client_s / r.records * 1e6, r.broker_s / r.records * 1e6
+        # on a shared machine the wall rate follows the load; the CPU per record does not:
+        # the rate this code reaches with a core for the client and one for the broker
+        print(f"send() {setting}: bare loop (same run) {loop.records_per_s:,.0f} rec/s at {loop.cpu_us_per_record:.3f} "
+              f"us CPU/rec; send() costs {client_us / loop.cpu_us_per_record:.0f}x the loop's CPU; CPU-bound rate "
+              f"with a core each for client and broker {1e6 / max(client_us, broker_us):,.0f} rec/s "
+              f"({1e6 / max(client_us, broker_us) / AIMS['send']:.2f} of the aim)")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -215,15 +247,21 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--dir", default=None)
     parser.add_argument("--seconds", type=float, default=4.0, help="seconds per measured producer run")
     parser.add_argument("--no-latency", action="store_true")
+    parser.add_argument("--only", choices=("send",), default=None,
+                        help="only the per-record send() rows (with their ceiling), no ceilings of the other rows")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     root = Path(args.dir or tempfile.mkdtemp(prefix="client-bench-"))
     root.mkdir(parents=True, exist_ok=True)
+    only_send = args.only == "send"
+    pa.array([b""], pa.binary())  # pyarrow's one-time imports (pandas) before any CPU is counted
     table = pa.table({"value": random_values(250_000, 100)})
-    raw_rps, log_rps, frame_per_record = storage_limit(root)
-    encode, _decode, wire_per_record = ipc_ceiling(pa.record_batch([table.column(0).chunk(0)], names=["value"]))
-    wire = grpc_ceiling(wire_per_record + 16)  # + the bytes-topic columns send_batch adds (key, headers, timestamp)
+    if not only_send:
+        raw_rps, log_rps, frame_per_record = storage_limit(root)
+        encode, _decode, wire_per_record = ipc_ceiling(pa.record_batch([table.column(0).chunk(0)], names=["value"]))
+        wire = grpc_ceiling(wire_per_record + 16)  # + the bytes-topic columns send_batch adds (key, headers, timestamp)
+    loops: dict[str, Any] = {}
     rows: list[Row] = []
     lat: list[float] = []
     cluster = LocalCluster(root / "cluster", brokers=1)
@@ -234,25 +272,32 @@ def main(argv: list[str] | None = None) -> dict:
                 admin.create_topic(name, config={"max.message.bytes": 64 << 20, "segment.bytes": 1 << 30})
         pid = cluster.nodes[0].pid
         written = {}
-        for setting, opts in PRODUCER.items():
+        for setting, opts in ({} if only_send else PRODUCER).items():
             n, secs, c, b = _measure(pid, lambda: bench_send_batch(bootstrap, f"b-{setting}", table, args.seconds, opts))
             written[setting] = n + 1000
             rows.append(Row("send_batch 100 B", setting, n, secs, c, b, AIMS["send_batch"],
                             ("gRPC raw", wire.records_per_s)))
         for setting, opts in SEND.items():
+            loop = loops[setting] = send_loop_ceiling([os.urandom(100) for _ in range(10_000)], seconds=1.0)
             n, secs, c, b = _measure(pid, lambda: bench_send(bootstrap, f"s-{setting}", args.seconds, opts))
-            rows.append(Row("send() 100 B", setting, n, secs, c, b, AIMS["send"], None))
-        for setting, opts in CONSUMER.items():
+            rows.append(Row("send() 100 B", setting, n, secs, c, b, AIMS["send"], ("bare loop", loop.records_per_s)))
+        for setting, opts in ({} if only_send else CONSUMER).items():
             n, secs, c, b = _measure(pid, lambda: bench_poll(bootstrap, "b-tuned", written["tuned"], opts)[0])
             rows.append(Row("poll_arrow 100 B", setting, n, secs, c, b, AIMS["poll_arrow"],
                             ("gRPC raw", wire.records_per_s)))
-        if not args.no_latency:
+        if not args.no_latency and not only_send:
             lat = sorted(bench_latency(bootstrap, "lat", min(4.0, args.seconds)))
     finally:
         cluster.down()
         if not args.dir:
             shutil.rmtree(root, ignore_errors=True)
     print("values: os.urandom, 100 bytes (incompressible)")
+    if only_send:
+        print(f"settings: send() default      Producer({_settings(Producer, SEND['default'])})")
+        print(f"          send() tuned        Producer({_settings(Producer, SEND['tuned'])})")
+        _print_rows(rows, loops)
+        print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
+        return {"send": rows[0].rate, "rows": [(r.figure, r.setting, r.rate) for r in rows], "aims": AIMS}
     print(f"ceilings, same run: raw disk {raw_rps:,.0f} rec/s and PartitionLog append {log_rps:,.0f} rec/s "
           f"({frame_per_record} frame bytes/record); Arrow IPC encode {encode.records_per_s:,.0f} rec/s "
           f"({encode.cpu_us_per_record:.3f} us CPU/rec); loopback gRPC raw bytes {wire.records_per_s:,.0f} rec/s "
@@ -263,13 +308,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"          send() tuned        Producer({_settings(Producer, SEND['tuned'])})")
     print(f"          poll_arrow default  Consumer({_settings(Consumer, CONSUMER['default'])})")
     print(f"          poll_arrow tuned    Consumer({_settings(Consumer, CONSUMER['tuned'])})")
-    print(f"{'figure':<18} {'settings':<8} {'rec/s':>12} {'aim':>11} {'vs aim':>7} {'vs ceiling':>15} "
-          f"{'CPU us/rec client':>18} {'broker':>7}")
-    for r in rows:
-        ceiling = f"{r.rate / r.ceiling[1]:.2f} {r.ceiling[0]}" if r.ceiling else ""
-        aim = f"{r.aim:>11,.0f} {r.rate / r.aim:>7.2f}" if r.aim else f"{'':>11} {'':>7}"
-        print(f"{r.figure:<18} {r.setting:<8} {r.rate:>12,.0f} {aim} {ceiling:>15} "
-              f"{r.client_s / r.records * 1e6:>18.3f} {r.broker_s / r.records * 1e6:>7.3f}")
+    _print_rows(rows, loops)
     if lat:
         p50 = statistics.median(lat)
         p99 = lat[int(len(lat) * 0.99) - 1]

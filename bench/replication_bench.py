@@ -48,7 +48,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bench.ceilings import grpc_ceiling, ipc_ceiling
+from bench.ceilings import grpc_ceiling, ipc_ceiling, page_cache_ceiling
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
 from spark_log._client import Cluster
@@ -191,11 +191,14 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
                   f"CPU per record: brokers {broker_us:.3f} us, producer {producer_us:.3f} us)")
     encode, _, wire_bytes = ipc_ceiling(batch)
     wire = grpc_ceiling(wire_bytes)
+    disk = page_cache_ceiling(wire_bytes, str(cluster.data_dir))
     print(f"produce 100-byte {args.payload} records, Arrow batches of {args.rows:,}, {args.window} rounds in flight")
     print("  settings: " + "; ".join(f"{s}: Producer(acks=..., {', '.join(f'{k}={v!r}' for k, v in SETTINGS[s].items())})"
                                       for s in args.settings))
     print(f"  ceilings, same run: Arrow IPC encode {encode.records_per_s:,.0f} rec/s; loopback gRPC raw bytes "
-          f"{wire.records_per_s:,.0f} rec/s of {wire_bytes} bytes ({wire.cpu_us_per_record:.3f} us CPU/rec both ends)")
+          f"{wire.records_per_s:,.0f} rec/s of {wire_bytes} bytes ({wire.cpu_us_per_record:.3f} us CPU/rec both ends); "
+          f"page cache appends (new pages) {disk.records_per_s:,.0f} rec/s ({disk.cpu_us_per_record:.3f} us CPU/rec "
+          f"per copy; RF=3 stores 3)")
     print(f"  {'figure':<22} {'settings':<8} {'rec/s':>12} {'aim':>11} {'vs aim':>7} {'vs gRPC raw':>11} "
           f"{'CPU us/rec brokers':>18} {'producer':>8}")
     means: dict[tuple[str, str], float] = {}
@@ -329,10 +332,14 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
     parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS),
                         help="producer settings columns to run")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
+    parser.add_argument("--replica-fetch-transport", choices=("auto", "grpc"), default="auto",
+                        help="how followers fetch: the leaders' data listeners (auto, the default) or gRPC")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3, extra_config=FAST)
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,
+                               extra_config={**FAST, "replica_fetch_transport": args.replica_fetch_transport})
+        print(f"followers fetch over: {'the data listener' if args.replica_fetch_transport == 'auto' else 'gRPC'}")
         try:
             cluster.up(timeout_s=60)
             with Admin(cluster.bootstrap) as admin:

@@ -107,7 +107,7 @@ def sweep(seconds: float = 1.0) -> dict:
     """spark-log and the peers: publish records/s against record size and batch size."""
     import pyarrow as pa
 
-    from bench.client_bench import _values
+    from bench.ceilings import random_values
     from bench.peers import PeerUnavailable
     from bench.peers import nats as nats_peer
     from bench.peers import redis as redis_peer
@@ -115,7 +115,7 @@ def sweep(seconds: float = 1.0) -> dict:
     from spark_log import Admin, Producer
 
     def spark_rate(bootstrap: str, topic: str, size: int, rows: int) -> float:
-        table = pa.table({"value": _values(rows, size)})
+        table = pa.table({"value": random_values(rows, size)})
         with Producer(bootstrap, compression="none", batch_size=1 << 20, max_in_flight=8) as producer:
             producer.send_batch(topic, table.slice(0, min(rows, 100)), partition=0)
             producer.flush()

@@ -24,12 +24,16 @@ __all__ = ["OpenBatch", "Shipment", "check_headers", "split_rows", "cut_frames"]
 
 @dataclass(slots=True)
 class OpenBatch:
-    """Records of one partition waiting to ship (from ``send``)."""
+    """Records of one partition waiting to ship (from ``send``), as column lists.
+
+    ``keys`` and ``headers`` stay None while every record so far has none (the common
+    case costs one append per record for the value and one for the timestamp)."""
 
     created: float
-    keys: list[bytes | None] = field(default_factory=list)
+    address: str | None = None  # its leader when it was opened (None: unknown, ships by linger)
+    keys: list[bytes | None] | None = None
     values: list[Any] = field(default_factory=list)
-    headers: list[Any] = field(default_factory=list)
+    headers: list[Any] | None = None
     timestamps: list[int] = field(default_factory=list)
     size: int = 0
     sticky: bool = False

@@ -154,6 +154,9 @@ class StickyPartitioner:
         self._current: dict[str, int] = {}
 
     def partition(self, topic: str, num_partitions: int) -> int:
+        current = self._current.get(topic)  # the per-record path: a dict read, atomic, no lock
+        if current is not None and current < num_partitions:
+            return current
         with self._lock:
             current = self._current.get(topic)
             if current is None or current >= num_partitions:

@@ -1,13 +1,30 @@
 """``Producer``: sends records to topics, pipelined, idempotent, retried.
 
-Life of a record: ``send`` appends it to the open batch of its partition; the batch ships
-when it holds ``batch_size`` bytes or is ``linger_ms`` old (or on ``flush``).  Shipping
-encodes one frame (compressed once, here), stamps the producer id, epoch and base sequence
-into its header and issues a unary Produce call without waiting for it: many calls are in
-flight on one channel per broker (at most ``max_in_flight``; ``send`` blocks beyond that).
-The batches that linger expiry or ``flush`` ship together go in one call per leader broker,
-whatever their partitions (keyed records over 1,000 partitions cost a few calls per round,
-not one per partition).
+Life of a record: ``send`` appends it to the open batch of its partition (plain Python
+lists: value, timestamp, and key and headers only once some record has them) and returns a
+future that reads its result from the batch's (``_futures``).  The batch is closed when
+
+- its leader has nothing of this producer's queued or in flight: at once, alone if need be
+  (at low rates every record goes as soon as it is sent: no linger timer on the latency).
+  This is the default (``linger_ms=None``); a ``linger_ms`` given explicitly is Kafka's
+  ``linger.ms``: a partly filled batch waits that long even on an idle connection, and
+  only ``batch_size``, the linger and ``flush`` close it;
+- it holds ``batch_size`` bytes;
+- the last call in flight to its leader is answered (what waited behind it goes together);
+- it is ``linger_ms`` old (Kafka 4.0's default of 5 ms since KIP-1030 bounds the wait
+  behind calls in flight);
+- or on ``flush``.
+
+Closed batches queue in the order their sequences were reserved, and one thread at a time
+ships every queued batch (``_drain``: the caller of ``send`` when the leader was idle, or the
+sender thread, woken by the answer that left a leader idle): it builds each
+batch's Arrow columns in bulk, encodes one frame per batch (compressed once, here), stamps
+the producer id, epoch and base sequence into its header and issues one unary Produce call
+per leader broker for all of them without waiting for it: many calls are in flight on one
+channel per broker (at most ``max_in_flight``).  Under load the queue fills while a call is
+out, so one call carries many frames (fewer gRPC calls and broker requests per record);
+``send`` blocks when the queue holds more than 32 MiB.  Keyed records over 1,000
+partitions cost a few calls per round, not one per partition.
 
 Ordering and exactly-once.  Every producer is idempotent.  Without ``producer_id`` a random
 63-bit id is drawn; with it (the Spark writer derives one from the query and Spark
@@ -57,6 +74,7 @@ import itertools
 import logging
 import random
 import threading
+import time
 from concurrent.futures import Future
 from typing import Any, Mapping, Sequence
 
@@ -82,7 +100,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch
+from .frame import Codec, encode_batch, encode_message, ipc_message
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -92,14 +110,29 @@ log = logging.getLogger(__name__)
 _ACKS = {"all": -1, "-1": -1, -1: -1, "1": 1, 1: 1, "0": 0, 0: 0}
 _FRAME_TARGET_BYTES = 1 << 20  # frames cut from send_batch hold about this much
 _REQUEST_TARGET_BYTES = 8 << 20
+_BUFFER_BYTES = 32 << 20  # closed batches waiting for the wire beyond this block send() (Kafka's buffer.memory)
 _RETRY_BACKOFF_S = 0.05
 _RETRY_BACKOFF_MAX_S = 0.2  # bounds what the client adds to a leader failover
+_DEFAULT_LINGER_MS = 5  # linger_ms=None: the most a batch waits behind a call in flight (Kafka 4.0's default, KIP-1030)
+
+
+class _TopicLookup:
+    """``dict.get``-like access to a cluster's topics for a cluster object without a cache."""
+
+    def __init__(self, cluster: Any) -> None:
+        self._cluster = cluster
+
+    def get(self, name: str) -> TopicInfo:
+        return self._cluster.topic(name)  # type: ignore[no-any-return]
 
 
 class Producer:
     """Sends records to topics (see the module docstring for ordering and exactly-once).
 
-    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: how long a partly filled batch waits.
+    ``acks``: "all" (default), 1 or 0.  ``linger_ms``: None (default) ships a batch at once
+    when nothing of ours is queued or in flight to its leader and lets it wait at most 5 ms
+    behind a call that is; an integer is Kafka's ``linger.ms``: a partly filled batch waits
+    that long (0: ships at once), whatever is in flight.
     ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
     """
 
@@ -108,7 +141,7 @@ class Producer:
         bootstrap: str | Sequence[str] | None = None,
         *,
         acks: str | int = "all",
-        linger_ms: int = 5,
+        linger_ms: int | None = None,
         batch_size: int = 16384,
         compression: str | None = "lz4",
         producer_id: int | None = None,
@@ -125,6 +158,9 @@ class Producer:
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
+        self._eager = linger_ms is None  # ship when the leader is idle (see the module docstring)
+        if linger_ms is None:
+            linger_ms = _DEFAULT_LINGER_MS
         for name, value, low in (("linger_ms", linger_ms, 0), ("batch_size", batch_size, 1),
                                  ("max_in_flight", max_in_flight, 1), ("request_timeout_ms", request_timeout_ms, 1),
                                  ("delivery_timeout_ms", delivery_timeout_ms, 1)):
@@ -165,6 +201,17 @@ class Producer:
             random.Random(f"{producer_id}:{producer_epoch}") if producer_id is not None else self._rng)
         self._lock = threading.Condition()
         self._open: dict[tuple[str, int], OpenBatch] = {}
+        # closed batches in the order their sequences were reserved, waiting for the wire;
+        # one thread at a time ships them (_shipping), whichever thread gets there first
+        self._ready: list[tuple[tuple[str, int], OpenBatch]] = []
+        self._buffered = 0  # bytes of records in _ready
+        self._shipping = False
+        self._busy: dict[str | None, int] = {}  # leader address -> our Produce calls in flight to it
+        # the metadata cache, read once per send without a call (a stand-in cluster without
+        # one is asked through its topic())
+        cache = getattr(self._cluster, "_topics", None)
+        self._topics: Any = cache if isinstance(cache, dict) else _TopicLookup(self._cluster)
+        self._wall_ns = time.time_ns if type(self._clock) is SystemClock else None
         self._next_seq: dict[tuple[str, int], int] = {}
         self._in_flight = threading.BoundedSemaphore(max_in_flight)
         self._pending = 0  # shipments not yet resolved
@@ -201,32 +248,60 @@ class Producer:
         ``value`` as a row mapping column -> value (``key`` unused: the topic's key columns
         choose the partition).  ``timestamp`` is ms since the epoch (default: now).  Raises
         at once for an unknown topic or partition; delivery errors go to the future.
+
+        The record joins its partition's open batch (plain lists; Arrow columns are built
+        once per batch when it ships).  The batch ships when it is full, when it is
+        ``linger_ms`` old, or at once when the partition's leader has no request of this
+        producer in flight (see the class docstring): nothing else happens per record.
         """
-        info = self._topic(topic)
-        payload: pa.RecordBatch | bytes | bytearray | memoryview | None  # what the open batch keeps
-        if info.kind == "typed":
-            if not isinstance(value, Mapping):
-                raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
-            if info.key_columns:
-                parts = [value.get(c) for c in info.key_columns]
-                key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
-            try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
-                payload = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
-                raise errors.SchemaMismatchError(f"row does not fit topic {topic!r}: {exc}") from None
-            size = 16 + payload.nbytes
-        else:
+        info = self._topics.get(topic)  # the cluster's cache; a dict read is atomic
+        if info is None or info.schema_id < 0:
+            info = self._topic(topic)  # asks the cluster; raises for an unknown topic
+        if info.kind != "bytes":
+            return self._send_typed(info, topic, value, key, partition, timestamp)
+        if type(value) is not bytes:
             if isinstance(value, str):
-                payload = value.encode()
-            elif value is None or isinstance(value, (bytes, bytearray, memoryview)):
-                payload = value
-            else:
+                value = value.encode()
+            elif not (value is None or isinstance(value, (bytes, bytearray, memoryview))):
                 raise errors.SchemaMismatchError(f"a bytes topic takes bytes or str values, got {type(value).__name__}")
+        if key is not None:
             if isinstance(key, str):
                 key = key.encode()
-            if headers is not None:
-                headers = check_headers(headers)
-            size = 24 + (len(payload) if payload is not None else 0) + (len(key) if key is not None else 0)
+            size = 24 + len(key) + (len(value) if value is not None else 0)
+        else:
+            size = 24 + (len(value) if value is not None else 0)
+        if headers is not None:
+            headers = check_headers(headers)
+        sticky = False
+        if partition is None:
+            n = len(info.partitions)
+            if key is not None:
+                partition = partition_for_key(key, n)
+            else:
+                partition = self._sticky.partition(topic, n)
+                sticky = True
+        elif not 0 <= partition < len(info.partitions):
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has no partition {partition} (it has {len(info.partitions)})")
+        if self._txn is not None:
+            self._txn.add(topic, partition)
+        ts = (self._wall_ns() // 1_000_000 if self._wall_ns is not None else self._clock.wall_ms()) \
+            if timestamp is None else int(timestamp)
+        return self._append((topic, partition), value, key, headers, ts, size, sticky)
+
+    def _send_typed(self, info: TopicInfo, topic: str, value: Any, key: Any, partition: int | None,
+                    timestamp: int | None) -> "Future[tuple[int, int]]":
+        """``send`` to a typed topic: the row is converted now (one-row Arrow batch)."""
+        if not isinstance(value, Mapping):
+            raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
+        if info.key_columns:
+            parts = [value.get(c) for c in info.key_columns]
+            key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
+        try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
+            payload = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise errors.SchemaMismatchError(f"row does not fit topic {topic!r}: {exc}") from None
+        size = 16 + payload.nbytes
         n = info.num_partitions
         sticky = False
         if partition is None:
@@ -240,32 +315,52 @@ class Producer:
         if self._txn is not None:
             self._txn.add(topic, partition)
         ts = self._clock.wall_ms() if timestamp is None else int(timestamp)
-        slot = (topic, partition)
+        return self._append((topic, partition), payload, None, None, ts, size, sticky)
+
+    def _append(self, slot: tuple[str, int], payload: Any, key: bytes | None, headers: Any, ts: int,
+                size: int, sticky: bool) -> "Future[tuple[int, int]]":
+        """Add one record to its partition's open batch; close the batch when it is full or
+        when its leader has nothing of ours in flight, and hand it on."""
         lock = self._lock
         lock.acquire()  # the condition's lock, taken without Condition.__enter__'s Python frame
         try:
             if self._closed:
                 raise errors.InvalidRequestError("producer is closed")
+            while self._buffered > _BUFFER_BYTES:  # closed batches waiting for the wire: back-pressure
+                lock.notify_all()  # the sender ships them if no other thread is
+                lock.wait(1.0)
             batch = self._open.get(slot)
             if batch is None:
-                batch = self._open[slot] = OpenBatch(created=self._now_s())
-                lock.notify()
-            batch.keys.append(key if not isinstance(key, str) else key.encode())
-            batch.values.append(payload)
-            batch.headers.append(headers)
+                batch = self._open[slot] = OpenBatch(created=self._now_s(), address=self._leader_or_none(slot))
+                lock.notify()  # the sender's linger timer (with linger 0 it closes the batch when it runs)
+            values = batch.values
+            if key is not None or batch.keys is not None:
+                if batch.keys is None:
+                    batch.keys = [None] * len(values)
+                batch.keys.append(key)
+            if headers is not None or batch.headers is not None:
+                if batch.headers is None:
+                    batch.headers = [None] * len(values)
+                batch.headers.append(headers)
+            values.append(payload)
             batch.timestamps.append(ts)
             batch.size += size
             if sticky:
                 batch.sticky = True
             future = batch.group.new()
-            full = batch.size >= self._batch_size
-            if full:
+            idle = self._eager and not self._busy.get(batch.address)
+            if batch.size >= self._batch_size or (idle and batch.address is not None):
                 del self._open[slot]
-                batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
+                self._close(slot, batch)
+            else:
+                return future
         finally:
             lock.release()
-        if full:
-            self._ship_open(topic, partition, batch)
+        if idle:
+            self._drain()  # nothing of ours in flight to its leader: on the wire now, from this thread
+        else:
+            with lock:
+                lock.notify()  # the sender thread ships it, with whatever else is ready
         return future
 
     def send_batch(self, topic: str, data: pa.Table | pa.RecordBatch, partition: int | None = None) -> "list[Future[tuple[int, int]]]":
@@ -374,12 +469,8 @@ class Producer:
         with self._lock:
             batches, self._open = self._open, {}
             for slot, batch in batches.items():
-                batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
-        ready: list[Shipment] = []
-        for (topic, partition), batch in batches.items():
-            self._ship_open(topic, partition, batch, ready)
-        if ready:
-            self._issue_many(ready)
+                self._close(slot, batch)
+        self._drain()
         deadline = None if timeout is None else self._now_s() + timeout
         with self._lock:
             while self._pending or self._closing:
@@ -481,23 +572,75 @@ class Producer:
             transactional=self._txn is not None,
         )
 
-    def _ship_open(self, topic: str, partition: int, batch: OpenBatch,
-                   collect: list[Shipment] | None = None) -> None:
+    def _leader_or_none(self, slot: tuple[str, int]) -> str | None:
+        """The partition's leader as the metadata cache knows it, without asking the
+        cluster (None when unknown: the batch then ships by linger or when full)."""
+        info = self._topics.get(slot[0])
+        meta = info.partitions.get(slot[1]) if info is not None else None
+        lookup = getattr(self._cluster, "broker_address", None)
+        if meta is None or meta.leader_id < 0 or lookup is None:
+            return None
+        return lookup(meta.leader_id)  # type: ignore[no-any-return]
+
+    def _close(self, slot: tuple[str, int], batch: OpenBatch) -> None:
+        """``batch`` left ``_open``: reserve its sequences and queue it for the wire (caller
+        holds ``self._lock``; sequences are reserved in queue order)."""
+        batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
+        self._ready.append((slot, batch))
+        self._buffered += batch.size
+        if batch.address is not None:  # its leader counts as busy until the batch is on the wire
+            self._busy[batch.address] = self._busy.get(batch.address, 0) + 1
+
+    def _drain(self) -> None:
+        """Ship every queued batch, from this thread, unless another thread is shipping
+        (it ships what was queued meanwhile before it stops).  Batches of one partition go
+        out in the order they were queued (their sequence order)."""
+        lock = self._lock
+        with lock:
+            if self._shipping or not self._ready:
+                return
+            self._shipping = True
         try:
-            self._ship_open_now(topic, partition, batch, collect)
-        finally:
-            with self._lock:
-                self._closing -= 1
-                self._lock.notify_all()
+            while True:
+                with lock:
+                    batches, self._ready = self._ready, []
+                    if not batches:
+                        self._shipping = False
+                        lock.notify_all()
+                        return
+                    self._buffered = 0
+                    lock.notify_all()  # senders blocked on the buffer bound
+                ready: list[Shipment] = []
+                for (topic, partition), batch in batches:
+                    try:
+                        self._ship_open_now(topic, partition, batch, ready)
+                    finally:
+                        with lock:
+                            self._closing -= 1
+                            if not self._closing:
+                                lock.notify_all()  # flush waits for it
+                try:
+                    if ready:
+                        self._issue_many(ready)
+                finally:
+                    for _, batch in batches:
+                        if batch.address is not None:
+                            self._call_done(batch.address)  # on the wire (or failed): no longer queued
+        except BaseException:
+            with lock:
+                self._shipping = False
+                lock.notify_all()
+            raise
 
     def _ship_open_now(self, topic: str, partition: int, batch: OpenBatch,
-                       collect: list[Shipment] | None = None) -> None:
+                       collect: list[Shipment]) -> None:
         try:
             info = self._topic(topic)
             if info.kind == "typed":
                 record_batch = pa.Table.from_batches(batch.values).combine_chunks().to_batches()[0]
             else:
                 record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
+                message = ipc_message(record_batch, self._codec)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
             self._lost_sequences(batch.pid)
@@ -508,8 +651,22 @@ class Producer:
             return
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
-        self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
-                          first_seq=batch.seq, producer_id=batch.pid, collect=collect)
+        if info.kind == "typed":
+            self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
+                              first_seq=batch.seq, producer_id=batch.pid, collect=collect)
+            return
+        timestamps = batch.timestamps  # known as ints: the frame header without reading the column back
+        frame = encode_message(message, codec=self._codec, record_count=len(timestamps),
+                               first_timestamp=timestamps[0], max_timestamp=max(timestamps),
+                               schema_id=info.schema_id, producer_id=batch.pid, producer_epoch=self.producer_epoch,
+                               base_sequence=batch.seq, transactional=self._txn is not None)
+        self._metrics.batch(len(timestamps), len(frame))
+        with self._lock:
+            self._pending += 1
+            counts = self._unsettled.setdefault((topic, partition), {})
+            counts[batch.pid] = counts.get(batch.pid, 0) + 1
+        collect.append(Shipment(topic, partition, frame, len(timestamps), self._now_s() + self._delivery_timeout_s,
+                                batch.group, next(self._issue_seq), pid=batch.pid))
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
                      *, sticky: bool, group: FutureGroup | None = None,
@@ -617,11 +774,14 @@ class Producer:
             entries=[(s.topic, s.partition, s.frame) for s in shipments])
         self._in_flight.acquire()
         self._gate.acquire(address, timeout_s=self._request_timeout_s)
+        with self._lock:
+            self._busy[address] = self._busy.get(address, 0) + 1
         try:
             call = self._cluster.produce_raw(address).future(request, timeout=self._request_timeout_s)
         except Exception as exc:  # noqa: BLE001 - e.g. a closed channel, a refused authentication
             self._in_flight.release()
             self._gate.release(address, None)
+            self._call_done(address)
             error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
                      else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
@@ -639,12 +799,44 @@ class Producer:
             def settled(_: Any) -> None:
                 self._in_flight.release()
                 self._gate.release(address, None)
+                self._call_done(address, answered=True)
 
             call.add_done_callback(settled)
             return
         call.add_done_callback(lambda f: self._on_response(f, shipments, address))
 
+    def _call_done(self, address: str, *, answered: bool = False) -> None:
+        """A Produce call to ``address`` is over (or a queued batch for it left the queue):
+        when nothing of ours is queued or in flight there any more, that leader's open
+        batches go now (they were lingering only behind a call: see the module docstring).
+
+        ``answered``: called from a call's done-callback, i.e. on gRPC's thread for that
+        channel, which must never block (it is the thread that would deliver the answers
+        that free ``max_in_flight``): the sender thread ships them instead."""
+        with self._lock:
+            left = self._busy.get(address, 1) - 1
+            if left > 0:
+                self._busy[address] = left
+                return
+            self._busy.pop(address, None)
+            if not self._eager:
+                return  # an explicit linger_ms: open batches wait for it (or batch_size, or flush)
+            due = [(slot, batch) for slot, batch in self._open.items() if batch.address == address]
+            for slot, batch in due:
+                del self._open[slot]
+                self._close(slot, batch)
+            if due and answered:
+                self._lock.notify_all()  # the sender thread drains
+        if due and not answered:
+            self._drain()
+
     def _on_response(self, call: Any, shipments: list[Shipment], address: str) -> None:
+        try:
+            self._handle_response(call, shipments, address)
+        finally:
+            self._call_done(address, answered=True)
+
+    def _handle_response(self, call: Any, shipments: list[Shipment], address: str) -> None:
         self._in_flight.release()
         try:
             response: pb.ProduceResponse = call.result()
@@ -729,31 +921,25 @@ class Producer:
 
     def _run_sender(self) -> None:
         while True:
-            due: list[tuple[str, int, OpenBatch]] = []
             retry: list[Shipment] = []
             with self._lock:
-                if self._closed and not self._open and not self._retries:
+                if self._closed and not self._open and not self._retries and not self._ready:
                     return
                 now = self._now_s()
                 wake = now + 1.0
                 for slot, batch in list(self._open.items()):
                     if now - batch.created >= self._linger_s:
-                        due.append((slot[0], slot[1], batch))
                         del self._open[slot]
-                        batch.pid, batch.seq = self._reserve(slot, len(batch.values), closing=True)
+                        self._close(slot, batch)
                     else:
                         wake = min(wake, batch.created + self._linger_s)
                 while self._retries and self._retries[0][0] <= now:
                     retry.append(heapq.heappop(self._retries)[2])
                 if self._retries:
                     wake = min(wake, self._retries[0][0])
-                if not due and not retry:
+                if not retry and (self._shipping or not self._ready):
                     self._lock.wait(max(0.0, wake - now))
                     continue
-            ready: list[Shipment] = []
-            for topic, partition, batch in due:
-                self._ship_open(topic, partition, batch, ready)
-            if ready:
-                self._issue_many(ready)
+            self._drain()
             for shipment in retry:
                 self._issue([shipment])

@@ -47,9 +47,21 @@ def null_column(n: int, type_: Any) -> pa.Array[Any]:
     return cast("pa.Array[Any]", pa.nulls(n, type_))
 
 
-def _headers_array(headers: list[Any]) -> pa.Array[Any]:
-    if headers.count(None) == len(headers):
-        return null_column(len(headers), HEADERS_TYPE)
+_NULL_HEADERS: list[pa.Array[Any]] = []  # one all-null headers column, sliced (from 0) for shorter ones
+
+
+def null_headers(n: int) -> pa.Array[Any]:
+    """``n`` null headers, a slice of a cached column (no buffers to allocate per batch)."""
+    cached = _NULL_HEADERS[0] if _NULL_HEADERS else None
+    if cached is None or len(cached) < n:
+        cached = null_column(max(n, 1 << 16), HEADERS_TYPE)
+        _NULL_HEADERS[:] = [cached]
+    return cached.slice(0, n) if len(cached) != n else cached
+
+
+def _headers_array(headers: list[Any] | None, n: int) -> pa.Array[Any]:
+    if headers is None or headers.count(None) == len(headers):
+        return null_headers(n)
     rows: list[list[dict[str, Any]] | None] = []
     for h in headers:
         if h is None:
@@ -60,21 +72,30 @@ def _headers_array(headers: list[Any]) -> pa.Array[Any]:
     return pa.array(rows, HEADERS_TYPE)
 
 
+_BINARY = pa.binary()
+_INT64 = pa.int64()
+_TIMESTAMP_MS = pa.timestamp("ms")
+
+
 def bytes_batch(
-    keys: list[bytes | None],
+    keys: list[bytes | None] | None,
     values: list[bytes | None],
-    headers: list[Any],
+    headers: list[Any] | None,
     timestamps: Sequence[int],
     schema: pa.Schema = BYTES_SCHEMA,
 ) -> pa.RecordBatch:
-    """A bytes-topic batch from per-record Python values (timestamps in ms)."""
+    """A bytes-topic batch from per-record Python values (timestamps in ms); ``keys`` or
+    ``headers`` None: every record has none."""
     n = len(values)
     columns = {  # all-null keys are the common case: pa.nulls is O(1), converting Nones is not
-        "key": pa.nulls(n, pa.binary()) if keys.count(None) == n else pa.array(keys, pa.binary()),
-        "value": pa.array(values, pa.binary()),
-        "headers": _headers_array(headers),
-        "timestamp": pa.array(timestamps, pa.int64()).view(pa.timestamp("ms")),
+        "key": pa.nulls(n, _BINARY) if keys is None or keys.count(None) == n else pa.array(keys, _BINARY),
+        "value": pa.array(values, _BINARY),
+        "headers": _headers_array(headers, n),
+        "timestamp": pa.array(timestamps, _INT64).view(_TIMESTAMP_MS),
     }
+    if schema is BYTES_SCHEMA:
+        return pa.RecordBatch.from_arrays([columns["key"], columns["value"], columns["headers"],
+                                           columns["timestamp"]], schema=schema)
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 

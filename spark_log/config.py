@@ -312,6 +312,10 @@ class BrokerConfig:
     # security), off: never.  data_port 0 picks a free port (written to <data_dir>/data.port).
     data_listener: str = "auto"
     data_port: int = 0
+    # How followers fetch from their leader: auto: over the leader's data listener when it has
+    # one (stored frames as they are, with the node's TLS and inter-node authentication), else
+    # gRPC; grpc: always gRPC (brokers/replica/fetcher.py).
+    replica_fetch_transport: str = "auto"
     # The cluster's Delta tier (tiering, issue 15): one Delta table per topic under it
     # (<tier_location>/<topic>).  A local path or file:// URI every broker, tiering job and
     # reader can reach (shared storage on a real cluster: all brokers must name the same one),
@@ -380,6 +384,8 @@ class BrokerConfig:
         _require(self.log_cleaner_backoff_ms >= 1, "log_cleaner_backoff_ms", "must be >= 1")
         _require(self.data_listener in ("auto", "on", "off"), "data_listener", "must be 'auto', 'on' or 'off'")
         _require(0 <= self.data_port <= 65535, "data_port", "must be within 0..65535")
+        _require(self.replica_fetch_transport in ("auto", "grpc"), "replica_fetch_transport",
+                 "must be 'auto' or 'grpc'")
         scheme = self.tier_location.split("://", 1)[0] if "://" in self.tier_location else ""
         _require(scheme in ("", "file", "s3", "s3a"), "tier_location",
                  f"only local paths, file:// URIs and s3://bucket/prefix URIs are supported, "

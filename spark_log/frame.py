@@ -95,6 +95,7 @@ __all__ = [
     "FrameHeader",
     "Peek",
     "encode_batch",
+    "encode_message",
     "encode_v2",
     "decode_batch",
     "parse_header",
@@ -258,6 +259,8 @@ _WRITE_OPTIONS = {(codec, threads): ipc.IpcWriteOptions(compression=codec.arrow_
                   for codec in Codec for threads in (True, False)}
 _READ_OPTIONS = ipc.IpcReadOptions(use_threads=False)
 _SCHEMA_MESSAGES: dict[pa.Schema, bytes] = {}
+_SCHEMA_LENGTHS: dict[tuple[pa.Schema, "Codec"], int] = {}
+_EOS_SIZE = 8  # the IPC stream's end marker: continuation token and a zero length
 
 
 def ipc_message(batch: pa.RecordBatch, codec: Codec, *, use_threads: bool = False) -> pa.Buffer:
@@ -268,11 +271,23 @@ def ipc_message(batch: pa.RecordBatch, codec: Codec, *, use_threads: bool = Fals
     if codec == Codec.NONE:
         return batch.serialize()  # the same bytes as the stream writer's message, 20x cheaper
     sink = pa.BufferOutputStream()
-    with ipc.new_stream(sink, batch.schema, options=_WRITE_OPTIONS[codec, use_threads]) as writer:
+    options = _WRITE_OPTIONS[codec, use_threads]
+    with ipc.new_stream(sink, batch.schema, options=options) as writer:
         writer.write_batch(batch)
-    reader = ipc.MessageReader.open_stream(sink.getvalue())
-    reader.read_next_message()  # the schema: known by id, not stored
-    return reader.read_next_message().serialize()
+    stream = sink.getvalue()
+    # the stream is: the schema's message, the batch's message, the 8-byte end marker; the
+    # schema's message is as long as in an empty stream of the same schema (cached), so the
+    # batch's message is a zero-copy slice (a MessageReader parse and re-serialise cost 2x
+    # the compression itself for a 16 KiB frame)
+    key = (batch.schema, codec)
+    start = _SCHEMA_LENGTHS.get(key)
+    if start is None:
+        empty = pa.BufferOutputStream()
+        ipc.new_stream(empty, batch.schema, options=options).close()
+        start = _SCHEMA_LENGTHS[key] = empty.getvalue().size - _EOS_SIZE
+        if len(_SCHEMA_LENGTHS) > 256:  # topics' schemas: a handful; never unbounded
+            _SCHEMA_LENGTHS.clear()
+    return stream.slice(start, stream.size - _EOS_SIZE - start)
 
 
 def read_message(body: pa.Buffer, schema: pa.Schema, codec: Codec) -> pa.RecordBatch:
@@ -338,7 +353,32 @@ def encode_batch(
     codec = Codec.parse(compression)
     now = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
     first_ts, max_ts = _timestamps(batch, now)
-    message = ipc_message(batch, codec)
+    return encode_message(ipc_message(batch, codec), codec=codec, record_count=batch.num_rows,
+                          first_timestamp=first_ts, max_timestamp=max_ts, schema_id=schema_id,
+                          base_offset=base_offset, partition_leader_epoch=partition_leader_epoch,
+                          producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                          transactional=transactional, control=control)
+
+
+def encode_message(
+    message: pa.Buffer,
+    *,
+    codec: Codec,
+    record_count: int,
+    first_timestamp: int,
+    max_timestamp: int,
+    schema_id: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    transactional: bool = False,
+    control: bool = False,
+) -> bytes:
+    """A version-1 frame around ``message`` (``ipc_message`` of ``record_count`` records
+    compressed with ``codec``), for callers that know the records' timestamps already
+    (the producer keeps them as Python ints): ``encode_batch`` without reading them back."""
     attributes = int(codec)
     if transactional:
         attributes |= ATTR_TRANSACTIONAL
@@ -347,7 +387,7 @@ def encode_batch(
     head = bytearray(HEADER_SIZE)  # the header alone, then one copy of header + message into the frame
     _HEADER.pack_into(
         head, 0, base_offset, HEADER_SIZE + message.size, partition_leader_epoch, MAGIC, VERSION_DENSE, 0, 0,
-        attributes, producer_epoch, batch.num_rows, first_ts, max_ts, producer_id,
+        attributes, producer_epoch, record_count, first_timestamp, max_timestamp, producer_id,
         base_sequence, schema_id,
     )
     body = memoryview(message)

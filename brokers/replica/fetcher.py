@@ -1,6 +1,6 @@
 """``ReplicaFetcher``: one follower thread per leader broker (Kafka's ReplicaFetcherThread).
 
-Each round sends one ``FetchRequest`` (``replica_id`` = this broker) for every partition
+Each round sends one fetch (``replica_id`` = this broker) for every partition
 this broker follows under that leader, each with its log end offset as ``fetch_offset``,
 the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it knows as
 ``current_leader_epoch``.  Per partition answer:
@@ -30,9 +30,18 @@ that it starts each time a channel goes from 0 to 1 calls in flight, which for a
 (one call at a time) is a new thread and two thread handoffs per round.  ``stop`` cancels
 the call in flight by closing the channel.
 
-Copies: the answer's bytes are read with ``spark_log.fetch_wire.parse_fetch_response``, so
-the frames go from gRPC's buffer to the log file as views of it, checked (CRC included) and
-written, never copied in between.
+Transport (``transport``, the broker's ``replica_fetch_transport``): ``"auto"`` sends each
+round as a ``REPLICA_FETCH`` to the leader's binary data listener (``data_fetch.py``; the
+leader answers with the same ``LeaderFetchHandler`` as the gRPC ``Fetch``), falling back to
+gRPC for a round when the leader has no listener or it cannot be used (refused connection,
+TLS or authentication failure, an older leader): logged, and tried again after
+``_DATA_RETRY_S``.  A connection that fails during a fetch is dropped, and the round fails
+like a gRPC call (backoff, then a new connection).  ``"grpc"``: gRPC only.
+
+Copies: over the data listener the answer is read into one buffer and the frames handed on
+as views of it; over gRPC the answer's bytes are read with
+``spark_log.fetch_wire.parse_fetch_response``, so the frames are views of gRPC's buffer.
+Either way they are checked (CRC included) and written, never copied in between.
 
 Thread-safety: ``set_partitions``/``stop`` may be called from any thread.
 """
@@ -40,7 +49,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Callable
+import time
+from typing import Callable, Protocol
 
 import grpc
 
@@ -48,19 +58,33 @@ from brokers.net.channels import PEER_CHANNEL_OPTIONS, PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import FetchedData, Partition
 from brokers.partition.messages import Diverging
+from spark_log.errors import ErrorCode, InvalidRequestError, SparkLogError
 from spark_log.fetch_wire import parse_fetch_response
-from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
-__all__ = ["ReplicaFetcher"]
+from .data_fetch import DataFetchClient, ReplicaAnswer, WantedPartition
+
+__all__ = ["ReplicaFetcher", "DataAddresses", "TRANSPORTS"]
 
 log = logging.getLogger(__name__)
+
+TRANSPORTS = ("auto", "grpc")
+_DATA_RETRY_S = 5.0  # a leader whose data listener could not be used is asked again after this
+
+
+class DataAddresses(Protocol):
+    """Where each broker's data listener is (``brokers.server.data_listener.DataPeers``)."""
+
+    def address(self, broker_id: int, grpc_address: str) -> tuple[str, int]: ...
+
+    def forget(self, broker_id: int, grpc_address: str) -> None: ...
 
 
 class ReplicaFetcher:
     def __init__(self, *, broker_id: int, leader_id: int, address: str, faults: FetchFaults,
                  fetch_wait_max_ms: int = 200, max_bytes: int = 16 << 20, retry_backoff_ms: int = 100,
-                 channels: Channels = PLAINTEXT, idle_wait_max_ms: int | None = None) -> None:
+                 channels: Channels = PLAINTEXT, idle_wait_max_ms: int | None = None,
+                 transport: str = "grpc", data_peers: DataAddresses | None = None) -> None:
         self.broker_id = broker_id
         self.leader_id = leader_id
         self.address = address
@@ -75,6 +99,12 @@ class ReplicaFetcher:
         self._cond = threading.Condition()
         self._partitions: dict[tuple[str, int], Partition] = {}
         self._stopped = False
+        self.transport = transport  # "auto": the leader's data listener when it has one; "grpc": gRPC only
+        self._data_peers = data_peers
+        self._channels = channels
+        self._data: DataFetchClient | None = None
+        self._data_retry_at = 0.0
+        self.data_connections = 0  # data listener connections opened (tests, describe)
         self._channel = channels.open(address, PEER_CHANNEL_OPTIONS)  # the node's security (TLS or not)
         self._fetch: Callable[..., bytes] = self._channel.unary_unary(  # the answer's bytes: parse_fetch_response copies no records
             "/spark_log.broker.v1.Broker/Fetch", request_serializer=pb.FetchRequest.SerializeToString)
@@ -91,7 +121,10 @@ class ReplicaFetcher:
         with self._cond:
             self._stopped = True
             self._cond.notify_all()
+            data = self._data
         self._channel.close()
+        if data is not None:
+            data.close()  # ends a fetch in flight over the data listener
         if join:
             self.join(timeout_s)
 
@@ -143,6 +176,8 @@ class ReplicaFetcher:
                     return  # stop() closed the channel: the call was cancelled (or refused)
                 if isinstance(exc, grpc.RpcError):
                     log.debug("fetch from broker %d at %s failed: %s", self.leader_id, self.address, exc.code())
+                elif isinstance(exc, (OSError, SparkLogError)):  # the data listener: transport or refusal
+                    log.debug("fetch from broker %d's data listener failed: %r", self.leader_id, exc)
                 else:
                     log.exception("replica fetch round from broker %d failed", self.leader_id)
                 if not self._pause(self.retry_backoff_ms / 1000):
@@ -150,50 +185,123 @@ class ReplicaFetcher:
 
     def _round(self, partitions: dict[tuple[str, int], Partition]) -> None:
         wait_ms = self.idle_wait_max_ms if self._idle else self.fetch_wait_max_ms
-        request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=wait_ms, min_bytes=1,
-                                  max_bytes=self.max_bytes)
         epochs: dict[tuple[str, int], int] = {}
+        wanted: list[WantedPartition] = []
         for key, partition in partitions.items():
             position = partition.fetch_position(self.leader_id)
             if position is None:
                 continue
             epochs[key] = position.current_leader_epoch
-            request.partitions.add(topic=key[0], partition=key[1], fetch_offset=position.fetch_offset,
-                                   current_leader_epoch=position.current_leader_epoch,
-                                   last_fetched_epoch=position.last_fetched_epoch,
-                                   log_start_offset=position.log_start_offset)
-        if not request.partitions:
+            wanted.append(WantedPartition(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
+                                          position.last_fetched_epoch, position.log_start_offset))
+        if not wanted:
             self._pause(self.retry_backoff_ms / 1000)
             return
         if self.stopped:
             return
         self._idle = False
-        response = parse_fetch_response(self._fetch(request, timeout=wait_ms / 1000 + 5.0))
+        answers = self._fetch_over_data(wanted, wait_ms)
+        if answers is None:
+            answers = self._fetch_over_grpc(wanted, wait_ms)
         errors = 0
         fetched_bytes = 0
-        for result, records, _ in response.partitions:
-            key = (result.topic, result.partition)
+        for answer in answers:
+            key = (answer.topic, answer.partition)
             answered = partitions.get(key)
             if answered is None or key not in epochs:
                 continue
-            if result.HasField("error") and result.error.code != 0:
-                if result.error.code == ErrorCode.OFFSET_OUT_OF_RANGE and result.log_start_offset > 0:
+            if answer.error_code:
+                if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and answer.log_start_offset > 0:
                     # below the leader's log start (retention, or local retention of a tiered topic):
                     # start over at it, as Kafka's truncateFullyAndStartAt
-                    answered.start_at_leader_log_start(self.leader_id, epochs[key], result.log_start_offset)
+                    answered.start_at_leader_log_start(self.leader_id, epochs[key], answer.log_start_offset)
                     continue
                 errors += 1
                 continue
-            diverging = (Diverging(result.diverging_epoch.epoch, result.diverging_epoch.end_offset)
-                         if result.HasField("diverging_epoch") else None)
-            fetched_bytes += len(records) if records is not None else 0
+            fetched_bytes += len(answer.records)
             try:
                 answered.apply_fetched(self.leader_id, epochs[key],
-                                       FetchedData(diverging, records if records is not None else memoryview(b""),
-                                                   result.high_watermark))
+                                       FetchedData(answer.diverging, answer.records, answer.high_watermark))
             except SparkLogError as exc:
                 errors += 1
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)
         self._idle = not fetched_bytes and not errors
-        if errors and errors == len(response.partitions):
+        if errors and errors == len(answers):
             self._pause(self.retry_backoff_ms / 1000)  # everything erred: wait for new metadata
+
+    # -- transports ---------------------------------------------------------------------------
+
+    def _fetch_over_grpc(self, wanted: list[WantedPartition], wait_ms: int) -> list[ReplicaAnswer]:
+        request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=wait_ms, min_bytes=1,
+                                  max_bytes=self.max_bytes)
+        for w in wanted:
+            request.partitions.add(topic=w.topic, partition=w.partition, fetch_offset=w.fetch_offset,
+                                   current_leader_epoch=w.current_leader_epoch,
+                                   last_fetched_epoch=w.last_fetched_epoch, log_start_offset=w.log_start_offset)
+        response = parse_fetch_response(self._fetch(request, timeout=wait_ms / 1000 + 5.0))
+        answers: list[ReplicaAnswer] = []
+        for result, records, _ in response.partitions:
+            error = result.error if result.HasField("error") else None
+            diverging = (Diverging(result.diverging_epoch.epoch, result.diverging_epoch.end_offset)
+                         if result.HasField("diverging_epoch") else None)
+            answers.append(ReplicaAnswer(result.topic, result.partition, error.code if error is not None else 0,
+                                         error.message if error is not None else "", result.high_watermark,
+                                         result.log_start_offset, diverging,
+                                         records if records is not None else memoryview(b"")))
+        return answers
+
+    def _fetch_over_data(self, wanted: list[WantedPartition], wait_ms: int) -> list[ReplicaAnswer] | None:
+        """The round over the leader's data listener; None: use gRPC for this round (no data
+        transport configured, the leader has no listener, or it could not be reached or
+        refused the connection: tried again after ``_DATA_RETRY_S``).  A connection that
+        fails during a fetch raises (the loop backs off; the next round reconnects)."""
+        if self.transport != "auto" or self._data_peers is None or time.monotonic() < self._data_retry_at:
+            return None
+        client = self._data
+        if client is None or client.closed:
+            client = self._connect_data()
+            if client is None:
+                return None
+        try:
+            return client.fetch(replica_id=self.broker_id, max_wait_ms=wait_ms, max_bytes=self.max_bytes,
+                                partitions=wanted)
+        except InvalidRequestError as exc:  # a leader that does not know REPLICA_FETCH
+            log.info("broker %d's data listener refused REPLICA_FETCH (%s): fetching over gRPC", self.leader_id, exc)
+            self._drop_data(retry=True)
+            return None
+        except BaseException:
+            self._drop_data(retry=False)
+            raise
+
+    def _connect_data(self) -> DataFetchClient | None:
+        assert self._data_peers is not None
+        host, port = self._data_peers.address(self.leader_id, self.address)
+        if not port:
+            self._data_retry_at = time.monotonic() + _DATA_RETRY_S
+            return None
+        try:
+            client = DataFetchClient(host, port, channels=self._channels)
+        except (OSError, SparkLogError) as exc:
+            log.info("replica fetcher %d: cannot use broker %d's data listener at %s:%d (%s): fetching over gRPC",
+                     self.broker_id, self.leader_id, host, port, exc)
+            self._data_peers.forget(self.leader_id, self.address)
+            self._data_retry_at = time.monotonic() + _DATA_RETRY_S
+            return None
+        with self._cond:
+            if self._stopped:
+                client.close()
+                return None
+            self._data = client
+        self.data_connections += 1
+        log.info("replica fetcher %d: fetching from broker %d over its data listener at %s:%d", self.broker_id,
+                 self.leader_id, host, port)
+        return client
+
+    def _drop_data(self, *, retry: bool) -> None:
+        client, self._data = self._data, None
+        if client is not None:
+            client.close()
+        if self._data_peers is not None:
+            self._data_peers.forget(self.leader_id, self.address)
+        if retry:
+            self._data_retry_at = time.monotonic() + _DATA_RETRY_S

@@ -4,6 +4,8 @@
   image, so every hosted ``Partition`` already knows its leader, epochs and ISR) assigns
   every partition this broker follows to the ``ReplicaFetcher`` of its leader, starting
   fetchers for new leaders and stopping those left with nothing to fetch;
+- fetchers use gRPC, or with ``use_data_listener`` the leader's binary data listener when it
+  has one (``replica_fetch_transport``; ``fetcher.py``);
 - an ``IsrUpdater`` shrinks and expands the ISRs of the partitions led here (``poke`` it
   when a follower may rejoin: the leader's fetch handler does).
 
@@ -27,7 +29,7 @@ from brokers.net.channels import PLAINTEXT, Channels
 from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 
-from .fetcher import ReplicaFetcher
+from .fetcher import DataAddresses, ReplicaFetcher
 from .isr import AlterPartition, AlterPartitions, IsrUpdater
 
 __all__ = ["ReplicaManager"]
@@ -54,6 +56,14 @@ class ReplicaManager:
         self._lock = threading.Lock()
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._stopped = False
+        self.transport = "grpc"
+        self._data_peers: DataAddresses | None = None
+
+    def use_data_listener(self, peers: DataAddresses) -> None:
+        """Fetchers started from now on fetch over their leader's data listener when it has
+        one (``replica_fetch_transport = "auto"``), gRPC otherwise.  Before ``start``."""
+        self.transport = "auto"
+        self._data_peers = peers
 
     def start(self) -> None:
         self.isr.start()
@@ -97,7 +107,8 @@ class ReplicaManager:
                         continue
                     fetcher = ReplicaFetcher(broker_id=self.broker_id, leader_id=leader_id, address=address,
                                              faults=self.faults, fetch_wait_max_ms=self.fetch_wait_max_ms,
-                                             channels=self.channels, idle_wait_max_ms=self.idle_wait_max_ms)
+                                             channels=self.channels, idle_wait_max_ms=self.idle_wait_max_ms,
+                                             transport=self.transport, data_peers=self._data_peers)
                     self._fetchers[leader_id] = fetcher
                     fetcher.start()
                 fetcher.set_partitions(partitions)

@@ -220,6 +220,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
                             port=config.data_port, data_dir=host.data_dir, channels=host.channels,
                             tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location,
                                                         storage_options=server.tiering_servicer.handler.storage_options))
+    if config.replica_fetch_transport == "auto":
+        server.replicas.use_data_listener(listener.peers)  # followers fetch over the leaders' data listeners
     node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)
     if node_security is not None:
         listener.attach_security(node_security)

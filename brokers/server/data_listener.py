@@ -72,6 +72,11 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       the tier's start; OFFSET_OUT_OF_RANGE when the tier does not hold the fetch
                       offset.  The JVM connector's union read below the brokers' log start.  Rule and
                       quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate)
+    NODE_AUTH (9), REPLICA_FETCH (10)
+                      followers fetching from their leader (``replica_listener.py``): an inter-node
+                      token makes a TLS connection ``Node:<id>``; REPLICA_FETCH is ``Broker.Fetch``
+                      with a replica id (rule: CLUSTER_ACTION), answered by the leader's
+                      ``LeaderFetchHandler`` with the stored frames as they are
 
 Threads: one daemon thread per connection (a client sends one request at a time on a
 connection; the JVM connector pools its connections per executor JVM, at most 8 idle per
@@ -112,11 +117,13 @@ from .fetch import FetchHandler
 from .list_offsets import ListOffsetsHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
+from . import replica_listener
 from .produce import ProduceHandler
+from .replica_listener import NODE_AUTH, REPLICA_FETCH
 from .tier_fetch import TierFetchHandler
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
-           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "describe_handler", "security_refusal", "Caller"]
+           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "NODE_AUTH", "REPLICA_FETCH", "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
@@ -280,6 +287,12 @@ class DataPeers:
                 self._known[key] = answer
         return answer
 
+    def forget(self, broker_id: int, grpc_address: str) -> None:
+        """Drop the cached address of ``broker_id`` (its listener refused a connection: it
+        restarted elsewhere, or stopped); the next ``address`` asks again."""
+        with self._lock:
+            self._known.pop((broker_id, grpc_address), None)
+
 
 class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
@@ -334,16 +347,46 @@ class _Connection(socketserver.BaseRequestHandler):
                 head_out.chunks.append(_U32.pack(correlation))
                 chunks = head_out.chunks + answer
                 total = sum(len(c) for c in chunks)
-                if isinstance(sock, ssl.SSLSocket):
-                    sock.sendall(b"".join([_U32.pack(total), *chunks]))  # one TLS record stream, not one per chunk
-                else:
-                    sock.sendall(_U32.pack(total))
-                    for chunk in chunks:
-                        sock.sendall(chunk)
+                _send_chunks(sock, [_U32.pack(total), *chunks])
         except OSError:
             return
         finally:
             listener._track(sock, False)
+
+
+_IOV_MAX = 512  # buffers per sendmsg (Linux allows 1024)
+_SMALL = 16 << 10  # chunks below this are joined before sending
+
+
+def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> None:
+    """Send ``chunks`` in order: TLS as one joined buffer (one record stream, not one per
+    chunk); plaintext with ``sendmsg`` (small chunks joined, large payloads as they are: one
+    system call, not one per field, and no tiny segments under ``TCP_NODELAY``)."""
+    if isinstance(sock, ssl.SSLSocket):
+        sock.sendall(b"".join(chunks))
+        return
+    buffers: list[bytes | memoryview] = []
+    small: list[bytes | memoryview] = []
+    for chunk in chunks:
+        if len(chunk) < _SMALL:
+            small.append(chunk)
+            continue
+        if small:
+            buffers.append(b"".join(small))
+            small = []
+        buffers.append(chunk)
+    if small:
+        buffers.append(b"".join(small))
+    views = [memoryview(b).cast("B") for b in buffers]
+    while views:
+        sent = sock.sendmsg(views[:_IOV_MAX])
+        while sent and views:
+            if sent >= len(views[0]):
+                sent -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][sent:]
+                sent = 0
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytearray | None:
@@ -481,6 +524,8 @@ class DataListener:
                 self._scram_start(request, body, caller)
             elif api == SCRAM_FINISH:
                 self._scram_finish(request, body, caller)
+            elif api == NODE_AUTH:
+                self._replica_api(api, request, body, is_active, caller)
             elif not caller.authenticated:
                 raise AuthenticationError("this listener needs authentication: SCRAM-SHA-256 (SCRAM_START/SCRAM_FINISH) "
                                           "or a client certificate")
@@ -497,6 +542,8 @@ class DataListener:
             elif api == PRODUCE_TXN:
                 transactional_id = request.str()
                 self._produce(request, body, caller, transactional_id=transactional_id)
+            elif api in (NODE_AUTH, REPLICA_FETCH):  # followers (replica_listener.py)
+                self._replica_api(api, request, body, is_active, caller)
             else:
                 raise InvalidRequestError(f"unknown data listener api {api}")
         except SparkLogError as exc:
@@ -512,6 +559,14 @@ class DataListener:
         out.i16(0)
         out.str("")
         return out.chunks + body.chunks
+
+    def _replica_api(self, api: int, request: _Reader, out: _Writer, is_active: Callable[[], bool],
+                     caller: Caller) -> None:
+        """NODE_AUTH and REPLICA_FETCH: the followers' side (``replica_listener.py``)."""
+        if api == NODE_AUTH:
+            replica_listener.node_auth(self, request, out, caller)
+        else:
+            replica_listener.replica_fetch(self, request, out, is_active, caller)
 
     # --- security ---------------------------------------------------------------------
 

@@ -114,6 +114,10 @@ def test_read_and_write_need_their_acls_and_replication_runs_over_tls(sasl_clust
     with sasl_cluster.admin() as admin:
         described = admin.describe_topic(t)
         assert all(len(p.isr) == 3 for p in described.partitions.values())  # followers fetch over TLS
+    # over the leaders' data listeners, authenticated as nodes (NODE_AUTH with the inter-node token)
+    logs = "".join((sasl_cluster.cluster.node_dir(node.node_id) / "node.log").read_text(errors="replace")
+                   for node in sasl_cluster.cluster.nodes)
+    assert "over its data listener" in logs and "inter-node token" not in logs and "cluster_action" not in logs
 
 
 def test_a_prefixed_acl_covers_exactly_its_prefix(sasl_cluster: SecuredCluster) -> None:

@@ -428,7 +428,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       throw new SparkLogException("SchemaMismatchError", 14, part.topic + "-" + part.partition + ": unknown schema id " + schemaId);
     }
     long tb = System.nanoTime();
-    VectorSchemaRoot root = VectorSchemaRoot.create(arrow, allocator);
+    Pruned pruned = pruned(schemaId, arrow);
+    VectorSchemaRoot root = VectorSchemaRoot.create(pruned.schema, allocator);
     try {
       ReadChannel channel = new ReadChannel(new BufferChannel(answer.nioBuffer(bodyAt, bodyLength)));
       MessageMetadataResult message = MessageSerializer.readMessage(channel);
@@ -442,7 +443,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       long tl = System.nanoTime();
       copyNanos += tl - tb;
       try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(message, body)) {
-        new VectorLoader(root, Lz4Codecs.INSTANCE).load(records);
+        if (pruned.keep == null) {
+          new VectorLoader(root, Lz4Codecs.INSTANCE).load(records);
+        } else {
+          try (ArrowRecordBatch kept = pruned.select(records)) {
+            new VectorLoader(root, Lz4Codecs.INSTANCE).load(kept);
+          }
+        }
       }
       loadNanos += System.nanoTime() - tl;
     } catch (IOException | RuntimeException e) {
@@ -470,6 +477,85 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     ColumnarBatch out = new ColumnarBatch(columns, rows);
     ready.add(out);
     readyRoots.add(root);
+  }
+
+  /** Column pruning down to the frame's buffers: the Arrow fields of a schema id that the
+   *  read schema names, and where their field nodes and buffers sit in a record batch of the
+   *  full schema (depth first, as IPC lays them out).  Arrow IPC compresses each buffer on its
+   *  own, so the buffers of the other columns (a compaction job's values) are never
+   *  decompressed nor allocated.  {@code keep == null}: every field is read (nothing to prune,
+   *  or a layout this does not slice: view types' variadic buffers). */
+  static final class Pruned {
+    final Schema schema;
+    final int[][] keep;  // per kept field: {first node, nodes, first buffer, buffers}
+
+    Pruned(Schema schema, int[][] keep) {
+      this.schema = schema;
+      this.keep = keep;
+    }
+
+    ArrowRecordBatch select(ArrowRecordBatch all) {
+      List<org.apache.arrow.vector.ipc.message.ArrowFieldNode> nodes = new ArrayList<>();
+      List<ArrowBuf> buffers = new ArrayList<>();
+      List<org.apache.arrow.vector.ipc.message.ArrowFieldNode> allNodes = all.getNodes();
+      List<ArrowBuf> allBuffers = all.getBuffers();
+      for (int[] k : keep) {
+        if (k[0] + k[1] > allNodes.size() || k[2] + k[3] > allBuffers.size()) {
+          throw new IllegalArgumentException("record batch has " + allNodes.size() + " field nodes and "
+              + allBuffers.size() + " buffers, fewer than its schema lays out");
+        }
+        nodes.addAll(allNodes.subList(k[0], k[0] + k[1]));
+        buffers.addAll(allBuffers.subList(k[2], k[2] + k[3]));
+      }
+      return new ArrowRecordBatch(all.getLength(), nodes, buffers, all.getBodyCompression());  // retains its buffers
+    }
+  }
+
+  private final java.util.Map<Integer, Pruned> prunedBySchema = new java.util.HashMap<>();
+
+  private Pruned pruned(int schemaId, Schema arrow) {
+    Pruned known = prunedBySchema.get(schemaId);
+    if (known != null) return known;  // a schema id names one schema
+    java.util.Set<String> wanted = new java.util.HashSet<>(java.util.Arrays.asList(schema.fieldNames()));
+    List<org.apache.arrow.vector.types.pojo.Field> fields = new ArrayList<>();
+    List<int[]> keep = new ArrayList<>();
+    int node = 0, buffer = 0;
+    boolean sliceable = true;
+    for (org.apache.arrow.vector.types.pojo.Field f : arrow.getFields()) {
+      int[] counts = layout(f);
+      if (counts == null) {
+        sliceable = false;
+        break;
+      }
+      if (wanted.contains(f.getName())) {
+        fields.add(f);
+        keep.add(new int[] {node, counts[0], buffer, counts[1]});
+      }
+      node += counts[0];
+      buffer += counts[1];
+    }
+    Pruned out = !sliceable || fields.size() == arrow.getFields().size() ? new Pruned(arrow, null)
+        : new Pruned(new Schema(fields, arrow.getCustomMetadata()), keep.toArray(new int[0][]));
+    prunedBySchema.put(schemaId, out);
+    return out;
+  }
+
+  /** {field nodes, buffers} a field takes in a record batch (children included); null for a
+   *  type with variadic buffers (their count is per batch, not per type). */
+  private static int[] layout(org.apache.arrow.vector.types.pojo.Field f) {
+    org.apache.arrow.vector.types.pojo.ArrowType type = f.getType();
+    if (type instanceof org.apache.arrow.vector.types.pojo.ArrowType.Utf8View
+        || type instanceof org.apache.arrow.vector.types.pojo.ArrowType.BinaryView) {
+      return null;
+    }
+    int nodes = 1, buffers = org.apache.arrow.vector.TypeLayout.getTypeBufferCount(type);
+    for (org.apache.arrow.vector.types.pojo.Field child : f.getChildren()) {
+      int[] c = layout(child);
+      if (c == null) return null;
+      nodes += c[0];
+      buffers += c[1];
+    }
+    return new int[] {nodes, buffers};
   }
 
   private ColumnVector column(VectorSchemaRoot root, StructField f, int rows, long base, long[] offsets, int lo, long firstTs) {

@@ -1,0 +1,220 @@
+"""A follower's connection to its leader's data listener (``REPLICA_FETCH``, issue 19).
+
+``DataFetchClient(host, port, channels=...)`` opens one TCP connection to the leader's
+binary data listener (``brokers/server/data_listener.py``, ``replica_listener.py``) with the
+node's own security, as its gRPC channels have it:
+
+- ``PLAINTEXT`` nodes: a plain connection;
+- TLS nodes: TLS verifying the leader's certificate against the node's CA and host name,
+  presenting the node's own certificate (the leader takes its subject as the principal when
+  it requires client certificates, as gRPC does); when the node's channels carry the
+  inter-node token (``brokers.net.node_auth``), it is sent first with ``NODE_AUTH``, and the
+  connection is ``Node:<id>``, as a gRPC call with the token is.
+
+``fetch(...)`` sends one ``REPLICA_FETCH`` and reads the answer into one buffer with
+``recv_into``; each partition's frames are a read-only view of that buffer (one copy from
+the kernel, none after it: the follower checks the CRCs and writes the views).
+``close()`` may be called from any thread: it cancels a fetch in flight (its ``recv``
+ends).  Errors: ``OSError`` (``ConnectionError``, ``TimeoutError``, ``ssl.SSLError``) for the
+transport, the typed ``SparkLogError`` of a whole-request refusal, ``CorruptRecordError``
+for an answer that does not parse.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import struct
+import tempfile
+import threading
+from pathlib import Path
+from typing import NamedTuple, Sequence
+
+from brokers.net.channels import Channels
+from brokers.net.node_auth import HEADER as NODE_HEADER
+from brokers.partition.messages import Diverging
+from spark_log.errors import CorruptRecordError, from_code
+
+__all__ = ["DataFetchClient", "ReplicaAnswer", "WantedPartition"]
+
+NODE_AUTH, REPLICA_FETCH = 9, 10  # brokers.server.replica_listener (brokers never import brokers.server here)
+_CONNECT_TIMEOUT_S = 5.0
+_U32 = struct.Struct("<I")
+_REQUEST_HEAD = struct.Struct("<IBI")  # length, api, correlation id
+_ANSWER_HEAD = struct.Struct("<Ih")  # correlation id, error code
+_I32 = struct.Struct("<i")
+_I16 = struct.Struct("<h")
+_FETCH_HEAD = struct.Struct("<iiiii")  # replica id, max wait, min bytes, max bytes, n
+_WANTED = struct.Struct("<iqiiqi")  # partition, fetch offset, leader epoch, last epoch, log start, max bytes
+_OFFSETS = struct.Struct("<qqqqqiqi")  # hw, lso, log start, leo, next offset, div epoch, div end, frames length
+
+
+class WantedPartition(NamedTuple):
+    topic: str
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+
+
+class ReplicaAnswer(NamedTuple):
+    """One partition of the leader's answer."""
+
+    topic: str
+    partition: int
+    error_code: int
+    error_message: str
+    high_watermark: int
+    log_start_offset: int
+    diverging: Diverging | None
+    records: memoryview
+
+
+def _str(text: str) -> bytes:
+    data = text.encode("utf-8")
+    return _I32.pack(len(data)) + data
+
+
+class DataFetchClient:
+    """One connection to one leader's data listener (module docstring)."""
+
+    def __init__(self, host: str, port: int, *, channels: Channels) -> None:
+        self.host, self.port = host, port
+        self._correlation = 0
+        self._closed = False
+        self._lock = threading.Lock()
+        sock = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            token = None
+            if channels.tls:
+                files = getattr(channels, "files", None)
+                if files is None:
+                    raise ssl.SSLError("the node's TLS channels hold no TLS files")
+                sock = _client_context(files).wrap_socket(sock, server_hostname=host)
+                token = next((value for key, value in getattr(channels, "metadata", ()) if key == NODE_HEADER), None)
+            self._sock = sock
+            if token is not None:
+                self._call(NODE_AUTH, _str(token if isinstance(token, str) else token.decode()), _CONNECT_TIMEOUT_S)
+        except BaseException:
+            sock.close()
+            raise
+
+    def close(self) -> None:
+        """Close the connection (any thread): a fetch in flight ends with an ``OSError``."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def fetch(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
+              partitions: Sequence[WantedPartition]) -> list[ReplicaAnswer]:
+        """One ``REPLICA_FETCH`` (``brokers/server/replica_listener.py``)."""
+        parts = [_FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))]
+        for wanted in partitions:
+            parts.append(_str(wanted.topic))
+            parts.append(_WANTED.pack(wanted.partition, wanted.fetch_offset, wanted.current_leader_epoch,
+                                      wanted.last_fetched_epoch, wanted.log_start_offset, 0))
+        view = self._call(REPLICA_FETCH, b"".join(parts), max_wait_ms / 1000 + 5.0)
+        return _parse(view)
+
+    # -- wire --------------------------------------------------------------------------------
+
+    def _call(self, api: int, payload: bytes, timeout_s: float) -> memoryview:
+        """Send one request, read its answer; the payload after the error as a view."""
+        if self._closed:
+            raise ConnectionError("data fetch connection closed")
+        self._correlation = (self._correlation + 1) & 0x7FFFFFFF
+        sock = self._sock
+        sock.settimeout(timeout_s)
+        sock.sendall(_REQUEST_HEAD.pack(5 + len(payload), api, self._correlation) + payload)
+        (size,) = _U32.unpack(self._exact(4))
+        if size < _ANSWER_HEAD.size + 4:
+            raise CorruptRecordError(f"data listener answer of {size} bytes is too short")
+        buffer = self._exact(size)
+        view = memoryview(buffer).toreadonly()
+        correlation, code = _ANSWER_HEAD.unpack_from(view, 0)
+        if correlation != self._correlation:
+            raise CorruptRecordError(f"data listener answered correlation {correlation}, expected {self._correlation}")
+        at = _ANSWER_HEAD.size
+        (length,) = _I32.unpack_from(view, at)
+        if length < 0 or at + 4 + length > size:
+            raise CorruptRecordError("malformed data listener answer (error message)")
+        if code:
+            message = bytes(view[at + 4: at + 4 + length]).decode("utf-8", "replace")
+            raise from_code(code, message)
+        return view[at + 4 + length:]
+
+    def _exact(self, size: int) -> bytearray:
+        out = bytearray(size)
+        view = memoryview(out)
+        got = 0
+        sock = self._sock
+        while got < size:
+            n = sock.recv_into(view[got:], size - got)
+            if n == 0:
+                raise ConnectionError("the leader's data listener closed the connection")
+            got += n
+        return out
+
+
+def _parse(view: memoryview) -> list[ReplicaAnswer]:
+    try:
+        (n,) = _I32.unpack_from(view, 0)
+        at = 4
+        out: list[ReplicaAnswer] = []
+        for _ in range(n):
+            topic, at = _read_str(view, at)
+            (partition,) = _I32.unpack_from(view, at)
+            (code,) = _I16.unpack_from(view, at + 4)
+            message, at = _read_str(view, at + 6)
+            _leader, at = _read_str(view, at)
+            hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = _OFFSETS.unpack_from(view, at)
+            at += _OFFSETS.size
+            if size < 0 or at + size > len(view):
+                raise CorruptRecordError("malformed REPLICA_FETCH answer: frames run past the answer")
+            records = view[at: at + size]
+            at += size
+            diverging = Diverging(div_epoch, div_end) if div_epoch >= 0 else None
+            out.append(ReplicaAnswer(topic, partition, code, message, hw, log_start, diverging, records))
+    except struct.error as exc:
+        raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
+    return out
+
+
+def _read_str(view: memoryview, at: int) -> tuple[str, int]:
+    (size,) = _I32.unpack_from(view, at)
+    if size < 0 or at + 4 + size > len(view):
+        raise CorruptRecordError("malformed REPLICA_FETCH answer (string)")
+    return bytes(view[at + 4: at + 4 + size]).decode("utf-8"), at + 4 + size
+
+
+def _client_context(files: object) -> ssl.SSLContext:
+    """A client context of the node's current TLS material: its CA (or the system roots), its
+    own certificate presented, the leader's name checked."""
+    material = files.current()  # type: ignore[attr-defined]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if material.ca:
+        context.load_verify_locations(cadata=material.ca.decode("ascii"))
+    else:
+        context.load_default_certs()
+    # ssl loads a certificate chain and key from files only: a private 0700 folder, removed at once
+    with tempfile.TemporaryDirectory(prefix="replica-fetch-tls-") as folder:
+        cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(material.private_key)
+        cert.write_bytes(material.cert_chain)
+        context.load_cert_chain(cert, key)
+    return context

@@ -1,0 +1,168 @@
+"""REPLICA_FETCH's encoding (``brokers/server/replica_listener.py``) read back by the follower
+(``brokers/replica/data_fetch.py``): errors, diverging epochs, HW and frames survive the round
+trip; a consumer id and an unauthenticated SASL_SSL caller are refused before the leader's
+handler runs; and a follower whose leader has no usable data listener falls back to gRPC."""
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from brokers.net.faults import FetchFaults
+from brokers.replica.data_fetch import WantedPartition, _parse
+from brokers.replica.fetcher import ReplicaFetcher
+from brokers.server.data_listener import Caller, DataListener
+from brokers.server.replica_listener import REPLICA_FETCH
+from brokers.server.wire import RECORDS
+from spark_log.errors import ErrorCode
+from spark_log.proto import broker_pb2 as pb
+
+
+class _Handler:
+    def __init__(self, parts: list[Any]) -> None:
+        self.parts = parts
+        self.requests: list[pb.FetchRequest] = []
+
+    def handle(self, request: pb.FetchRequest, *, is_active: Any) -> list[Any]:
+        self.requests.append(request)
+        return self.parts
+
+
+def _listener(tmp_path: Path, handler: _Handler, protocol: str | None = None) -> DataListener:
+    manager = SimpleNamespace(broker_id=1, image=SimpleNamespace(security=None))
+    listener = DataListener(manager=manager, builder=None, fetch=SimpleNamespace(follower_fetches=handler),  # type: ignore[arg-type]
+                            produce=None, list_offsets=None, host="127.0.0.1", port=0,  # type: ignore[arg-type]
+                            data_dir=tmp_path, channels=None)  # type: ignore[arg-type]
+    if protocol is not None:
+        listener.security = SimpleNamespace(authorizer=None, config=SimpleNamespace(security_protocol=protocol))
+    return listener
+
+
+def _request(replica_id: int, wanted: list[WantedPartition]) -> bytes:
+    import struct
+
+    out = [struct.pack("<iiiii", replica_id, 0, 1, 1 << 20, len(wanted))]
+    for w in wanted:
+        name = w.topic.encode()
+        out.append(struct.pack("<i", len(name)) + name)
+        out.append(struct.pack("<iqiiqi", w.partition, w.fetch_offset, w.current_leader_epoch, w.last_fetched_epoch,
+                               w.log_start_offset, 0))
+    return b"".join(out)
+
+
+def _answer(listener: DataListener, payload: bytes, caller: Caller | None = None) -> tuple[int, memoryview]:
+    chunks = listener.answer(REPLICA_FETCH, memoryview(payload), caller=caller)
+    data = memoryview(b"".join(bytes(c) for c in chunks))
+    code = int.from_bytes(data[:2], "little", signed=True)
+    size = int.from_bytes(data[2:6], "little", signed=True)
+    return code, data[6 + size:]
+
+
+def test_the_answer_round_trips_errors_divergence_and_frames(tmp_path: Path) -> None:
+    ok = pb.FetchPartitionResult(topic="t", partition=0, high_watermark=40, last_stable_offset=40, log_start_offset=3,
+                                 log_end_offset=50, next_fetch_offset=50)
+    diverged = pb.FetchPartitionResult(topic="t", partition=1, high_watermark=7, log_start_offset=0, log_end_offset=9)
+    diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset = 4, 6
+    fenced = pb.FetchPartitionResult(topic="u", partition=2, high_watermark=-1, log_start_offset=-1)
+    fenced.error.code, fenced.error.message = ErrorCode.FENCED_EPOCH, "epoch 3 is fenced"
+    frames = bytes(range(256)) * 10
+    handler = _Handler([(ok, RECORDS, memoryview(frames)), (diverged, RECORDS, None), (fenced, RECORDS, None)])
+    wanted = [WantedPartition("t", 0, 40, 5, 5, 3), WantedPartition("t", 1, 9, 5, 5, 0), WantedPartition("u", 2, 0, 3, -1, 0)]
+    code, payload = _answer(_listener(tmp_path, handler), _request(2, wanted))
+    assert code == 0
+    [request] = handler.requests
+    assert request.replica_id == 2 and request.min_bytes == 1 and request.max_bytes == 1 << 20
+    assert [(p.topic, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset)
+            for p in request.partitions] == [tuple(w) for w in wanted]
+    got = _parse(payload)
+    assert [(a.topic, a.partition, a.error_code, a.high_watermark, a.log_start_offset) for a in got] == [
+        ("t", 0, 0, 40, 3), ("t", 1, 0, 7, 0), ("u", 2, ErrorCode.FENCED_EPOCH, -1, -1)]
+    assert bytes(got[0].records) == frames and got[0].diverging is None
+    assert got[1].diverging is not None and (got[1].diverging.epoch, got[1].diverging.end_offset) == (4, 6)
+    assert not len(got[1].records) and got[2].error_message == "epoch 3 is fenced"
+
+
+def test_a_consumer_id_and_an_unauthenticated_caller_are_refused_before_the_handler(tmp_path: Path) -> None:
+    handler = _Handler([])
+    code, _ = _answer(_listener(tmp_path, handler), _request(-1, [WantedPartition("t", 0, 0, 0, -1, 0)]))
+    assert code == ErrorCode.INVALID_REQUEST
+    sasl = _listener(tmp_path, handler, protocol="SASL_SSL")
+    code, _ = _answer(sasl, _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)]), caller=sasl.new_caller("127.0.0.1"))
+    assert code == ErrorCode.AUTHENTICATION_FAILED
+    assert handler.requests == []
+
+
+class _Peers:
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.forgotten: list[tuple[int, str]] = []
+
+    def address(self, broker_id: int, grpc_address: str) -> tuple[str, int]:
+        return "127.0.0.1", self.port
+
+    def forget(self, broker_id: int, grpc_address: str) -> None:
+        self.forgotten.append((broker_id, grpc_address))
+
+
+def test_a_leader_without_a_usable_data_listener_is_fetched_over_grpc() -> None:
+    wanted = [WantedPartition("t", 0, 0, 0, -1, 0)]
+    with socket.socket() as probe:  # a port nobody listens on: the connection is refused
+        probe.bind(("127.0.0.1", 0))
+        refused = probe.getsockname()[1]
+    for port in (0, refused):
+        peers = _Peers(port)
+        fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
+                                 transport="auto", data_peers=peers)
+        try:
+            assert fetcher._fetch_over_data(wanted, 0) is None   # the round goes over gRPC
+            assert fetcher._data_retry_at > 0 and fetcher.data_connections == 0
+            assert peers.forgotten == ([] if port == 0 else [(1, "127.0.0.1:1")])
+            assert fetcher._fetch_over_data(wanted, 0) is None   # not asked again before the retry time
+        finally:
+            fetcher.stop()
+    grpc_only = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
+                               transport="grpc", data_peers=_Peers(refused))
+    try:
+        assert grpc_only._fetch_over_data(wanted, 0) is None and grpc_only._data_retry_at == 0
+    finally:
+        grpc_only.stop()
+
+
+def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_asked_again_later() -> None:
+    """An older leader answers REPLICA_FETCH with InvalidRequestError (unknown api): the round
+    goes over gRPC, the connection is dropped and the data listener is tried again later."""
+    import struct
+    import threading
+
+    from spark_log.errors import InvalidRequestError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    asked: list[int] = []
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            size = struct.unpack("<I", conn.recv(4, socket.MSG_WAITALL))[0]
+            body = conn.recv(size, socket.MSG_WAITALL)
+            api, correlation = struct.unpack_from("<BI", body)
+            asked.append(api)
+            message = b"unknown data listener api 10"
+            answer = struct.pack("<Ih", correlation, int(InvalidRequestError.code)) + struct.pack("<i", len(message)) + message
+            conn.sendall(struct.pack("<I", len(answer)) + answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    peers = _Peers(server.getsockname()[1])
+    fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
+                             transport="auto", data_peers=peers)
+    try:
+        assert fetcher._fetch_over_data([WantedPartition("t", 0, 0, 0, -1, 0)], 0) is None
+        thread.join(10)
+        assert asked == [REPLICA_FETCH] and fetcher.data_connections == 1
+        assert fetcher._data is None and fetcher._data_retry_at > 0 and peers.forgotten == [(1, "127.0.0.1:1")]
+    finally:
+        fetcher.stop()
+        server.close()
