@@ -23,7 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Final, Iterable
+from typing import Any, Final, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -39,21 +39,14 @@ from pyspark.sql.datasource import (
     LessThanOrEqual,
 )
 
+from spark_log.filters import predicate
+
 from . import offsets as off
 from .plan import ReadPlan
 
 __all__ = ["PushedFilters", "push_filters"]
 
 _COMPARISONS: Final = (EqualTo, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual)
-# the operator of each comparison, applied to a column expression and a scalar
-# (``operator.ge(pc.field(name), scalar)`` is the Expression ``pc.field(name) >= scalar``)
-_COMPARE: dict[type[Filter], Callable[[Any, Any], Any]] = {
-    EqualTo: operator.eq,
-    GreaterThan: operator.gt,
-    GreaterThanOrEqual: operator.ge,
-    LessThan: operator.lt,
-    LessThanOrEqual: operator.le,
-}
 
 
 @dataclass
@@ -144,22 +137,14 @@ def push_filters(filters: Iterable[Filter], plan: ReadPlan) -> tuple[PushedFilte
 
 
 def _expression(flt: Filter, arrow_field: pa.Field[Any]) -> pc.Expression | None:
-    """A pyarrow.compute expression for ``flt`` on a top-level column, or None."""
-    name = arrow_field.name
+    """A pyarrow.compute expression for ``flt`` on a top-level column, or None
+    (``spark_log.filters.predicate``: the rule the JVM connector's pushdown shares)."""
     if isinstance(flt, IsNull):
-        return pc.field(name).is_null()
+        return predicate(arrow_field, "is_null", None)
     if isinstance(flt, IsNotNull):
-        return pc.is_valid(pc.field(name))  # = Expression.is_valid(), which pyarrow-stubs 20 types as bool
-    if not (pa.types.is_integer(arrow_field.type) or pa.types.is_floating(arrow_field.type)
-            or pa.types.is_string(arrow_field.type) or pa.types.is_boolean(arrow_field.type)):
-        return None
-    try:
-        if isinstance(flt, In):
-            return pc.field(name).isin(pa.array(list(flt.value), type=arrow_field.type))
-        if isinstance(flt, _COMPARISONS):
-            scalar = pa.scalar(flt.value, type=arrow_field.type)
-            compared: pc.Expression = _COMPARE[type(flt)](pc.field(name), scalar)
-            return compared
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError):
-        return None
+        return predicate(arrow_field, "is_not_null", None)
+    if isinstance(flt, In):
+        return predicate(arrow_field, "in", tuple(flt.value))
+    if isinstance(flt, _COMPARISONS):
+        return predicate(arrow_field, _OP_NAME[type(flt)], flt.value)
     return None

@@ -62,7 +62,7 @@ import hashlib
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, cast
+from typing import TYPE_CHECKING, Any, Iterator, cast
 
 import numpy as np
 import pyarrow as pa
@@ -337,14 +337,24 @@ class _TaskWriter:
                 producer.send_frame(topic, rows, partition=int(rows_partition[chunk[0]]))
                 self.frames += 1
 
+    def _cast(self, column: pa.Array[Any], field: pa.Field[Any]) -> pa.Array[Any]:
+        """``column`` as the topic's ``field`` (pyarrow's safe cast); a value it refuses is a
+        ``SchemaMismatchError`` (the JVM sink's ``Casts`` words it the same way)."""
+        if column.type.equals(field.type):
+            return column
+        try:
+            return column.cast(field.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            raise SchemaMismatchError(
+                f"column '{field.name}' of topic '{self.target.topic}' is {field.type}; a value of the DataFrame's "
+                f"{column.type} column does not convert: {exc}") from None
+
     def _payload(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         if self.target.kind == "typed":
             data = typed_payload(batch)
             schema = self.target.schema
             if schema is not None and not data.schema.equals(schema, check_metadata=False):
-                data = pa.RecordBatch.from_arrays(
-                    [data.column(f.name).cast(f.type) for f in schema], schema=schema
-                )
+                data = pa.RecordBatch.from_arrays([self._cast(data.column(f.name), f) for f in schema], schema=schema)
             return data
         keep = [name for name in ("key", "value", "headers", "timestamp") if name in batch.schema.names]
         data = batch.select(keep)

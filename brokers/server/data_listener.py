@@ -48,6 +48,9 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
     FETCH (3)         req: i32 max wait ms, i32 min bytes, i32 max bytes, u8 isolation,
                            i32 n x (str topic, i32 partition, i64 fetch offset, i64 max offset (0: none),
                            i32 partition max bytes)
+                           [pushdown block: projection and predicates of the one topic named
+                           (``data_pushdown.py``); then the answer ends with i32 n x u8 payload
+                           kind per partition (0 stored frames, 1 Arrow IPC stream of the rows kept)]
                       resp: i32 n x (str topic, i32 partition, i16 code, str message, i64 high watermark,
                             i64 log start offset, i64 next fetch offset, bytes stored frames,
                             i32 n x (i64 producer id, i64 first offset, i64 abort marker offset): the
@@ -109,6 +112,7 @@ from spark_log.errors import (
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import data_listener_pb2 as dpb
 
+from . import data_pushdown
 from .fetch import FetchHandler
 from .list_offsets import ListOffsetsHandler
 from .metadata import MetadataBuilder
@@ -740,6 +744,9 @@ class DataListener:
                                   isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
                                   partitions=partitions)
         self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
+        pushdown = None if tier else data_pushdown.read_block(request)
+        if pushdown is not None:
+            data_pushdown.apply(pushdown, message, self.manager.image.topics)
         if tier:
             if self.tier_fetch is None:
                 raise InvalidRequestError("this broker serves no FETCH_TIER (it knows no tier location)")
@@ -761,6 +768,11 @@ class DataListener:
                 out.i64(txn.producer_id)
                 out.i64(txn.first_offset)
                 out.i64(txn.last_offset)
+        if pushdown is not None:
+            kinds = data_pushdown.payload_kinds(parts)
+            out.i32(len(kinds))
+            for kind in kinds:
+                out.u8(kind)
 
     def _produce(self, request: _Reader, out: _Writer, caller: Caller, *, transactional_id: str = "") -> None:
         acks, timeout_ms = request.i16(), request.i32()

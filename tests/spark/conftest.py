@@ -17,8 +17,16 @@ from typing import Any, Callable, Iterator
 import pytest
 
 class _RealCluster:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, data_dir: Path | None = None) -> None:
         self.bootstrap = bootstrap
+        self.data_dir = data_dir
+
+    def metrics_urls(self) -> list[str]:
+        """The brokers' ``/metrics`` (none for a reused cluster: ``SPARK_LOG_TEST_BOOTSTRAP``)."""
+        if self.data_dir is None:
+            return []
+        return [f"http://127.0.0.1:{int(port.read_text())}/metrics"
+                for port in sorted(self.data_dir.glob("node-*/metrics.port"))]
 
     def admin(self) -> Any:
         from spark_log import Admin
@@ -37,7 +45,7 @@ def log_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     try:
         subprocess.run([*launcher, "up", "--brokers", "3", "--data-dir", str(data_dir)], check=True, timeout=120,
                        stdout=subprocess.DEVNULL)
-        yield _RealCluster((data_dir / "bootstrap").read_text().strip())
+        yield _RealCluster((data_dir / "bootstrap").read_text().strip(), data_dir)
     finally:
         subprocess.run([*launcher, "down", "--data-dir", str(data_dir)], timeout=120, stdout=subprocess.DEVNULL)
 

@@ -91,9 +91,9 @@ def test_typed_topic_round_trip(spark: Any, log_cluster: Any, admin: Any, topic_
     assert _read(spark, log_cluster.bootstrap, topic, fmt).count() == 6
 
 
-def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
-    """Python only: the topic stores ms timestamps, the DataFrame has Spark's us ones; the Python sink casts,
-    the JVM one refuses by name (SchemaMismatchError: it needs the topic's exact types)."""
+def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
+                                           fmt: str) -> None:
+    """The topic stores ms timestamps, the DataFrame has Spark's us ones: both sinks cast (test_typed_casts.py)."""
     topic = topic_name()
     schema = pa.schema([pa.field("user", pa.string()), pa.field("clicks", pa.int64()), pa.field("at", pa.timestamp("ms", tz="UTC"))])
     admin.create_topic(topic, partitions=3, schema=schema, key_columns=["user"])
@@ -101,8 +101,8 @@ def test_typed_topic_created_with_a_schema(spark: Any, log_cluster: Any, admin: 
         [("u1", 3, dt.datetime(2024, 1, 1, tzinfo=UTC)), ("u2", None, None), ("u1", 5, dt.datetime(2024, 1, 3, tzinfo=UTC))],
         "user string, clicks long, at timestamp",
     )
-    _write(df, log_cluster.bootstrap, topic)
-    out = _read(spark, log_cluster.bootstrap, topic)
+    _write(df, log_cluster.bootstrap, topic, fmt)
+    out = _read(spark, log_cluster.bootstrap, topic, fmt)
     assert_df_equality(out.select("user", "clicks", "at"), df, ignore_row_order=True, ignore_nullable=True)
     # rows with the same key land in the same partition
     parts = {r.user: set() for r in out.collect()}

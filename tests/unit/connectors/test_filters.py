@@ -45,3 +45,25 @@ def test_typed_column_predicates_become_a_row_filter() -> None:
     assert table.filter(pushed.row_filter).column("n").to_pylist() == [5]
     none, _ = push_filters([StringContains(("s",), "x")], _plan("typed"))
     assert none.row_filter is None
+
+
+def test_typed_predicates_keep_spark_nan_semantics() -> None:
+    """NaN is above every value and equal to itself in Spark: the pushed filter keeps NaN rows
+    for =, >, >= and IN (Spark checks again); a NaN value, a lossy value or an unsupported type
+    is not pushed (spark_log.filters.predicate, which the JVM connector's pushdown shares)."""
+    from decimal import Decimal
+
+    from spark_log.filters import predicate
+
+    table = pa.table({"f": pa.array([1.0, float("nan"), None, 3.0]), "n": pa.array([1, 2, 3, 4], pa.uint64())})
+    f, n = table.schema.field("f"), table.schema.field("n")
+    kept = {op: table.filter(predicate(f, op, value)).column("f").to_pylist()
+            for op, value in [("gt", 2.0), ("ge", 3.0), ("eq", 1.0), ("lt", 2.0), ("in", (3.0,))]}
+    assert [str(x) for x in kept["gt"]] == ["nan", "3.0"] and [str(x) for x in kept["ge"]] == ["nan", "3.0"]
+    assert [str(x) for x in kept["eq"]] == ["1.0", "nan"] and kept["lt"] == [1.0]
+    assert [str(x) for x in kept["in"]] == ["nan", "3.0"]
+    assert predicate(f, "gt", float("nan")) is None and predicate(f, "in", (1.0, float("nan"))) is None
+    assert table.filter(predicate(n, "eq", Decimal("2"))).column("n").to_pylist() == [2]
+    assert predicate(n, "eq", Decimal("2.5")) is None and predicate(n, "eq", -1) is None
+    assert predicate(pa.field("d", pa.date32()), "eq", 1) is None
+    assert predicate(pa.field("d", pa.date32()), "is_null", None) is not None

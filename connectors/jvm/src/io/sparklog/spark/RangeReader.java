@@ -64,7 +64,13 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos;
   private int fetches;
 
-  RangeReader(ReadPlan plan, StructType schema, Scans.RangePartition part) {
+  /** The FETCH pushdown block (typed-column predicates the brokers evaluate), or null. */
+  private final byte[] pushBlock;
+
+  RangeReader(ReadPlan plan, StructType schema, Scans.RangePartition part) { this(plan, schema, part, null); }
+
+  RangeReader(ReadPlan plan, StructType schema, Scans.RangePartition part, byte[] pushBlock) {
+    this.pushBlock = pushBlock;
     this.plan = plan;
     this.schema = schema;
     this.part = part;
@@ -125,6 +131,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private DataConnection.Direct request(int api, long at) {
     Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
         .str(part.topic).i32(part.partition).i64(at).i64(part.end).i32(0);
+    if (api == DataConnection.FETCH && pushBlock != null) req.raw(pushBlock);  // FETCH_TIER: Spark filters tier rows
     return cluster.onLeader(part.topic, part.partition, c -> c.callDirect(api, req, allocator),
         System.currentTimeMillis() + pollTimeoutMs);
   }
@@ -193,6 +200,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       int abortedCount = r.getInt();
       long[] aborted = new long[3 * abortedCount];  // (producer id, first offset, abort marker offset) each
       for (int i = 0; i < aborted.length; i++) aborted[i] = r.getLong();
+      // a FETCH with a pushdown block: the payload kinds (a broker that predates the block sends none: frames)
+      boolean stream = r.remaining() >= 5 && r.getInt() == 1 && r.get() == 1;
       if (api == DataConnection.FETCH_TIER) {
         tierStart = start;
         tierEnd = high;
@@ -209,7 +218,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       }
       if (api == DataConnection.FETCH_TIER) tierRetries = 0;
       long t1 = System.nanoTime();
-      decode(frames, aborted, answer.buf, framesBase);
+      if (stream) decodeStream(answer.buf, framesBase, frames.limit());
+      else decode(frames, aborted, answer.buf, framesBase);
       decodeNanos += System.nanoTime() - t1;
       if (next > position) position = Math.min(next, part.end);
       ok = true;
@@ -328,6 +338,58 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       if (hi <= lo) continue;
       emit(answer, framesBase + frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, firstTs, count);
     }
+  }
+
+  /** An Arrow IPC stream of the rows the brokers kept (the projected columns, then offset and
+   *  timestamp: brokers/server/pushdown.py): one batch per stream batch, without the rows at or
+   *  past the partition's end (the brokers send the frame straddling it whole). */
+  private void decodeStream(ArrowBuf answer, int at, int length) {
+    if (length == 0) return;
+    try (org.apache.arrow.vector.ipc.ArrowStreamReader reader = new org.apache.arrow.vector.ipc.ArrowStreamReader(
+        new BufferChannel(answer.nioBuffer(at, length)), allocator, Lz4Codecs.INSTANCE)) {
+      VectorSchemaRoot loaded = reader.getVectorSchemaRoot();
+      while (reader.loadNextBatch()) {
+        org.apache.arrow.vector.BigIntVector offsets = (org.apache.arrow.vector.BigIntVector) loaded.getVector("offset");
+        int n = loaded.getRowCount();
+        int keep = 0;
+        while (keep < n && offsets.get(keep) < part.end) keep++;
+        if (keep == 0) continue;
+        VectorSchemaRoot root = loaded.slice(0, keep);
+        ColumnVector[] columns = new ColumnVector[schema.length()];
+        int i = 0;
+        for (StructField f : schema.fields()) columns[i++] = streamColumn(root, f, keep);
+        ready.add(new ColumnarBatch(columns, keep));
+        readyRoots.add(root);
+      }
+    } catch (IOException | RuntimeException e) {
+      if (e instanceof SparkLogException) throw (SparkLogException) e;
+      throw new SparkLogException("CorruptRecordError", 13, part.topic + "-" + part.partition
+          + ": a filtered fetch answer is not a valid Arrow stream: " + e);
+    }
+  }
+
+  private ColumnVector streamColumn(VectorSchemaRoot root, StructField f, int rows) {
+    switch (f.name()) {
+      case "topic": {
+        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.StringType);
+        v.setUtf8String(UTF8String.fromString(part.topic));
+        return v;
+      }
+      case "partition": {
+        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
+        v.setInt(part.partition);
+        return v;
+      }
+      default:
+        break;
+    }
+    FieldVector vector = root.getVector(f.name());
+    if (vector == null) {
+      ConstantColumnVector v = new ConstantColumnVector(rows, f.dataType());
+      v.setNull();
+      return v;
+    }
+    return Vectors.wrap(vector, f.dataType());
   }
 
   private SparkLogException corrupt(int at, String what) {

@@ -58,6 +58,16 @@ final class ReadPlan implements Serializable {
     topicSchemaJson = schema == null ? null : schema.toJson();
   }
 
+  /** A typed topic's Arrow schema (null for bytes topics). */
+  Schema topicSchema() {
+    if (topicSchemaJson == null) return null;
+    try {
+      return Schema.fromJSON(topicSchemaJson);
+    } catch (java.io.IOException e) {
+      throw new IllegalStateException(e);
+    }
+  }
+
   Cluster cluster() {
     if (cluster == null) cluster = new Cluster(bootstrap, options.security);
     return cluster;

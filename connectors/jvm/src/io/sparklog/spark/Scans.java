@@ -38,9 +38,13 @@ final class Scans {
     private final ReadPlan plan;
     private StructType required;
     /** pushFilters=true (batch reads): what the scan absorbed of Spark's filters. */
-    private final Pushdown pushdown = new Pushdown();
+    private final Pushdown pushdown;
 
-    Builder(ReadPlan plan) { this.plan = plan; this.required = plan.fullSchema; }
+    Builder(ReadPlan plan) {
+      this.plan = plan;
+      this.required = plan.fullSchema;
+      this.pushdown = new Pushdown(plan.kind.equals("typed") ? plan.topicSchema() : null);
+    }
 
     @Override public void pruneColumns(StructType requiredSchema) {
       StructType out = new StructType();
@@ -83,6 +87,20 @@ final class Scans {
     @Override public Batch toBatch() {
       plan.options.checkBatch();
       return new RangeBatch(plan, schema, pushdown);
+    }
+
+    /** The FETCH pushdown block of the typed-column predicates, projecting the data columns the
+     *  scan reads (null: none pushed). */
+    static byte[] block(ReadPlan plan, StructType schema, Pushdown pushdown) {
+      if (pushdown.rowPredicates.isEmpty()) return null;
+      List<String> columns = new ArrayList<>();
+      org.apache.arrow.vector.types.pojo.Schema topic = plan.topicSchema();
+      for (StructField f : schema.fields()) {
+        for (org.apache.arrow.vector.types.pojo.Field t : topic.getFields()) {
+          if (t.getName().equals(f.name())) columns.add(f.name());
+        }
+      }
+      return pushdown.block(columns);
     }
 
     @Override public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
@@ -200,7 +218,9 @@ final class Scans {
       }
     }
 
-    @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
+    @Override public PartitionReaderFactory createReaderFactory() {
+      return new ReaderFactory(plan, schema, SparkLogScan.block(plan, schema, pushdown));
+    }
   }
 
   static final class SparkLogOffset extends Offset {
@@ -333,8 +353,14 @@ final class Scans {
   static final class ReaderFactory implements PartitionReaderFactory {
     private final ReadPlan plan;
     private final StructType schema;
+    /** The FETCH pushdown block (typed-column predicates for the brokers), or null. */
+    private final byte[] pushBlock;
 
-    ReaderFactory(ReadPlan plan, StructType schema) { this.plan = plan; this.schema = schema; }
+    ReaderFactory(ReadPlan plan, StructType schema) { this(plan, schema, null); }
+
+    ReaderFactory(ReadPlan plan, StructType schema, byte[] pushBlock) {
+      this.plan = plan; this.schema = schema; this.pushBlock = pushBlock;
+    }
 
     @Override public PartitionReader<InternalRow> createReader(InputPartition partition) {
       throw new UnsupportedOperationException("spark-log reads columnar batches");
@@ -343,7 +369,7 @@ final class Scans {
     @Override public boolean supportColumnarReads(InputPartition partition) { return true; }
 
     @Override public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
-      return new RangeReader(plan, schema, (RangePartition) partition);
+      return new RangeReader(plan, schema, (RangePartition) partition, pushBlock);
     }
   }
 }

@@ -95,6 +95,9 @@ final class Writes {
     /** Without the topic option: the string column naming each row's topic (bytes topics). */
     final int topicOrdinal;
     int headersOrdinal = -1;
+    /** Typed topics whose DataFrame columns need casts (Casts): the schema the rows are written
+     *  in before the cast (the topic's column names, the DataFrame's types); null: none. */
+    String writeSchemaJson;
     final boolean keyIsString, valueIsString;
     final int[] dataOrdinals, keyOrdinals;
     final StructType input;
@@ -255,17 +258,21 @@ final class Writes {
               + "columns " + missing + ", unexpected " + unknown);
         }
         dataOrdinals = new int[want.size()];
+        List<Field> written = new ArrayList<>();
+        boolean casts = false;
         for (int i = 0; i < want.size(); i++) {
           Field f = schema.getFields().get(i);
           dataOrdinals[i] = ordinal(input, f.getName());
           DataType dt = input.fields()[dataOrdinals[i]].dataType();
           Field have = ArrowUtils.toArrowField(f.getName(), dt, true, "UTC", false, org.apache.spark.sql.types.Metadata.empty());
-          if (!sameTypes(have, f)) {
-            throw new SparkLogException("SchemaMismatchError", 14, "column '" + f.getName() + "' of topic '" + topic + "' is "
-                + f.getType() + "; the DataFrame has " + dt.simpleString() + " (" + have.getType() + "): the JVM writer needs "
-                + "the topic's exact types, cast the column or use the Python connector");
+          if (!sameTypes(have, f)) {  // cast to the topic's type, as the Python sink does (Casts)
+            String refusal = Casts.refusal(have, f, topic);
+            if (refusal != null) throw new SparkLogException("SchemaMismatchError", 14, refusal);
+            casts = true;
           }
+          written.add(have);
         }
+        writeSchemaJson = casts ? new Schema(written).toJson() : null;
         List<String> keys = o.names("keyColumns") != null ? o.names("keyColumns") : meta.keyColumns;
         keyOrdinals = new int[keys.size()];
         for (int i = 0; i < keys.size(); i++) {
@@ -529,7 +536,15 @@ final class Writes {
       this.codec = target.codec == 0 ? NoCompressionCodec.INSTANCE
           : Lz4Codecs.INSTANCE.createCodec(target.codec == 1 ? CompressionUtil.CodecType.LZ4_FRAME : CompressionUtil.CodecType.ZSTD);
       this.mapped = target.dataOrdinals != null ? new MappedRow(target.dataOrdinals) : null;
+      try {
+        this.writeSchema = target.writeSchemaJson == null ? null : Schema.fromJSON(target.writeSchemaJson);
+      } catch (IOException e) {
+        throw new RuntimeException(e);
+      }
     }
+
+    /** Typed topics written with casts: the rows' schema before the cast (Target.writeSchemaJson). */
+    private final Schema writeSchema;
 
     /** Rows naming their topic: the topic's schema and partitions, from metadata once per task
      *  (a bytes topic; a typed one is refused: such rows carry key, value, headers, timestamp). */
@@ -596,7 +611,8 @@ final class Writes {
       String topic = topicOf(row);
       int p = route(row, partitionCounts.get(topic));
       Pending buf = pending.computeIfAbsent(topic, t -> new TreeMap<>()).computeIfAbsent(p,
-          k -> new Pending(VectorSchemaRoot.create(schemas.get(topic), allocator), mapped != null, target.headersOrdinal >= 0));
+          k -> new Pending(VectorSchemaRoot.create(writeSchema != null ? writeSchema : schemas.get(topic), allocator),
+              mapped != null, target.headersOrdinal >= 0));
       int i = buf.rows;
       if (mapped != null) {
         buf.writer.write(mapped.of(row));
@@ -651,21 +667,26 @@ final class Writes {
     }
 
     private List<byte[]> encode(String topic, int partition, Pending buf) throws IOException {
-      long size = 0;
-      for (FieldVector v : buf.root.getFieldVectors()) size += v.getBufferSize();
-      int pieces = (int) Math.max(1, Math.min(buf.rows, (size + target.batchSize - 1) / target.batchSize));
-      int per = (buf.rows + pieces - 1) / pieces;
-      List<byte[]> out = new ArrayList<>();
-      for (int start = 0; start < buf.rows; start += per) {
-        int n = Math.min(per, buf.rows - start);
-        VectorSchemaRoot piece = pieces == 1 ? buf.root : buf.root.slice(start, n);
-        try {
-          out.add(frame(new TopicPartition(topic, partition), piece, n, buf.firstTs, buf.maxTs));
-        } finally {
-          if (piece != buf.root) piece.close();
+      VectorSchemaRoot root = writeSchema == null ? buf.root : Casts.apply(buf.root, schemas.get(topic), allocator, topic);
+      try {
+        long size = 0;
+        for (FieldVector v : root.getFieldVectors()) size += v.getBufferSize();
+        int pieces = (int) Math.max(1, Math.min(buf.rows, (size + target.batchSize - 1) / target.batchSize));
+        int per = (buf.rows + pieces - 1) / pieces;
+        List<byte[]> out = new ArrayList<>();
+        for (int start = 0; start < buf.rows; start += per) {
+          int n = Math.min(per, buf.rows - start);
+          VectorSchemaRoot piece = pieces == 1 ? root : root.slice(start, n);
+          try {
+            out.add(frame(new TopicPartition(topic, partition), piece, n, buf.firstTs, buf.maxTs));
+          } finally {
+            if (piece != root) piece.close();
+          }
         }
+        return out;
+      } finally {
+        if (root != buf.root) root.close();
       }
-      return out;
     }
 
     /** Join the task's transaction as a participant with a fresh producer id (or learn that
