@@ -21,6 +21,9 @@ thread; it returns immutable ``TlsMaterial``.
 from __future__ import annotations
 
 import logging
+import os
+import ssl
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,3 +147,15 @@ def server_credentials(files: TlsFiles, *, require_client_auth: bool) -> grpc.Se
     # gRPC documents None from the fetcher as "no change"; the stubs do not say so
     return grpc.dynamic_ssl_server_credentials(configuration(initial), fetch,  # type: ignore[arg-type]
                                                require_client_authentication=require_client_auth)
+
+
+def load_chain(context: ssl.SSLContext, material: TlsMaterial, *, prefix: str) -> None:
+    """Load ``material``'s certificate chain and private key into ``context``.  ``ssl`` loads
+    them from files only: a private folder (0700, the key file 0600), removed at once."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
+        cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(material.private_key)
+        cert.write_bytes(material.cert_chain)
+        context.load_cert_chain(cert, key)

@@ -21,17 +21,15 @@ for an answer that does not parse.
 """
 from __future__ import annotations
 
-import os
 import socket
 import ssl
 import struct
-import tempfile
 import threading
-from pathlib import Path
 from typing import NamedTuple, Sequence
 
 from brokers.net.channels import Channels
 from brokers.net.node_auth import HEADER as NODE_HEADER
+from brokers.net.tls import load_chain
 from brokers.partition.messages import Diverging
 from spark_log.errors import CorruptRecordError, from_code
 
@@ -209,12 +207,5 @@ def _client_context(files: object) -> ssl.SSLContext:
         context.load_verify_locations(cadata=material.ca.decode("ascii"))
     else:
         context.load_default_certs()
-    # ssl loads a certificate chain and key from files only: a private 0700 folder, removed at once
-    with tempfile.TemporaryDirectory(prefix="replica-fetch-tls-") as folder:
-        cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
-        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "wb") as out:
-            out.write(material.private_key)
-        cert.write_bytes(material.cert_chain)
-        context.load_cert_chain(cert, key)
+    load_chain(context, material, prefix="replica-fetch-tls-")
     return context

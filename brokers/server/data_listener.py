@@ -90,7 +90,6 @@ import socket
 import socketserver
 import ssl
 import struct
-import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -100,6 +99,7 @@ from typing import Any, Callable
 import grpc
 
 from brokers.net.channels import Channels
+from brokers.net.tls import load_chain
 from spark_log.errors import (
     AuthenticationError,
     InvalidConfigError,
@@ -452,14 +452,7 @@ class DataListener:
             return cached[1]
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
-        # ssl loads a certificate chain and key from files only: a private 0700 folder, removed at once
-        with tempfile.TemporaryDirectory(prefix="data-listener-tls-") as folder:
-            cert, key = Path(folder) / "cert.pem", Path(folder) / "key.pem"
-            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as out:
-                out.write(material.private_key)
-            cert.write_bytes(material.cert_chain)
-            context.load_cert_chain(cert, key)
+        load_chain(context, material, prefix="data-listener-tls-")
         if material.ca:
             context.load_verify_locations(cadata=material.ca.decode("ascii"))
         if self.security.config.ssl_client_auth == "required":

@@ -368,18 +368,23 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
   }
 
+  /** The ``topic`` or ``partition`` column: one value for every row of this range. */
+  private ColumnVector partColumn(String name, int rows) {
+    if (name.equals("topic")) {
+      ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.StringType);
+      v.setUtf8String(UTF8String.fromString(part.topic));
+      return v;
+    }
+    ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
+    v.setInt(part.partition);
+    return v;
+  }
+
   private ColumnVector streamColumn(VectorSchemaRoot root, StructField f, int rows) {
     switch (f.name()) {
-      case "topic": {
-        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.StringType);
-        v.setUtf8String(UTF8String.fromString(part.topic));
-        return v;
-      }
-      case "partition": {
-        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
-        v.setInt(part.partition);
-        return v;
-      }
+      case "topic":
+      case "partition":
+        return partColumn(f.name(), rows);
       default:
         break;
     }
@@ -560,16 +565,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
 
   private ColumnVector column(VectorSchemaRoot root, StructField f, int rows, long base, long[] offsets, int lo, long firstTs) {
     switch (f.name()) {
-      case "topic": {
-        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.StringType);
-        v.setUtf8String(UTF8String.fromString(part.topic));
-        return v;
-      }
-      case "partition": {
-        ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.IntegerType);
-        v.setInt(part.partition);
-        return v;
-      }
+      case "topic":
+      case "partition":
+        return partColumn(f.name(), rows);
       case "offset":
         return new Vectors.Offsets(base, offsets, lo);
       case "timestampType":
