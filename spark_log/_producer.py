@@ -131,8 +131,9 @@ class Producer:
 
     ``acks``: "all" (default), 1 or 0.  ``linger_ms``: None (default) ships a batch at once
     when nothing of ours is queued or in flight to its leader and lets it wait at most 5 ms
-    behind a call that is; an integer is Kafka's ``linger.ms``: a partly filled batch waits
-    that long (0: ships at once), whatever is in flight.
+    behind a call that is; a positive integer is Kafka's ``linger.ms``: a partly filled batch
+    waits that long, whatever is in flight; 0 ships at once (what waited behind a call goes
+    when the sender thread runs).
     ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
     """
 
@@ -158,7 +159,9 @@ class Producer:
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
-        self._eager = linger_ms is None  # ship when the leader is idle (see the module docstring)
+        # ship when the leader is idle (see the module docstring); linger 0 too: with nothing to
+        # wait for, a record goes at once from send() rather than through the sender thread
+        self._eager = linger_ms is None or linger_ms == 0
         if linger_ms is None:
             linger_ms = _DEFAULT_LINGER_MS
         for name, value, low in (("linger_ms", linger_ms, 0), ("batch_size", batch_size, 1),
