@@ -43,13 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency_bench", description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--rate", type=int, default=2000)
+    parser.add_argument("--replica-fetch-transport", choices=("auto", "grpc"), default="auto",
+                        help="how followers fetch (auto: the leaders' data listeners, the default; grpc)")
     args = parser.parse_args(argv)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
     results: dict[str, list[float]] = {}
     stages: dict[str, dict[str, list[float]]] = {}
     rtt = grpc_round_trips(args.rate, min(2.0, args.seconds))  # the floor on this machine, this run
     with tempfile.TemporaryDirectory(prefix="latency-bench-") as tmp:
-        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3)
+        cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,
+                               extra_config={"replica_fetch_transport": args.replica_fetch_transport})
         try:
             bootstrap = cluster.up(timeout_s=90)
             with Admin(bootstrap) as admin:
@@ -64,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down()
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"produce -> consume latency at ~{args.rate:,} rec/s, 3 brokers (ms); producer linger_ms=0, no compression, "
-          f"acks=all (\"defaults\": Producer() as it comes: linger_ms=5, lz4)")
+          f"acks=all (\"defaults\": Producer() as it comes: linger_ms=None, lz4); followers fetch over "
+          f"{'the data listener' if args.replica_fetch_transport == 'auto' else 'gRPC'}")
     print(f"{'':16}{'records':>9}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}   p50/aim  p99/aim   "
           f"send->ack p50/p99   ack->consumed p50/p99")
     for name, lat in results.items():
