@@ -113,6 +113,11 @@ def test_tiering_while_writing_and_while_the_leader_fails_over(tmp_path: Path) -
             tierer.join(timeout=120)
             assert tierer.fatal is None, tierer.fatal
             tier_topic(admin, topic, reader=consumer_reader(cluster.bootstrap))   # a last round after the writes
+            # local retention runs in the leaders' periodic upkeep, after the round above, and a
+            # leader elected at the end (preferred leader back from its restart) runs it on its own
+            # clock: eventual, so waited for (the check below is that it ran on every partition)
+            wait_until(lambda: all(i.log_start_offset > 0 for i in admin.describe_tier(topic).partitions.values()),
+                       timeout=60, message=lambda: f"local retention on every partition: {admin.describe_tier(topic)}")
             tiers = admin.describe_tier(topic)
         everything = read_all(cluster.bootstrap, topic, timeout=120)
         offsets = [(p, o) for p, o, _, _ in everything]
