@@ -122,7 +122,8 @@ def parse_fetch_response(data: bytes) -> FetchAnswer:
     return FetchAnswer(partitions, throttle)
 
 
-def _put_varint(value: int) -> bytes:
+def put_varint(value: int) -> bytes:
+    """Protobuf's base-128 varint of ``value`` (the brokers' hand-encoded answers use it too)."""
     out = bytearray()
     while True:
         bits = value & 0x7F
@@ -147,7 +148,7 @@ def encode_produce_request(*, acks: int, timeout_ms: int, transactional_id: str,
                                              transactional_id=transactional_id).SerializeToString()]
     for topic, partition, frames in entries:
         head = pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=-1).SerializeToString()
-        size = _put_varint(len(frames))
+        size = put_varint(len(frames))
         inner = len(head) + 1 + len(size) + len(frames)
-        chunks += [_put_varint(_PARTITIONS), _put_varint(inner), head, _put_varint(_FRAMES), size, frames]
+        chunks += [put_varint(_PARTITIONS), put_varint(inner), head, put_varint(_FRAMES), size, frames]
     return b"".join(chunks)

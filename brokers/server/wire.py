@@ -15,6 +15,7 @@ import grpc
 
 from google.protobuf.message import Message
 
+from spark_log.fetch_wire import put_varint
 from spark_log.proto import broker_pb2 as pb
 
 __all__ = ["encode_fetch_response", "broker_handler", "unary", "RECORDS", "ARROW_STREAM", "Payload", "FetchPart",
@@ -44,27 +45,15 @@ class BrokerMethods(Protocol):
                            context: grpc.ServicerContext) -> pb.DescribePartitionsResponse: ...
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        bits = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(bits | 0x80)
-        else:
-            out.append(bits)
-            return bytes(out)
-
-
 def encode_fetch_response(parts: Sequence[FetchPart], throttle_time_ms: int = 0) -> bytes:
     """Serialised ``FetchResponse`` of ``(result without payload, payload field, payload)``."""
     chunks: list[bytes | memoryview] = []
     for head, field, payload in parts:
         head_bytes = head.SerializeToString()
         size = len(payload) if payload is not None else 0
-        tail: list[bytes | memoryview] = [_varint((field << 3) | _LEN), _varint(size), payload] if payload is not None and size else []
+        tail: list[bytes | memoryview] = [put_varint((field << 3) | _LEN), put_varint(size), payload] if payload is not None and size else []
         inner = len(head_bytes) + sum(len(t) for t in tail)
-        chunks += [_varint((1 << 3) | _LEN), _varint(inner), head_bytes, *tail]
+        chunks += [put_varint((1 << 3) | _LEN), put_varint(inner), head_bytes, *tail]
     if throttle_time_ms:
         chunks.append(pb.FetchResponse(throttle_time_ms=throttle_time_ms).SerializeToString())
     return b"".join(chunks)

@@ -16,6 +16,9 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from tests.support.jvm import require_jvm
+
+
 class _RealCluster:
     def __init__(self, bootstrap: str, data_dir: Path | None = None) -> None:
         self.bootstrap = bootstrap
@@ -87,11 +90,8 @@ def fmt(request: pytest.FixtureRequest) -> str:
     JVM one (``connectors/jvm``, skipped when its jar was not built: no JDK)."""
     if request.param == "python":
         return "spark-log"
-    from connectors.session import JVM_CLASS, jvm_jar
+    return require_jvm()
 
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
-    return JVM_CLASS
 
 
 _counter = itertools.count()

@@ -11,6 +11,7 @@ from chispa import assert_df_equality
 
 from jobs.compact import compact_topic
 from spark_log import Producer
+from tests.support.jvm import require_jvm
 from tests.spark.test_compaction_job import COMPACTED, PARTITIONS, _history, _model, _read
 from tests.spark.test_roundtrip import TYPED_SCHEMA, _typed_rows, _typed_topic, _write
 from tests.support.compaction import Record
@@ -20,11 +21,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture
 def jvm() -> str:
-    from connectors.session import JVM_CLASS, jvm_jar
-
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
-    return JVM_CLASS
+    return require_jvm()
 
 
 def test_any_subset_of_columns_reads_the_same_values(spark: Any, log_cluster: Any, admin: Any,

@@ -27,6 +27,7 @@ from connectors.client import check_writable
 from connectors.writer import _TaskWriter
 from spark_log import Consumer
 from spark_log.errors import SchemaMismatchError
+from tests.support.jvm import require_jvm
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
@@ -147,10 +148,7 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def test_jvm_casts_match_pyarrow(spark: Any) -> None:
-    from connectors.session import jvm_jar
-
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    require_jvm()
     from py4j.protocol import Py4JJavaError
 
     casts = spark.sparkContext._jvm.io.sparklog.spark.Casts

@@ -13,6 +13,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pytest
 
+from tests.support.jvm import require_jvm
 from tests.support.metrics import total
 
 pytestmark = pytest.mark.spark
@@ -69,10 +70,7 @@ def test_jvm_pushes_the_predicates_the_python_source_pushes(spark: Any) -> None:
                                         LessThanOrEqual)
 
     from connectors.filters import _expression
-    from connectors.session import jvm_jar
-
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    require_jvm()
     jvm = spark.sparkContext._jvm
     sources = jvm.org.apache.spark.sql.sources
     schema = pa.schema([("i8", pa.int8()), ("i32", pa.int32()), ("i64", pa.int64()), ("u8", pa.uint8()),
