@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import grpc
 
@@ -24,10 +24,24 @@ from spark_log.proto import broker_pb2_grpc as rpc
 
 from .netns import Host, NetworkLab
 
-__all__ = ["NetnsCluster", "PORT"]
+__all__ = ["NetnsCluster", "PORT", "lagging_image"]
 
 PORT = 9092
 REPO = Path(__file__).resolve().parents[2]
+
+
+def lagging_image(offsets: dict[int, int], again: Callable[[int], int]) -> str | None:
+    """Which node's metadata image is behind: ``offsets`` are the nodes' image offsets from
+    one pass; a node below the highest of them is asked ``again`` (images only move
+    forward, so churn between the two asks cannot hide a lagging node, nor keep a healthy
+    one failing); None when every node reached it."""
+    newest = max(offsets.values(), default=0)
+    for i, offset in sorted(offsets.items()):
+        if offset < newest:
+            now = again(i)
+            if now < newest:
+                return f"node {i}'s metadata image is at offset {now}, behind {newest}"
+    return None
 
 
 class NetnsCluster:
@@ -140,20 +154,40 @@ class NetnsCluster:
 
     # -- health -----------------------------------------------------------------------------------
 
+    def _metadata(self, i: int) -> pb.MetadataResponse:
+        channel = grpc.insecure_channel(self.address(i), options=(("grpc.enable_retries", 0),))
+        try:
+            return rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
+        finally:
+            channel.close()
+
     def unhealthy(self) -> str | None:
-        """None once every node's own image shows every broker unfenced and a controller."""
+        """None once every node's own image shows every broker unfenced and a controller,
+        and every image has reached the newest metadata any node reported.
+
+        The second condition matters after a partition heals: a deposed leader's first
+        heartbeat unfences it within milliseconds, while its image (which still shows it
+        leading, with every broker unfenced) catches up with the metadata log only later.
+        A client bootstrapped at it in that window is sent to a zombie leader whose high
+        watermark is stale (Kafka's model allows that read; a final read must not start
+        there)."""
+        offsets: dict[int, int] = {}
         for i in self.ids:
-            channel = grpc.insecure_channel(self.address(i), options=(("grpc.enable_retries", 0),))
             try:
-                response = rpc.BrokerStub(channel).Metadata(pb.MetadataRequest(all_topics=True), timeout=2.0)
+                response = self._metadata(i)
             except grpc.RpcError as exc:
                 return f"node {i}: {exc.code()}"
-            finally:
-                channel.close()
             live = sorted(b.broker_id for b in response.brokers if not b.fenced)
             if live != self.ids or response.controller_id < 0:
                 return f"node {i} sees live brokers {live}, controller {response.controller_id}"
-        return None
+            offsets[i] = response.metadata_offset
+
+        def again(i: int) -> int:
+            return self._metadata(i).metadata_offset
+        try:
+            return lagging_image(offsets, again)
+        except grpc.RpcError as exc:
+            return f"metadata offsets: {exc.code()}"
 
     def wait_healthy(self, timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
