@@ -9,6 +9,8 @@ from typing import Any, Callable
 import pyarrow as pa
 import pytest
 
+from tests.support.jvm import require_jvm
+
 pytestmark = pytest.mark.spark
 
 UTC = dt.timezone.utc
@@ -179,10 +181,7 @@ def test_the_jvm_implementation_refuses_what_it_lacks_by_name(spark: Any, log_cl
     """What the JVM implementation does not implement fails at start with a typed error: a typed
     write whose columns need a cast the Python sink applies and the JVM's Casts does not (text to
     numbers); the casts it has (int to bigint) it applies (test_typed_casts.py)."""
-    from connectors.session import JVM_CLASS, jvm_jar
-
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    JVM_CLASS = require_jvm()
     typed = topic_name()
     admin.create_topic(typed, partitions=1, schema=pa.schema([("n", pa.int64())]))
     with pytest.raises(Exception) as info:

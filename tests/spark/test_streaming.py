@@ -7,6 +7,8 @@ from typing import Any, Callable
 
 import pytest
 
+from tests.support.jvm import require_jvm
+
 pytestmark = pytest.mark.spark
 
 
@@ -127,10 +129,7 @@ def test_one_checkpoint_serves_both_implementations(spark: Any, log_cluster: Any
                                                     topic_name: Callable[[], str], tmp_path: Path) -> None:
     """A query started with the Python connector goes on with the JVM one from the same
     checkpoint (and back): the offsets JSON is the same, nothing is read twice or skipped."""
-    from connectors.session import JVM_CLASS, jvm_jar
-
-    if jvm_jar() is None:
-        pytest.skip("the JVM connector jar was not built (make install needs a JDK)")
+    JVM_CLASS = require_jvm()
     topic = topic_name()
     admin.create_topic(topic, partitions=2)
     checkpoint = tmp_path / "c"
