@@ -277,7 +277,7 @@ def one_run(seed: int, *, fault_s: float = 20.0, brokers: int | None = None, kee
         if "harness" not in anomalies and "liveness" not in anomalies:
             history: list[Op] = [op for name, out in zip(("c1", "c2"), outs) for op in read_history(out, name)]
             acked = sum(1 for op in history if getattr(op, "ok", False))
-            finals = _final_reads(cluster, partitions)
+            finals = _final_reads(cluster, partitions, details)
             found = check([*history, *finals])
             for anomaly in found.items:
                 anomalies[anomaly.kind] = anomalies.get(anomaly.kind, 0) + 1
@@ -307,9 +307,13 @@ def one_run(seed: int, *, fault_s: float = 20.0, brokers: int | None = None, kee
                faults=dict(run.faults), acked=acked, anomalies=anomalies, kept=kept)
 
 
-def _final_reads(cluster: NetnsCluster, partitions: int) -> list[FinalRead]:
+def _final_reads(cluster: NetnsCluster, partitions: int, details: list[str]) -> list[FinalRead]:
+    """Every partition read from offset 0 to the end "latest" names; ``details`` gets the
+    ends and the leaders (epoch) they came from, for a run that finds anomalies."""
     with Admin(cluster.bootstrap) as admin:
         ends = admin.list_offsets(TOPIC, "latest")
+        leaders = {p: (d.leader, d.leader_epoch) for p, d in admin.describe_topic(TOPIC, live=False).partitions.items()}
+    details.append(f"final reads: ends {ends}, leaders (id, epoch) {leaders}")
     records: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
     with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([(TOPIC, p) for p in range(partitions)])
