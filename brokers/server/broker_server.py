@@ -219,7 +219,8 @@ def register(host: BrokerHost) -> Callable[[], None]:
                             produce=servicer.produce, list_offsets=servicer.list_offsets, host=config.host,
                             port=config.data_port, data_dir=host.data_dir, channels=host.channels,
                             tier_fetch=TierFetchHandler(server.manager, location=server.tiering_servicer.handler.location,
-                                                        storage_options=server.tiering_servicer.handler.storage_options))
+                                                        storage_options=server.tiering_servicer.handler.storage_options,
+                                                        counters=server.counters))
     if config.replica_fetch_transport == "auto":
         server.replicas.use_data_listener(listener.peers)  # followers fetch over the leaders' data listeners
     node_security = getattr(host, "security", None)  # brokers.node.Node: its NodeSecurity (TLS, SCRAM, ACLs, quotas)

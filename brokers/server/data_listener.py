@@ -71,7 +71,9 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       tier's end)) as version-2 frames; high watermark = the tier's end, log start =
                       the tier's start; OFFSET_OUT_OF_RANGE when the tier does not hold the fetch
                       offset.  The JVM connector's union read below the brokers' log start.  Rule and
-                      quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate)
+                      quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate).  It may
+                      end with FETCH's pushdown block: the tier's rows are then filtered and
+                      projected on the broker and answered as FETCH answers them
     NODE_AUTH (9), REPLICA_FETCH (10)
                       followers fetching from their leader (``replica_listener.py``): an inter-node
                       token makes a TLS connection ``Node:<id>``; REPLICA_FETCH is ``Broker.Fetch``
@@ -737,7 +739,7 @@ class DataListener:
                                   isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
                                   partitions=partitions)
         self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
-        pushdown = None if tier else data_pushdown.read_block(request)
+        pushdown = data_pushdown.read_block(request)   # FETCH_TIER's too: the tier's rows are filtered here
         if pushdown is not None:
             data_pushdown.apply(pushdown, message, self.manager.image.topics)
         if tier:

@@ -22,6 +22,10 @@ The answer, per requested partition (the FETCH layout, fields read differently):
 - ``high_watermark`` = the tier's end, ``log_start_offset`` = the tier's start;
 - no aborted transactions: the tier holds committed records only (``read_committed``
   holds whatever the request's isolation);
+- a request with a projection or a row filter (the data listener's pushdown block, as on
+  FETCH) is answered with an Arrow IPC stream of the selected rows, made by the same
+  ``pushdown.Pushdown`` the brokers' Fetch uses: the tier's rows are filtered on the broker,
+  not after crossing the network;
 - ``OFFSET_OUT_OF_RANGE`` when the tier does not hold ``fetch_offset`` (below its start,
   at or past its end, nothing tiered, or a topic without ``remote.storage.enable``): then
   ``log_start_offset``/``high_watermark`` still say what the tier holds, so the reader can
@@ -49,9 +53,12 @@ from spark_log.errors import OffsetOutOfRangeError, SparkLogError, TierUnavailab
 from spark_log.proto import broker_pb2 as pb
 from spark_log.tier import TierTable
 
+from brokers.metrics.counters import BrokerCounters
+
 from .errors import to_pb
 from .partition_manager import PartitionManager
-from .wire import RECORDS, FetchPart
+from .pushdown import Pushdown
+from .wire import ARROW_STREAM, RECORDS, FetchPart
 
 __all__ = ["TierFetchHandler", "tier_frames"]
 
@@ -109,8 +116,9 @@ class TierFetchHandler:
     """Answers ``FETCH_TIER`` (module docstring) from the tier at ``location``."""
 
     def __init__(self, manager: PartitionManager, *, location: str,
-                 storage_options: dict[str, str] | None = None) -> None:
+                 storage_options: dict[str, str] | None = None, counters: BrokerCounters | None = None) -> None:
         self.manager = manager
+        self.counters = counters   # tier reads count in the topic's records and bytes out, as Fetch's
         self.location = location
         self.storage_options = storage_options
         self._lock = threading.Lock()
@@ -126,26 +134,47 @@ class TierFetchHandler:
             return found
 
     def collect(self, request: pb.FetchRequest) -> list[FetchPart]:
-        """One ``(result, RECORDS, frames)`` per requested partition, in request order."""
+        """One ``(result, field, payload)`` per requested partition, in request order: stored-
+        format frames (``RECORDS``), or an Arrow stream of the selected rows (``ARROW_STREAM``)
+        when the request projects or filters."""
         budget = request.max_bytes or _DEFAULT_MAX_BYTES
         parts: list[FetchPart] = []
+        pushdowns: dict[str, Pushdown] = {}
         for wanted in request.partitions:
             result = pb.FetchPartitionResult(topic=wanted.topic, partition=wanted.partition,
                                              next_fetch_offset=wanted.fetch_offset)
             payload: bytes | None = None
+            field = RECORDS
             try:
                 payload = self._read(wanted, result, min(budget, wanted.partition_max_bytes or budget))
+                if payload and (request.project or request.row_filter):
+                    pushdown = pushdowns.get(wanted.topic)
+                    if pushdown is None:
+                        pushdown = pushdowns[wanted.topic] = self._pushdown(request, wanted.topic)
+                    payload, _ = pushdown.apply(payload, fetch_offset=wanted.fetch_offset, partition=wanted.partition)
+                    field = ARROW_STREAM
             except SparkLogError as exc:
                 result.error.CopyFrom(to_pb(exc))
+                payload = None
             except Exception as exc:  # noqa: BLE001 - a tier that cannot be read is a typed, retriable error
                 log.exception("%s-%d: reading the Delta tier failed", wanted.topic, wanted.partition)
                 result.error.CopyFrom(to_pb(TierUnavailableError(
                     f"{wanted.topic}-{wanted.partition}: reading the Delta tier failed on broker "
                     f"{self.manager.broker_id}: {exc}")))
+                payload = None
             if payload:
                 budget = max(0, budget - len(payload))
-            parts.append((result, RECORDS, payload))
+                if self.counters is not None and result.next_fetch_offset > wanted.fetch_offset:
+                    self.counters.fetched(wanted.topic, result.next_fetch_offset - wanted.fetch_offset, len(payload))
+            parts.append((result, field, payload))
         return parts
+
+    def _pushdown(self, request: pb.FetchRequest, topic: str) -> Pushdown:
+        image = self.manager.image.topics.get(topic)
+        if image is None:
+            raise TierUnavailableError(f"{topic}: the topic is not known on this broker yet")
+        return Pushdown(project=request.project, columns=list(request.columns), row_filter=request.row_filter,
+                        topic=image)
 
     def _read(self, wanted: pb.FetchPartition, result: pb.FetchPartitionResult, max_bytes: int) -> bytes | None:
         topic, index, position = wanted.topic, wanted.partition, wanted.fetch_offset

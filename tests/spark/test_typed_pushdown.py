@@ -61,6 +61,48 @@ def test_typed_predicates_are_evaluated_on_the_brokers(spark: Any, log_cluster: 
     assert [r.n for r in load().where("f = double('NaN')").collect()] == [7]
 
 
+def test_the_jvm_reads_tiered_rows_filtered_on_the_brokers(spark: Any, log_cluster: Any, admin: Any,
+                                                            topic_name: Callable[[], str]) -> None:
+    """Below the brokers' local log start the JVM reader asks for the Delta tier (FETCH_TIER)
+    with the same pushdown block: the brokers filter the tier's rows too, so a selective read
+    of a tiered topic moves a small fraction of what an unfiltered one moves (tier reads count
+    in ``spark_log_topic_bytes_out`` as fetches do)."""
+    from jobs.tier import consumer_reader, tier_topic
+    from tests.support.tiering import TIERED, wait_local_start
+
+    jvm = require_jvm()
+    urls = log_cluster.metrics_urls()
+    if not urls:
+        pytest.skip("a reused cluster: no /metrics to count the brokers' bytes out")
+    topic, bootstrap = topic_name(), log_cluster.bootstrap
+    admin.create_topic(topic, partitions=1, replication_factor=3, config=TIERED,
+                       schema=pa.schema([("n", pa.int64()), ("s", pa.string())]))
+    for start in range(0, ROWS, 500):   # one frame (and segment) per write; the last, tiny one stays local
+        rows = [(i, f"payload-{i:06d}-" + "x" * 40) for i in range(start, start + 500)]
+        spark.createDataFrame(rows, "n long, s string").coalesce(1).write.format("spark-log") \
+            .option("bootstrap", bootstrap).option("topic", topic).mode("append").save()
+    spark.createDataFrame([(-1, "tail")], "n long, s string").write.format("spark-log") \
+        .option("bootstrap", bootstrap).option("topic", topic).mode("append").save()
+    tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+    wait_local_start(bootstrap, topic, 0, ROWS)   # every one of the ROWS is read from the tier
+
+    def load(push: str) -> Any:
+        return (spark.read.format(jvm).option("bootstrap", bootstrap).option("subscribe", topic)
+                .option("startingOffsets", "earliest").option("pushFilters", push).load())
+
+    def bytes_out() -> float:
+        return total(urls, "spark_log_topic_bytes_out_total", topic=topic)
+
+    before = bytes_out()
+    assert load("false").where("n between 100 and 109").count() == 10
+    unfiltered = bytes_out() - before
+    assert unfiltered > ROWS * 40, unfiltered   # the tier's rows were counted: they crossed the network whole
+    before = bytes_out()
+    assert sorted(r.n for r in load("true").where("n between 100 and 109").collect()) == list(range(100, 110))
+    filtered = bytes_out() - before
+    assert 0 < filtered < unfiltered / 20, (filtered, unfiltered)
+
+
 def test_jvm_pushes_the_predicates_the_python_source_pushes(spark: Any) -> None:
     """Predicate by predicate over column types and values (py4j, no Spark job): the JVM scan
     sends a typed-column predicate to the brokers exactly when the Python source does."""

@@ -131,7 +131,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private DataConnection.Direct request(int api, long at) {
     Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
         .str(part.topic).i32(part.partition).i64(at).i64(part.end).i32(0);
-    if (api == DataConnection.FETCH && pushBlock != null) req.raw(pushBlock);  // FETCH_TIER: Spark filters tier rows
+    if (pushBlock != null) req.raw(pushBlock);  // FETCH and FETCH_TIER: the brokers filter (tier rows too)
     return cluster.onLeader(part.topic, part.partition, c -> c.callDirect(api, req, allocator),
         System.currentTimeMillis() + pollTimeoutMs);
   }
