@@ -23,9 +23,9 @@ a partition is lower is *stale* for it (a broker behind the metadata log, or a d
 leader cut off from the controller that still believes it leads): the remembered entry is
 kept, never the older leader, and the refresh goes on to the next broker; a broker that
 answered stale is asked last by the next refreshes until it answers fresh.  Equal or higher
-epochs are taken as they come.  ``leader`` hands out the epoch with the address; requests
-(ListOffsets, consumer fetches, produce) carry it, and the broker refuses one that does
-not match its own (``FencedLeaderEpochError`` / ``UnknownLeaderEpochError``, retried
+epochs are taken as they come.  ``leader`` hands out the epoch with the address;
+ListOffsets and consumer fetches carry it, and the broker refuses one that does not match
+its own (``FencedLeaderEpochError`` / ``UnknownLeaderEpochError``, retried
 after a refresh).  A client that has only ever talked to a zombie leader knows no newer
 epoch and may read its stale answer: that is Kafka's model too.
 """
