@@ -135,29 +135,35 @@ def _spec_to_wire(spec: Any) -> int:
 def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int,
                      isolation: pb.IsolationLevel = pb.READ_UNCOMMITTED, *, deadline_s: float = 30.0) -> dict[tuple[str, int], int]:
     """Offsets of ``tps`` for a wire spec (-2 earliest, -1 latest, else a timestamp),
-    asking each partition's leader; retries leader moves until ``deadline_s``."""
+    asking each partition's leader; retries leader moves until ``deadline_s``.
+
+    Each request carries the leader epoch of the client's metadata (KIP-320): a broker whose
+    epoch differs refuses it (``FencedLeaderEpochError`` / ``UnknownLeaderEpochError``,
+    retried after a refresh), so a client that has seen a newer leader never takes a deposed
+    leader's "latest".  An answer naming an older leader epoch than the client has seen
+    (a broker that does not check) is retried the same way."""
     out: dict[tuple[str, int], int] = {}
     todo = list(tps)
     deadline = time.monotonic() + deadline_s
     delay = 0.05
     while todo:
-        by_leader: dict[str, list[tuple[str, int]]] = {}
+        by_leader: dict[str, list[tuple[str, int, int]]] = {}
         last: SparkLogError | None = None
         for tp in todo:
             try:
-                address, _ = cluster.leader(*tp)
+                address, epoch = cluster.leader(*tp)
             except SparkLogError as exc:
                 if not exc.retriable:
                     raise
                 cluster.forget(tp[0])
                 last = exc
                 continue
-            by_leader.setdefault(address, []).append(tp)
+            by_leader.setdefault(address, []).append((tp[0], tp[1], epoch))
         for address, group in by_leader.items():
             request = pb.ListOffsetsRequest(
                 replica_id=-1, isolation_level=isolation,
-                partitions=[pb.ListOffsetsPartition(topic=t, partition=p, timestamp=spec, current_leader_epoch=-1)
-                            for t, p in group])
+                partitions=[pb.ListOffsetsPartition(topic=t, partition=p, timestamp=spec, current_leader_epoch=epoch)
+                            for t, p, epoch in group])
             try:
                 response: pb.ListOffsetsResponse = cluster.broker(address).ListOffsets(
                     request, timeout=cluster.request_timeout_s)
@@ -166,11 +172,16 @@ def list_offsets_for(cluster: Cluster, tps: Sequence[tuple[str, int]], spec: int
                 if not error.retriable:
                     raise error from None
                 last = error
-                for t, _ in group:
+                for t, _p, _e in group:
                     cluster.forget(t)
                 continue
             for result in response.partitions:
                 failure = error_from_pb(result.error)
+                if failure is None and 0 <= result.leader_epoch < cluster.known_leader_epoch(result.topic,
+                                                                                               result.partition):
+                    failure = errors.FencedLeaderEpochError(
+                        f"{result.topic}-{result.partition}: {address} answered in leader epoch {result.leader_epoch}, "
+                        f"older than one already seen")
                 if failure is None:
                     out[(result.topic, result.partition)] = result.offset
                 elif failure.retriable:

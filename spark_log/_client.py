@@ -15,6 +15,19 @@ Security resolution (``resolve_security``): the ``security`` argument (a
 ``bootstrap`` file, the ``client.properties`` next to it (written by ``spark-log dev up
 --tls``), else plaintext.  Channels are opened by ``_secure_channel.open_channel`` (TLS,
 SCRAM sessions per broker, the client id).
+
+Leader epochs (KIP-320).  The cache remembers, per (topic, partition), the partition's
+metadata with the highest leader epoch seen (it survives ``forget``; a topic recreated
+under the same name has a new topic id and starts over).  An answer whose leader epoch for
+a partition is lower is *stale* for it (a broker behind the metadata log, or a deposed
+leader cut off from the controller that still believes it leads): the remembered entry is
+kept, never the older leader, and the refresh goes on to the next broker; a broker that
+answered stale is asked last by the next refreshes until it answers fresh.  Equal or higher
+epochs are taken as they come.  ``leader`` hands out the epoch with the address;
+ListOffsets and consumer fetches carry it, and the broker refuses one that does not match
+its own (``FencedLeaderEpochError`` / ``UnknownLeaderEpochError``, retried
+after a refresh).  A client that has only ever talked to a zombie leader knows no newer
+epoch and may read its stale answer: that is Kafka's model too.
 """
 from __future__ import annotations
 
@@ -170,6 +183,10 @@ class Cluster:
         self._topics: dict[str, TopicInfo] = {}
         self._metadata_offset = -1  # highest metadata offset seen in an answer
         self._refreshes = 0  # each refresh starts with the next broker (see refresh)
+        # (topic, partition) -> (topic id, the partition's metadata with the highest leader epoch seen)
+        self._newest: dict[tuple[str, int], tuple[str, pb.PartitionMeta]] = {}
+        self._stale_addresses: set[str] = set()  # answered a stale leader epoch: asked last
+        self.stale_answers = 0  # metadata answers found stale for some partition (tests, metrics)
         self._closed = False
 
     # -- channels ---------------------------------------------------------------------
@@ -253,12 +270,18 @@ class Cluster:
         # starts with the next broker: a broker cut off from the others answers with an old
         # image that no answer seen so far is ahead of, and asking it first every time kept
         # a producer sending to a deposed leader for good (a real network partition did).
+        # An answer stale in a partition's leader epoch (module docstring) is used only when
+        # no broker gives a fresh one, and then only for what it does not regress.
         try_timeout_s = min(self.request_timeout_s, READ_TRY_S)
         addresses = self.addresses()
         with self._lock:
             start = self._refreshes % len(addresses) if addresses else 0
             self._refreshes += 1
-        for address in addresses[start:] + addresses[:start]:
+            stale_addresses = set(self._stale_addresses)
+        ordered = addresses[start:] + addresses[:start]
+        ordered = [a for a in ordered if a not in stale_addresses] + [a for a in ordered if a in stale_addresses]
+        best_stale = True
+        for address in ordered:
             try:
                 answer = self.broker(address).Metadata(request, timeout=try_timeout_s)
             except grpc.RpcError as exc:
@@ -267,27 +290,68 @@ class Cluster:
                     raise error from None
                 last = error
                 continue
-            if best is None or answer.metadata_offset > best.metadata_offset:
-                best = answer
-            if answer.metadata_offset >= self._metadata_offset:
+            stale = self._is_stale(answer)
+            with self._lock:
+                self.stale_answers += stale
+                (self._stale_addresses.add if stale else self._stale_addresses.discard)(address)
+            if best is None or (best_stale and not stale) or (
+                    best_stale == stale and answer.metadata_offset > best.metadata_offset):
+                best, best_stale = answer, stale
+            if not stale and answer.metadata_offset >= self._metadata_offset:
                 break
         if best is None:
             raise last or BrokerNotAvailableError("no broker reachable at " + ",".join(self.bootstrap))
         response = best
-        self._metadata_offset = max(self._metadata_offset, response.metadata_offset)
+        if not best_stale:  # a stale image's offset says nothing about how new the others are
+            self._metadata_offset = max(self._metadata_offset, response.metadata_offset)
         with self._lock:
-            self._brokers = {b.broker_id: b.address for b in response.brokers}
+            if best_stale:  # keep addresses of brokers a stale image may not list
+                self._brokers.update({b.broker_id: b.address for b in response.brokers})
+            else:
+                self._brokers = {b.broker_id: b.address for b in response.brokers}
             for meta in response.topics:
                 if meta.error.code:
                     self._topics.pop(meta.name, None)
                 else:
-                    self._topics[meta.name] = topic_info_from_pb(meta)
+                    self._topics[meta.name] = self._newest_info(meta)
             if topics is None:
                 present = {m.name for m in response.topics}
                 for name in list(self._topics):
                     if name not in present:
                         del self._topics[name]
         return response
+
+    def _is_stale(self, answer: pb.MetadataResponse) -> bool:
+        """Whether ``answer`` names an older leader epoch for some partition than one seen."""
+        with self._lock:
+            newest = self._newest
+            for meta in answer.topics:
+                if meta.error.code:
+                    continue
+                for part in meta.partitions:
+                    known = newest.get((meta.name, part.partition))
+                    if known is not None and known[0] == meta.topic_id and part.leader_epoch < known[1].leader_epoch:
+                        return True
+        return False
+
+    def _newest_info(self, meta: pb.TopicMeta) -> TopicInfo:
+        """``meta`` as a ``TopicInfo``, each partition at the highest leader epoch seen
+        (remembered here; caller holds the lock)."""
+        info = topic_info_from_pb(meta)
+        for index, part in list(info.partitions.items()):
+            key = (meta.name, index)
+            known = self._newest.get(key)
+            if known is not None and known[0] == meta.topic_id and part.leader_epoch < known[1].leader_epoch:
+                info.partitions[index] = known[1]  # a stale answer for this partition: keep the newer entry
+            else:
+                self._newest[key] = (meta.topic_id, part)
+        return info
+
+    def known_leader_epoch(self, topic: str, partition: int) -> int:
+        """The highest leader epoch seen for the partition (-1: none)."""
+        with self._lock:
+            known = self._newest.get((topic, partition))
+        return known[1].leader_epoch if known is not None else -1
 
     def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
         """Cached metadata of ``name``; raises ``UnknownTopicOrPartitionError`` if absent."""

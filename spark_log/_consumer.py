@@ -500,13 +500,14 @@ class Consumer:
 
     def _issue_fetches(self, max_wait_ms: int) -> None:
         groups: dict[tuple[str, str], dict[TopicPartition, int]] = {}
+        epochs: dict[TopicPartition, int] = {}
         busy = {tp for _, offsets in self._outstanding.values() for tp in offsets}
         for tp, position in self._positions.items():
             if (tp in busy or position is None or position >= self._ends.get(tp, position + 1) or tp in self._paused
                     or tp in self._tier_mode):
                 continue
             try:
-                address, _ = self._cluster.leader(*tp)
+                address, epochs[tp] = self._cluster.leader(*tp)
             except SparkLogError as exc:
                 if not exc.retriable:
                     raise
@@ -520,7 +521,7 @@ class Consumer:
             if self._gate.is_throttled(address):
                 throttled_busy.add(address)
             key = (address, topic)
-            request = self._fetch_request(topic, offsets, max_wait_ms)
+            request = self._fetch_request(topic, offsets, max_wait_ms, epochs)
             if request is None:
                 continue
             try:
@@ -535,14 +536,18 @@ class Consumer:
             self._outstanding[key] = (call, offsets)
             call.add_done_callback(lambda _f, k=key: self._done.put(k))
 
-    def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int) -> pb.FetchRequest | None:
-        """The Fetch for ``offsets``; None (fetch nothing) for a projected read of a typed
-        topic without a schema yet, whose partitions are empty."""
+    def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int,
+                       epochs: Mapping[TopicPartition, int]) -> pb.FetchRequest | None:
+        """The Fetch for ``offsets``, each partition with the leader epoch of the client's
+        metadata (``epochs``; KIP-320: a broker in another epoch refuses it, retried after a
+        refresh); None (fetch nothing) for a projected read of a typed topic without a
+        schema yet, whose partitions are empty."""
         request = pb.FetchRequest(
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes, max_bytes=self._max_bytes,
             isolation_level=self._isolation,
             partitions=[pb.FetchPartition(topic=t, partition=p, fetch_offset=o, partition_max_bytes=self._partition_max,
-                                          current_leader_epoch=-1, last_fetched_epoch=-1, log_start_offset=-1,
+                                          current_leader_epoch=epochs.get((t, p), -1), last_fetched_epoch=-1,
+                                          log_start_offset=-1,
                                           max_offset=self._ends.get((t, p), 0))
                         for (t, p), o in offsets.items()],
         )

@@ -39,6 +39,8 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── NotEnoughReplicasError         (retriable; refused before the append: nothing written)
     ├── NotEnoughReplicasAfterAppendError (retriable, refresh; appended, not replicated in time: may be written)
     ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
+    ├── FencedLeaderEpochError         (retriable, refresh: a client request's leader epoch is older than the broker's)
+    ├── UnknownLeaderEpochError        (retriable, refresh: ... newer than the broker's; its metadata is behind)
     ├── FencedEpochError               (not retriable for the fenced party)
     │   ├── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
     │   │   └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
@@ -148,6 +150,9 @@ class ErrorCode(enum.IntEnum):
     TIER_OFFSET_INVALID = 121
     TIER_UNAVAILABLE = 122
     TIER_STORAGE = 140
+    # client leader epochs (KIP-320): 145-149
+    FENCED_LEADER_EPOCH = 145
+    UNKNOWN_LEADER_EPOCH = 146
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -401,6 +406,29 @@ class FencedEpochError(SparkLogError):
     refused_before_write = True
 
 
+class FencedLeaderEpochError(SparkLogError):
+    """A client's request (ListOffsets, a consumer Fetch) named a leader epoch older than
+    the broker's: the client's metadata is stale (Kafka's FENCED_LEADER_EPOCH, KIP-320).
+    Retriable after a metadata refresh.  Not a ``FencedEpochError``: nobody is fenced for
+    good, the client only has to learn the new leader epoch."""
+
+    code = ErrorCode.FENCED_LEADER_EPOCH
+    retriable = True
+    refresh_metadata = True
+    refused_before_write = True
+
+
+class UnknownLeaderEpochError(SparkLogError):
+    """A client's request named a leader epoch newer than the broker's: the broker's
+    metadata is behind, or it is a deposed leader cut off from the controller (Kafka's
+    UNKNOWN_LEADER_EPOCH).  Retriable; the client refreshes, preferring another broker."""
+
+    code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    retriable = True
+    refresh_metadata = True
+    refused_before_write = True
+
+
 class ThrottledError(SparkLogError):
     code = ErrorCode.THROTTLED
     retriable = True
@@ -624,7 +652,8 @@ def grpc_status_code(error: SparkLogError) -> Any:
         return grpc.StatusCode.INVALID_ARGUMENT
     if isinstance(error, UnknownTopicOrPartitionError):
         return grpc.StatusCode.NOT_FOUND
-    if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError, NotCoordinatorError)):
+    if isinstance(error, (NotLeaderError, NotControllerError, FencedEpochError, NotCoordinatorError,
+                          FencedLeaderEpochError, UnknownLeaderEpochError)):
         return grpc.StatusCode.FAILED_PRECONDITION
     if isinstance(error, (BrokerNotAvailableError, NotEnoughReplicasError, NotEnoughReplicasAfterAppendError,
                           OffsetNotAvailableError, ThrottledError, CoordinatorNotAvailableError,

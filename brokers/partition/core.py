@@ -24,6 +24,9 @@ What it decides:
   watermark grew and whether the follower may rejoin the ISR;
 - following (``fetch_position``, ``follows``, ``truncation_offset`` (KIP-595),
   ``on_follower_append``, ``on_truncated``, ``on_leader_high_watermark``);
+- a client's leader epoch (``check_client_leader_epoch``: ListOffsets and consumer fetches,
+  KIP-320): older than the replica's is ``FencedLeaderEpochError``, newer is
+  ``UnknownLeaderEpochError``, -1 is not checked;
 - ISR changes (``isr_change``): shrink candidates (not caught up within
   ``replica.lag.time.max.ms``) and expand candidates (caught up to the HW and the epoch's
   start), with the expansion counted in the HW from the request until the metadata image
@@ -37,11 +40,13 @@ from typing import Iterable, Sequence
 
 from spark_log.errors import (
     FencedEpochError,
+    FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
     OffsetNotAvailableError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from spark_log.frame import FrameHeader
@@ -71,6 +76,22 @@ from .txn_index import AbortedTxn, TxnIndex
 __all__ = ["PartitionCore"]
 
 EpochEntries = Sequence[tuple[int, int]]
+
+
+def check_client_leader_epoch(name: str, requested: int, current: int) -> None:
+    """A client's request (ListOffsets, a consumer fetch) names the leader epoch its
+    metadata holds (``requested``; < 0: not checked, old clients and tools).  Kafka's rule
+    (KIP-320): an older epoch than this replica's (``current``) is ``FencedLeaderEpochError``
+    (the client's metadata is stale: it refreshes and asks again); a newer one is
+    ``UnknownLeaderEpochError`` (this broker's metadata is behind, or it is a deposed leader
+    cut off from the controller: the client asks elsewhere).  Both retriable."""
+    if requested < 0 or requested == current:
+        return
+    if requested < current:
+        raise FencedLeaderEpochError(f"{name}: the request's leader epoch {requested} is older than this "
+                                     f"broker's ({current}); refresh metadata", leader_epoch=current)
+    raise UnknownLeaderEpochError(f"{name}: this broker knows leader epoch {current}, the request names "
+                                  f"{requested}: its metadata is behind", leader_epoch=current)
 
 
 class PartitionCore:

@@ -17,6 +17,10 @@ offset is >= ``max_offset``, the frame straddling it comes whole; a request whos
 partition is already at its bound is answered at once).  Without pushdown the answer
 holds the stored frames as they are (the first may start before ``fetch_offset``).  Every
 partition answer carries ``next_fetch_offset``: where the next fetch should start.
+A consumer partition's ``current_leader_epoch`` >= 0 must equal this replica's leader epoch
+(KIP-320, ``check_client_leader_epoch``: older ``FencedLeaderEpochError``, newer
+``UnknownLeaderEpochError``; -1 is not checked), so a client that has seen a newer leader
+never reads from a deposed one.
 Follower fetches (``replica_id`` >= 0) go to ``LeaderFetchHandler`` (``leader_fetch.py``).
 Deadlines come from the broker's injected clock.
 """
@@ -27,6 +31,7 @@ from typing import Callable
 from brokers.metadata.image import TopicImage
 from brokers.metrics.counters import BrokerCounters
 from brokers.partition import Isolation, PartitionOffsets
+from brokers.partition.core import check_client_leader_epoch
 from spark_log.errors import InvalidRequestError, SparkLogError, StorageError, UnknownTopicOrPartitionError
 from spark_log.proto import broker_pb2 as pb
 
@@ -134,6 +139,8 @@ class FetchHandler:
         """Read one partition into ``result``: ``(stored bytes scanned, wire field, payload)``
         (the stored frames, or an Arrow stream after pushdown)."""
         partition = self.manager.get(wanted.topic, wanted.partition)
+        check_client_leader_epoch(f"{wanted.topic}-{wanted.partition}", wanted.current_leader_epoch,
+                                  partition.leader_epoch)
         if needs_pushdown and pushdown is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
         limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)

@@ -7,6 +7,13 @@ max timestamp is >= the target, and this module scans that frame's column for th
 record that is.  Typed topics have one timestamp per frame, so the frame's base offset is
 the answer.  When no record is that recent the answer is the high watermark (the offset
 the next record will get), with ``timestamp`` -1.
+
+Leader epochs (KIP-320): a partition's ``current_leader_epoch`` >= 0 must equal this
+replica's leader epoch (``brokers.partition.core.check_client_leader_epoch``): older is
+``FencedLeaderEpochError``, newer ``UnknownLeaderEpochError`` (this broker is behind, e.g. a
+deposed leader cut off from the controller whose image still says it leads), both
+retriable for the client; -1 is not checked.  Every answer carries the replica's
+``leader_epoch``.
 """
 from __future__ import annotations
 
@@ -14,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from brokers.partition import Partition
+from brokers.partition.core import check_client_leader_epoch
 from spark_log.errors import InvalidRequestError, SparkLogError
 from spark_log.frame import decode_batch, iter_frames, record_offsets
 from spark_log.proto import broker_pb2 as pb
@@ -39,6 +47,8 @@ class ListOffsetsHandler:
             try:
                 partition = self.manager.get(wanted.topic, wanted.partition)
                 result.leader_epoch = partition.leader_epoch
+                check_client_leader_epoch(f"{wanted.topic}-{wanted.partition}", wanted.current_leader_epoch,
+                                          result.leader_epoch)
                 result.offset, result.timestamp = self._offset(partition, wanted.timestamp,
                                                                request.isolation_level == pb.READ_COMMITTED)
             except SparkLogError as exc:
