@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -130,6 +131,17 @@ class PartitionManager:
         with self._wakeup:
             self._latest = image
             self._serve_latest()
+
+    def wait_for_image(self, predicate: Callable[[MetadataImage], bool], timeout_s: float) -> MetadataImage | None:
+        """The served image once ``predicate`` holds for it; None after ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        with self._wakeup:
+            while not predicate(self._image):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._stopped:
+                    return None
+                self._wakeup.wait(remaining)
+            return self._image
 
     @property
     def caught_up(self) -> bool:

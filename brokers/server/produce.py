@@ -7,6 +7,9 @@ one pass over its frames (``validate_frames``, through ``brokers.log.append.chec
 2. no frame larger than the topic's ``max.message.bytes``        -> ``RecordTooLargeError``
 3. producers may not write control frames (markers are brokers') -> ``InvalidRequestError``
 4. each frame's schema id is one of the topic's schema versions  -> ``SchemaMismatchError``
+   (an id newer than every version this broker knows may be one its metadata image has not
+   reached yet: a writer that just registered it learned it from a broker ahead of this one,
+   so the produce waits for the image, at most ``_SCHEMA_WAIT_MS``, before refusing)
 5. each frame's body is an Arrow record batch of that schema with
    the header's record count                                     -> ``CorruptRecordError``
 6. a bytes topic whose ``cleanup.policy`` names ``compact`` takes
@@ -43,7 +46,7 @@ from brokers.groups import INTERNAL_TOPIC
 from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.metrics.counters import BrokerCounters
-from brokers.metadata.image import TopicImage
+from brokers.metadata.image import MetadataImage, TopicImage
 from brokers.partition import AppendOutcome, Partition
 from spark_log.errors import (
     CorruptRecordError,
@@ -56,7 +59,7 @@ from spark_log.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body, read_message
+from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body, iter_frames, read_message
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -67,6 +70,7 @@ __all__ = ["ProduceHandler", "validate_frames"]
 log = logging.getLogger(__name__)
 
 _MAX_GAP_WAIT_MS = 10_000
+_SCHEMA_WAIT_MS = 5_000   # how long a frame's schema id newer than this broker's image waits for it
 
 
 def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrames:
@@ -176,6 +180,24 @@ class ProduceHandler:
                 waiting.result.error.CopyFrom(to_pb(exc))
         return response
 
+    def _newer_schema_image(self, name: str, records: bytes, topic: TopicImage, wait_ms: int) -> TopicImage | None:
+        """The topic's image once it knows every schema id of ``records``' frames, when one
+        of them is newer than every version ``topic`` knows (rule 4: this broker's image
+        may be behind the writer's); None when none is, or after ``wait_ms`` without it."""
+        try:
+            wanted = {header.schema_id for _, header in iter_frames(memoryview(records), verify=False)}
+        except SparkLogError:
+            return None   # the frames are refused for what they are: validate_frames said why
+        newest = max((v.schema_id for v in topic.schemas), default=-1)
+        if not any(i > newest for i in wanted):
+            return None
+
+        def knows(image: MetadataImage) -> bool:
+            found = image.topics.get(name)
+            return found is not None and all(found.schema_by_id(i) is not None for i in wanted)
+        image = self.manager.wait_for_image(knows, wait_ms / 1000)
+        return image.topics.get(name) if image is not None else None
+
     def _append(self, entry: pb.PartitionRecords, records: bytes, acks: int, timeout_ms: int,
                 result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
@@ -185,7 +207,13 @@ class ProduceHandler:
         topic = self.manager.image.topics.get(entry.topic)
         if topic is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {entry.topic!r}")
-        frames = validate_frames(memoryview(records), topic)
+        try:
+            frames = validate_frames(memoryview(records), topic)
+        except SchemaMismatchError:
+            newer = self._newer_schema_image(entry.topic, records, topic, min(timeout_ms, _SCHEMA_WAIT_MS))
+            if newer is None:
+                raise
+            frames = validate_frames(memoryview(records), newer)
         first = frames.headers[0]
         if first.is_transactional:
             self._verify(partition, transactional_id, first)
