@@ -336,10 +336,14 @@ final class Cluster implements Closeable {
   }
 
   /** Remember that topic-partition had leader epoch {@code epoch} (e.g. the driver's, for a task's
-   *  reader): answers older than it are stale from now on. */
+   *  reader): answers older than it are stale from now on.  The entry keeps the leader known so
+   *  far (its broker then checks the epoch), else none until an answer that new names one. */
   void seen(String topic, int partition, int epoch) {
-    if (epoch < 0 || epoch <= knownEpoch(topic, partition)) return;
-    newest.put(new TopicPartition(topic, partition), new PartitionMeta(partition, -1, epoch, new int[0], new int[0]));
+    TopicPartition tp = new TopicPartition(topic, partition);
+    PartitionMeta known = newest.get(tp);
+    if (epoch < 0 || (known != null && epoch <= known.leaderEpoch)) return;
+    newest.put(tp, known == null ? new PartitionMeta(partition, -1, epoch, new int[0], new int[0])
+        : new PartitionMeta(partition, known.leader, epoch, known.replicas, known.isr));
     topics.remove(topic);  // taken again through newest()
   }
 
@@ -406,6 +410,7 @@ final class Cluster implements Closeable {
       topics.put(name, meta);
       out.put(name, meta);
     }
+    if (stale) return out;  // the JVM-wide cache takes fresh answers only (as they came, never this object's seeds)
     Shared shared = new Shared(new HashMap<>(brokers));
     Shared before = SHARED.get(sharedKey);
     if (before != null) {
@@ -413,9 +418,11 @@ final class Cluster implements Closeable {
       shared.fetched.putAll(before.fetched);
     }
     long now = System.currentTimeMillis();
-    for (Map.Entry<String, TopicMeta> e : out.entrySet()) {
-      shared.topics.put(e.getKey(), newerOf(before == null ? null : before.topics.get(e.getKey()), e.getValue()));
-      shared.fetched.put(e.getKey(), now);
+    for (Object[] t : chosen.topics) {
+      if (t[3] == null) continue;
+      String name = (String) t[0];
+      shared.topics.put(name, newerOf(before == null ? null : before.topics.get(name), (TopicMeta) t[3]));
+      shared.fetched.put(name, now);
     }
     SHARED.put(sharedKey, shared);
     return out;
@@ -528,7 +535,8 @@ final class Cluster implements Closeable {
       int leader = leader(topic, partition, refresh);
       try {
         if (leader < 0) {
-          throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, topic + "-" + partition + " has no leader");
+          throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, topic + "-" + partition + " has no leader"
+              + " known in leader epoch " + knownEpoch(topic, partition) + " or later");
         }
         DataConnection c = connection(leader);
         try {

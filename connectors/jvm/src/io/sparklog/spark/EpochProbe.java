@@ -39,9 +39,11 @@ public final class EpochProbe implements AutoCloseable {
 
   /** A task's read of topic-partition [start, end) (a bytes topic) planned when the driver knew
    *  leader epoch {@code epoch}: {rows read, answers its reader refused for their epoch}. */
-  public static long[] read(String bootstrap, String topic, int partition, long start, long end, int epoch) throws Exception {
+  public static long[] read(String bootstrap, String topic, int partition, long start, long end, int epoch,
+                            long pollTimeoutMs) throws Exception {
     Map<String, String> raw = new HashMap<>();
     raw.put("bootstrap", bootstrap);
+    raw.put("pollTimeoutMs", Long.toString(pollTimeoutMs));
     raw.put("assign", "{\"" + topic + "\": [" + partition + "]}");
     ReadPlan plan = new ReadPlan(Options.parse(raw, Options.READER));
     long rows = 0;
