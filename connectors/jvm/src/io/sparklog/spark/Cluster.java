@@ -28,7 +28,15 @@ import org.apache.arrow.vector.types.pojo.Schema;
  *  Discovery: the bootstrap option holds brokers' gRPC addresses; the data listener of one
  *  of them is found with the gRPC method {@code spark_log.data.v1.DataListener/Describe}
  *  (called through the gRPC runtime pip's pyspark ships, shaded in spark-connect), once per
- *  JVM and bootstrap; its METADATA answer then names every broker's data listener. */
+ *  JVM and bootstrap; its METADATA answer then names every broker's data listener.
+ *
+ *  Leader epochs (KIP-320, as spark_log/_client.py's Cluster): per partition the metadata with
+ *  the highest leader epoch seen is kept; a METADATA answer with an older one is stale (a broker
+ *  behind the metadata log, or a deposed leader cut off from the controller) and the next broker
+ *  is asked.  LIST_OFFSETS_V2, FETCH_V2 and FETCH_TIER_V2 carry the epoch; brokers refuse another
+ *  one (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, retried after a refresh).  So a Cluster that
+ *  has seen a new leader never takes a deposed leader's "latest" (a query's latestOffset going
+ *  backwards) or records. */
 final class Cluster implements Closeable {
   static final class Broker {
     final int id;
