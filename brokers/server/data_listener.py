@@ -74,6 +74,25 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate).  It may
                       end with FETCH's pushdown block: the tier's rows are then filtered and
                       projected on the broker and answered as FETCH answers them
+    LIST_OFFSETS_V2 (11), FETCH_V2 (12), FETCH_TIER_V2 (13)
+                      LIST_OFFSETS, FETCH and FETCH_TIER with the client's leader epoch of each
+                      partition (KIP-320): an ``i32 current leader epoch`` right after each
+                      request partition's ``i32 partition`` (where PRODUCE has it), -1 not checked;
+                      the rest of each request (FETCH's pushdown block too) and of FETCH's answer
+                      as before.  LIST_OFFSETS_V2's answer adds, after each offset, ``i32 leader
+                      epoch``: the answering replica's (-1 when it has none), so a client can refuse
+                      an answer from an older epoch than it has seen.  The broker sets
+                      ``current_leader_epoch`` on the ``ListOffsetsRequest``/``FetchRequest`` it
+                      builds, so ``check_client_leader_epoch`` (``list_offsets.py``, ``fetch.py``)
+                      applies: an older epoch is ``FENCED_LEADER_EPOCH`` (145), a newer one
+                      ``UNKNOWN_LEADER_EPOCH`` (146), both per partition and retriable.  FETCH_TIER_V2
+                      reads the epochs and does not check them (the tier read is the committed Delta
+                      table; only the leader answers it, as FETCH_TIER).  New api numbers rather than a
+                      trailing block: a broker that predates them refuses the request ("unknown data
+                      listener api") instead of silently ignoring trailing epochs, which would leave a
+                      client believing it is fenced from a deposed leader when it is not; and FETCH's
+                      trailing position is the pushdown block's already.  The old numbers are answered
+                      as before (epoch -1)
     NODE_AUTH (9), REPLICA_FETCH (10)
                       followers fetching from their leader (``replica_listener.py``): an inter-node
                       token makes a TLS connection ``Node:<id>``; REPLICA_FETCH is ``Broker.Fetch``
@@ -125,12 +144,14 @@ from .replica_listener import NODE_AUTH, REPLICA_FETCH
 from .tier_fetch import TierFetchHandler
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
-           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "NODE_AUTH", "REPLICA_FETCH", "describe_handler", "security_refusal", "Caller"]
+           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "LIST_OFFSETS_V2", "FETCH_V2", "FETCH_TIER_V2", "NODE_AUTH", "REPLICA_FETCH", "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
 METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN, FETCH_TIER = 1, 2, 3, 4, 5, 6, 7, 8
+# 9, 10: NODE_AUTH, REPLICA_FETCH (replica_listener.py)
+LIST_OFFSETS_V2, FETCH_V2, FETCH_TIER_V2 = 11, 12, 13  # a client leader epoch per partition (module docstring)
 _HANDSHAKE_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 256 << 20
 _U32 = struct.Struct("<I")
@@ -526,12 +547,12 @@ class DataListener:
                                           "or a client certificate")
             elif api == METADATA:
                 self._metadata(request, body, caller)
-            elif api == LIST_OFFSETS:
-                self._list_offsets(request, body, caller)
-            elif api == FETCH:
-                self._fetch(request, body, is_active, caller)
-            elif api == FETCH_TIER:
-                self._fetch(request, body, is_active, caller, tier=True)
+            elif api in (LIST_OFFSETS, LIST_OFFSETS_V2):
+                self._list_offsets(request, body, caller, epochs=api == LIST_OFFSETS_V2)
+            elif api in (FETCH, FETCH_V2):
+                self._fetch(request, body, is_active, caller, epochs=api == FETCH_V2)
+            elif api in (FETCH_TIER, FETCH_TIER_V2):
+                self._fetch(request, body, is_active, caller, tier=True, epochs=api == FETCH_TIER_V2)
             elif api == PRODUCE:
                 self._produce(request, body, caller)
             elif api == PRODUCE_TXN:
@@ -704,16 +725,21 @@ class DataListener:
                 for r in part.isr:
                     out.i32(r)
 
-    def _list_offsets(self, request: _Reader, out: _Writer, caller: Caller) -> None:
+    def _list_offsets(self, request: _Reader, out: _Writer, caller: Caller, *, epochs: bool = False) -> None:
+        """LIST_OFFSETS, or LIST_OFFSETS_V2 (``epochs``: each partition carries the client's
+        leader epoch, and each answer the replica's)."""
         spec = request.i64()
         isolation = request.u8()
         n = request.count()
+        partitions = []
+        for _ in range(n):
+            topic, partition = request.str(), request.i32()
+            partitions.append(pb.ListOffsetsPartition(topic=topic, partition=partition, timestamp=spec,
+                                                      current_leader_epoch=request.i32() if epochs else -1))
         # replica_id -1: a consumer (0 would be a follower broker's id: its offsets, and CLUSTER_ACTION under ACLs)
         message = pb.ListOffsetsRequest(
             replica_id=-1, isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
-            partitions=[pb.ListOffsetsPartition(topic=request.str(), partition=request.i32(), timestamp=spec,
-                                                current_leader_epoch=-1)
-                        for _ in range(n)])
+            partitions=partitions)
         self._check("/spark_log.broker.v1.Broker/ListOffsets", message, caller)
         response = self.list_offsets.handle(message)
         out.i32(len(response.partitions))
@@ -722,19 +748,24 @@ class DataListener:
             out.i32(part.partition)
             out.error(part.error if part.HasField("error") else None)
             out.i64(part.offset)
+            if epochs:
+                out.i32(part.leader_epoch)
 
     def _fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller, *,
-               tier: bool = False) -> None:
+               tier: bool = False, epochs: bool = False) -> None:
+        """FETCH or FETCH_TIER (``tier``); their _V2 (``epochs``) carry the client's leader
+        epoch of each partition after its number."""
         max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32()
         isolation = request.u8()
         n = request.count()
         partitions = []
         for _ in range(n):
             topic, partition = request.str(), request.i32()
+            epoch = request.i32() if epochs else -1
             fetch_offset, max_offset, partition_max_bytes = request.i64(), request.i64(), request.i32()
             partitions.append(pb.FetchPartition(topic=topic, partition=partition, fetch_offset=fetch_offset,
                                                 max_offset=max_offset, partition_max_bytes=partition_max_bytes,
-                                                current_leader_epoch=-1))
+                                                current_leader_epoch=epoch))
         message = pb.FetchRequest(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes,
                                   isolation_level=pb.READ_COMMITTED if isolation == 1 else pb.READ_UNCOMMITTED,
                                   partitions=partitions)

@@ -148,13 +148,31 @@ class DataClient:
             out[(t, p)] = (code, offset)
         return out
 
+    def list_offsets_v2(self, spec: int, parts: list[tuple[str, int, int]],
+                        committed: bool = False) -> dict[tuple[str, int], tuple[int, int, int]]:
+        """LIST_OFFSETS_V2 (11): ``parts`` are (topic, partition, client leader epoch);
+        ``{(topic, partition): (error code, offset, the replica's leader epoch)}``."""
+        payload = _I64.pack(spec) + _U8.pack(1 if committed else 0) + _I32.pack(len(parts))
+        payload += b"".join(_s(t) + _I32.pack(p) + _I32.pack(e) for t, p, e in parts)
+        r = self.call(11, payload)
+        out = {}
+        for _ in range(r.take(_I32)):
+            t, p, code, _msg, offset, epoch = r.str(), r.take(_I32), r.take(_I16), r.str(), r.take(_I64), r.take(_I32)
+            out[(t, p)] = (code, offset, epoch)
+        return out
+
     def fetch(self, topic: str, partition: int, offset: int, *, max_offset: int = 0, max_wait_ms: int = 0,
-              max_bytes: int = 1 << 20, committed: bool = False, api: int = 3) -> tuple[int, str, int, int, bytes]:
+              max_bytes: int = 1 << 20, committed: bool = False, api: int = 3,
+              leader_epoch: int | None = None) -> tuple[int, str, int, int, bytes]:
         """``(error code, message, high watermark, next fetch offset, stored frames)``; the
         aborted transactions of a ``committed`` (read_committed) fetch land in ``last_aborted``,
-        the log start offset in ``last_start``.  ``api=8``: FETCH_TIER (the Delta tier's records)."""
+        the log start offset in ``last_start``.  ``api=8``: FETCH_TIER (the Delta tier's records).
+        ``leader_epoch`` (not None): FETCH_V2 (12) / FETCH_TIER_V2 (13) carrying it."""
+        if leader_epoch is not None:
+            api = {3: 12, 8: 13}[api]
+        epoch = b"" if leader_epoch is None else _I32.pack(leader_epoch)
         payload = (_I32.pack(max_wait_ms) + _I32.pack(1) + _I32.pack(max_bytes) + _U8.pack(int(committed)) + _I32.pack(1)
-                   + _s(topic) + _I32.pack(partition) + _I64.pack(offset) + _I64.pack(max_offset) + _I32.pack(0))
+                   + _s(topic) + _I32.pack(partition) + epoch + _I64.pack(offset) + _I64.pack(max_offset) + _I32.pack(0))
         r = self.call(api, payload)
         assert r.take(_I32) == 1
         _t, _p, code, message = r.str(), r.take(_I32), r.take(_I16), r.str()

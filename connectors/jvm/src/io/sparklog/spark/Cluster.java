@@ -28,7 +28,15 @@ import org.apache.arrow.vector.types.pojo.Schema;
  *  Discovery: the bootstrap option holds brokers' gRPC addresses; the data listener of one
  *  of them is found with the gRPC method {@code spark_log.data.v1.DataListener/Describe}
  *  (called through the gRPC runtime pip's pyspark ships, shaded in spark-connect), once per
- *  JVM and bootstrap; its METADATA answer then names every broker's data listener. */
+ *  JVM and bootstrap; its METADATA answer then names every broker's data listener.
+ *
+ *  Leader epochs (KIP-320, as spark_log/_client.py's Cluster): per partition the metadata with
+ *  the highest leader epoch seen is kept; a METADATA answer with an older one is stale (a broker
+ *  behind the metadata log, or a deposed leader cut off from the controller) and the next broker
+ *  is asked.  LIST_OFFSETS_V2, FETCH_V2 and FETCH_TIER_V2 carry the epoch; brokers refuse another
+ *  one (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, retried after a refresh).  So a Cluster that
+ *  has seen a new leader never takes a deposed leader's "latest" (a query's latestOffset going
+ *  backwards) or records. */
 final class Cluster implements Closeable {
   static final class Broker {
     final int id;
@@ -229,17 +237,14 @@ final class Cluster implements Closeable {
 
   // --- metadata ------------------------------------------------------------------------
 
-  /** Refresh metadata of {@code names} (null: every topic). */
-  Map<String, TopicMeta> refresh(Collection<String> names) {
-    Buf req = new Buf();
-    if (names == null) {
-      req.i32(-1);
-    } else {
-      req.i32(names.size());
-      for (String n : names) req.str(n);
-    }
-    ByteBuffer r = callAny(DataConnection.METADATA, req);
-    brokers.clear();
+  /** One METADATA answer, parsed (applied by {@link #refresh} once chosen). */
+  private static final class Answer {
+    final Map<Integer, Broker> brokers = new HashMap<>();
+    final List<Object[]> topics = new ArrayList<>();  // {name, code, message, TopicMeta or null}
+  }
+
+  private static Answer parseMetadata(ByteBuffer r) {
+    Answer a = new Answer();
     int nb = r.getInt();
     for (int i = 0; i < nb; i++) {
       int id = r.getInt();
@@ -247,9 +252,8 @@ final class Cluster implements Closeable {
       int dataPort = r.getInt();
       Buf.str(r);
       r.get();
-      brokers.put(id, new Broker(id, address, dataHost, dataPort));
+      a.brokers.put(id, new Broker(id, address, dataHost, dataPort));
     }
-    Map<String, TopicMeta> out = new LinkedHashMap<>();
     int nt = r.getInt();
     for (int i = 0; i < nt; i++) {
       String name = Buf.str(r);
@@ -273,15 +277,148 @@ final class Cluster implements Closeable {
         for (int j = 0; j < isr.length; j++) isr[j] = r.getInt();
         parts.add(new PartitionMeta(p, leader, epoch, replicas, isr));
       }
+      a.topics.add(new Object[] {name, code, message,
+          code == 0 ? new TopicMeta(name, kind, tsType, keys, schemas, parts) : null});
+    }
+    return a;
+  }
+
+  // --- leader epochs (KIP-320) ---------------------------------------------------------
+
+  /** Per partition, the metadata with the highest leader epoch this object has seen (a seed from
+   *  {@link #seen} has leader -1 until an answer at least as new names one). */
+  private final Map<TopicPartition, PartitionMeta> newest = new HashMap<>();
+  /** METADATA answers found stale (an older leader epoch than seen for some partition). */
+  int staleAnswers;
+  /** Answers refused for their leader epoch: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, or a
+   *  LIST_OFFSETS_V2 answer naming an older epoch than seen (each retried after a refresh). */
+  int epochRefusals;
+
+  private boolean isStale(Answer a) {
+    for (Object[] t : a.topics) {
+      if (t[3] == null) continue;
+      TopicMeta m = (TopicMeta) t[3];
+      for (PartitionMeta p : m.partitions) {
+        PartitionMeta known = newest.get(new TopicPartition(m.name, p.partition));
+        if (known != null && p.leaderEpoch < known.leaderEpoch) return true;
+      }
+    }
+    return false;
+  }
+
+  /** {@code m} with every partition at the highest leader epoch seen (remembered here): an
+   *  older entry in {@code m} is stale and the remembered one is kept. */
+  private TopicMeta newest(TopicMeta m) {
+    if (m == null) return null;
+    List<PartitionMeta> parts = new ArrayList<>(m.partitions.size());
+    boolean changed = false;
+    for (PartitionMeta p : m.partitions) {
+      TopicPartition tp = new TopicPartition(m.name, p.partition);
+      PartitionMeta known = newest.get(tp);
+      if (known != null && p.leaderEpoch < known.leaderEpoch) {
+        parts.add(known);
+        changed = true;
+      } else {
+        newest.put(tp, p);
+        parts.add(p);
+      }
+    }
+    return changed ? new TopicMeta(m.name, m.kind, m.timestampType, m.keyColumns, m.schemas, parts) : m;
+  }
+
+  /** The other way round for the JVM-wide cache: per partition the newer of {@code before} and {@code m}. */
+  private static TopicMeta newerOf(TopicMeta before, TopicMeta m) {
+    if (before == null || before.partitions.size() != m.partitions.size()) return m;
+    List<PartitionMeta> parts = new ArrayList<>(m.partitions.size());
+    for (int i = 0; i < m.partitions.size(); i++) {
+      PartitionMeta a = before.partitions.get(i), b = m.partitions.get(i);
+      parts.add(a.partition == b.partition && a.leaderEpoch > b.leaderEpoch ? a : b);
+    }
+    return new TopicMeta(m.name, m.kind, m.timestampType, m.keyColumns, m.schemas, parts);
+  }
+
+  /** The highest leader epoch seen for topic-partition (-1: none). */
+  int knownEpoch(String topic, int partition) {
+    PartitionMeta known = newest.get(new TopicPartition(topic, partition));
+    return known == null ? -1 : known.leaderEpoch;
+  }
+
+  /** Remember that topic-partition had leader epoch {@code epoch} (e.g. the driver's, for a task's
+   *  reader): answers older than it are stale from now on.  The entry keeps the leader known so
+   *  far (its broker then checks the epoch), else none until an answer that new names one. */
+  void seen(String topic, int partition, int epoch) {
+    TopicPartition tp = new TopicPartition(topic, partition);
+    PartitionMeta known = newest.get(tp);
+    if (epoch < 0 || (known != null && epoch <= known.leaderEpoch)) return;
+    newest.put(tp, known == null ? new PartitionMeta(partition, -1, epoch, new int[0], new int[0])
+        : new PartitionMeta(partition, known.leader, epoch, known.replicas, known.isr));
+    topics.remove(topic);  // taken again through newest()
+  }
+
+  /** The leader epoch a request about topic-partition carries: the cached metadata's (-1: unknown). */
+  int leaderEpoch(String topic, int partition) {
+    for (PartitionMeta p : topic(topic, false).partitions) {
+      if (p.partition == partition) return p.leaderEpoch;
+    }
+    return -1;
+  }
+
+  // --- metadata ------------------------------------------------------------------------
+
+  /** Refresh metadata of {@code names} (null: every topic).  An answer stale in some partition's
+   *  leader epoch (a broker behind the metadata log, or a deposed leader cut off from the
+   *  controller that still answers with the image in which it leads) is passed over for the next
+   *  broker; when none answers fresh, the stale answer is used for what it does not regress
+   *  (partitions keep their newer entries, its broker list only adds). */
+  Map<String, TopicMeta> refresh(Collection<String> names) {
+    Buf req = new Buf();
+    if (names == null) {
+      req.i32(-1);
+    } else {
+      req.i32(names.size());
+      for (String n : names) req.str(n);
+    }
+    java.util.Set<DataConnection> asked = new java.util.HashSet<>();
+    DataConnection[] used = new DataConnection[1];
+    Answer chosen = null;
+    boolean stale = true;
+    for (int attempt = 0; attempt <= Math.max(brokers.size(), 3); attempt++) {
+      ByteBuffer r = callAny(DataConnection.METADATA, req, asked, used);
+      Answer a = parseMetadata(r);
+      boolean again = asked.contains(used[0]);  // no other broker left to ask
+      if (!isStale(a)) {
+        chosen = a;
+        stale = false;
+        break;
+      }
+      staleAnswers++;
+      if (chosen == null) chosen = a;
+      asked.add(used[0]);
+      if (again) break;
+    }
+    if (stale) {
+      brokers.putAll(chosen.brokers);
+    } else {
+      brokers.clear();
+      brokers.putAll(chosen.brokers);
+    }
+    Map<String, TopicMeta> out = new LinkedHashMap<>();
+    for (Object[] t : chosen.topics) {
+      String name = (String) t[0];
+      short code = (Short) t[1];
       if (code != 0) {
         topics.remove(name);
-        if (names != null) throw SparkLogException.of(code, message);
+        if (code == ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION && !stale) {  // deleted: a recreated topic starts over
+          newest.keySet().removeIf(tp -> tp.topic.equals(name));
+        }
+        if (names != null) throw SparkLogException.of(code, (String) t[2]);
         continue;
       }
-      TopicMeta meta = new TopicMeta(name, kind, tsType, keys, schemas, parts);
+      TopicMeta meta = newest((TopicMeta) t[3]);
       topics.put(name, meta);
       out.put(name, meta);
     }
+    if (stale) return out;  // the JVM-wide cache takes fresh answers only (as they came, never this object's seeds)
     Shared shared = new Shared(new HashMap<>(brokers));
     Shared before = SHARED.get(sharedKey);
     if (before != null) {
@@ -289,9 +426,11 @@ final class Cluster implements Closeable {
       shared.fetched.putAll(before.fetched);
     }
     long now = System.currentTimeMillis();
-    for (Map.Entry<String, TopicMeta> e : out.entrySet()) {
-      shared.topics.put(e.getKey(), e.getValue());
-      shared.fetched.put(e.getKey(), now);
+    for (Object[] t : chosen.topics) {
+      if (t[3] == null) continue;
+      String name = (String) t[0];
+      shared.topics.put(name, newerOf(before == null ? null : before.topics.get(name), (TopicMeta) t[3]));
+      shared.fetched.put(name, now);
     }
     SHARED.put(sharedKey, shared);
     return out;
@@ -310,8 +449,8 @@ final class Cluster implements Closeable {
     if (meta == null && !refresh) {
       Shared shared = SHARED.get(sharedKey);
       Long at = shared == null ? null : shared.fetched.get(name);
-      if (at != null && System.currentTimeMillis() - at < SHARED_TTL_MS) {
-        meta = shared.topics.get(name);
+      if (at != null && System.currentTimeMillis() - at < SHARED_TTL_MS && shared.topics.get(name) != null) {
+        meta = newest(shared.topics.get(name));
         topics.put(name, meta);
         if (brokers.isEmpty()) brokers.putAll(shared.brokers);
       }
@@ -331,13 +470,14 @@ final class Cluster implements Closeable {
    *  that answers a retriable error (restarting, catching up with the metadata log, not
    *  registered yet) is passed over for another, with a short backoff once every broker
    *  was tried, for up to 60 s. */
-  private ByteBuffer callAny(int api, Buf req) {
+  private ByteBuffer callAny(int api, Buf req, java.util.Set<DataConnection> avoid, DataConnection[] used) {
     long deadline = System.currentTimeMillis() + 60_000;
     Exception last = null;
-    java.util.Set<DataConnection> refused = new java.util.HashSet<>();
+    java.util.Set<DataConnection> refused = new java.util.HashSet<>(avoid);
     while (true) {
       DataConnection c = anyConnection(refused);
       try {
+        used[0] = c;
         return c.call(api, req);
       } catch (IOException e) {
         last = e;
@@ -403,7 +543,8 @@ final class Cluster implements Closeable {
       int leader = leader(topic, partition, refresh);
       try {
         if (leader < 0) {
-          throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, topic + "-" + partition + " has no leader");
+          throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, topic + "-" + partition + " has no leader"
+              + " known in leader epoch " + knownEpoch(topic, partition) + " or later");
         }
         DataConnection c = connection(leader);
         try {
@@ -432,11 +573,20 @@ final class Cluster implements Closeable {
   }
 
   /** Offsets ({@code spec}: -2 earliest, -1 latest) of {@code parts}, asked of each leader;
-   *  retriable per-partition errors are retried after a metadata refresh. */
+   *  retriable per-partition errors are retried after a metadata refresh, for up to 60 s.
+   *
+   *  Each partition carries the leader epoch of this object's metadata (LIST_OFFSETS_V2,
+   *  KIP-320): a broker whose epoch differs refuses it (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH,
+   *  retried after a refresh), and an answer naming an older leader epoch than one seen is
+   *  refused here the same way, so once a newer leader was seen a deposed leader's "latest"
+   *  (its stale high watermark) is never taken. */
   Map<TopicPartition, Long> listOffsets(Collection<TopicPartition> parts, long spec, boolean committed) {
+    return listOffsets(parts, spec, committed, System.currentTimeMillis() + 60_000);
+  }
+
+  Map<TopicPartition, Long> listOffsets(Collection<TopicPartition> parts, long spec, boolean committed, long deadline) {
     Map<TopicPartition, Long> out = new TreeMap<>();
     List<TopicPartition> todo = new ArrayList<>(parts);
-    long deadline = System.currentTimeMillis() + 60_000;
     boolean refresh = false;
     while (!todo.isEmpty()) {
       Map<Integer, List<TopicPartition>> byLeader = new TreeMap<>();
@@ -448,13 +598,13 @@ final class Cluster implements Closeable {
       SparkLogException lastError = null;
       for (Map.Entry<Integer, List<TopicPartition>> e : byLeader.entrySet()) {
         Buf req = new Buf().i64(spec).u8(committed ? 1 : 0).i32(e.getValue().size());
-        for (TopicPartition tp : e.getValue()) req.str(tp.topic).i32(tp.partition);
+        for (TopicPartition tp : e.getValue()) req.str(tp.topic).i32(tp.partition).i32(leaderEpoch(tp.topic, tp.partition));
         ByteBuffer r;
         try {
           if (e.getKey() < 0) throw new SparkLogException("NotLeaderError", ErrorCodes.NOT_LEADER, "no leader");
           DataConnection c = connection(e.getKey());
           try {
-            r = c.call(DataConnection.LIST_OFFSETS, req);
+            r = c.call(DataConnection.LIST_OFFSETS_V2, req);
           } catch (IOException io) {
             c.close();
             connections.remove(e.getKey());
@@ -472,9 +622,16 @@ final class Cluster implements Closeable {
           short code = r.getShort();
           String message = Buf.str(r);
           long offset = r.getLong();
+          int epoch = r.getInt();  // the answering replica's leader epoch
+          if (code == 0 && epoch >= 0 && epoch < knownEpoch(t, p)) {
+            code = ErrorCodes.FENCED_LEADER_EPOCH;
+            message = t + "-" + p + ": broker " + e.getKey() + " answered in leader epoch " + epoch + ", older than "
+                + knownEpoch(t, p) + " already seen";
+          }
           if (code == 0) {
             out.put(new TopicPartition(t, p), offset);
           } else if (ErrorCodes.retriable(code)) {
+            if (code == ErrorCodes.FENCED_LEADER_EPOCH || code == ErrorCodes.UNKNOWN_LEADER_EPOCH) epochRefusals++;
             again.add(new TopicPartition(t, p));
             lastError = SparkLogException.of(code, message);
           } else {
@@ -495,9 +652,9 @@ final class Cluster implements Closeable {
   /** The stored bytes per record of the first data frame at or after {@code offset} of tp
    *  (one fetch of at most 1 MiB; null when there is none): maxBytesPerTrigger's estimate. */
   Double storedBytesPerRecord(TopicPartition tp, long offset, boolean committed) {
-    Buf req = new Buf().i32(0).i32(1).i32(1 << 20).u8(committed ? 1 : 0).i32(1).str(tp.topic).i32(tp.partition).i64(offset)
-        .i64(0).i32(1 << 20);
-    ByteBuffer r = callLeader(tp.topic, tp.partition, DataConnection.FETCH, req, System.currentTimeMillis() + 30_000);
+    ByteBuffer r = onLeader(tp.topic, tp.partition, c -> c.call(DataConnection.FETCH_V2, new Buf().i32(0).i32(1)
+        .i32(1 << 20).u8(committed ? 1 : 0).i32(1).str(tp.topic).i32(tp.partition).i32(leaderEpoch(tp.topic, tp.partition))
+        .i64(offset).i64(0).i32(1 << 20)), System.currentTimeMillis() + 30_000);
     r.getInt();
     Buf.str(r);
     r.getInt();

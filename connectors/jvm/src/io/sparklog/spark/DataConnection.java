@@ -25,6 +25,9 @@ import javax.net.ssl.SSLSocket;
 final class DataConnection implements Closeable {
   static final int METADATA = 1, LIST_OFFSETS = 2, FETCH = 3, PRODUCE = 4, SCRAM_START = 5, SCRAM_FINISH = 6,
       PRODUCE_TXN = 7, FETCH_TIER = 8;
+  /** LIST_OFFSETS, FETCH and FETCH_TIER with the client's leader epoch after each partition number
+   *  (KIP-320; brokers/server/data_listener.py's docstring): what this connector sends. */
+  static final int LIST_OFFSETS_V2 = 11, FETCH_V2 = 12, FETCH_TIER_V2 = 13;
   /** Idle connections older than this are closed rather than reused. */
   static final long MAX_IDLE_MS = 60_000;
   static final int MAX_IDLE_PER_BROKER = 8;

@@ -12,6 +12,11 @@ final class ErrorCodes {
   static final int NOT_ENOUGH_REPLICAS_AFTER_APPEND = 90;
   static final int OFFSET_NOT_AVAILABLE = 91;
   static final int TIER_UNAVAILABLE = 122;
+  /** KIP-320: the request's leader epoch is older than the replica's (refresh metadata, ask again). */
+  static final int FENCED_LEADER_EPOCH = 145;
+  /** KIP-320: the request's leader epoch is newer than the replica's (the broker is behind, or a
+   *  deposed leader cut off from the controller: refresh metadata, ask again). */
+  static final int UNKNOWN_LEADER_EPOCH = 146;
 
   private ErrorCodes() {}
 
@@ -19,7 +24,7 @@ final class ErrorCodes {
     switch (code) {
       case UNKNOWN_TOPIC_OR_PARTITION: case NOT_LEADER: case NOT_ENOUGH_REPLICAS: case THROTTLED:
       case BROKER_NOT_AVAILABLE: case REQUEST_TIMEOUT: case NOT_ENOUGH_REPLICAS_AFTER_APPEND:
-      case OFFSET_NOT_AVAILABLE: case 10: case 31: case 40: case 41: case 42: case 107:
+      case OFFSET_NOT_AVAILABLE: case FENCED_LEADER_EPOCH: case UNKNOWN_LEADER_EPOCH: case 10: case 31: case 40: case 41: case 42: case 107:
         return true;
       default:
         return false;
@@ -54,6 +59,8 @@ final class ErrorCodes {
       case 120: return "TieringNotEnabledError";
       case 121: return "TierOffsetInvalidError";
       case TIER_UNAVAILABLE: return "TierUnavailableError";
+      case FENCED_LEADER_EPOCH: return "FencedLeaderEpochError";
+      case UNKNOWN_LEADER_EPOCH: return "UnknownLeaderEpochError";
       default: return "SparkLogError(" + code + ")";
     }
   }

@@ -75,6 +75,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     this.schema = schema;
     this.part = part;
     this.cluster = new Cluster(plan.bootstrap, plan.options.security);
+    cluster.seen(part.topic, part.partition, part.leaderEpoch);  // the driver's: no older leader for this task
     this.allocator = ArrowUtils.rootAllocator().newChildAllocator("spark-log " + part, 0, Long.MAX_VALUE);
     this.position = part.start;
     this.failOnDataLoss = plan.options.bool("failOnDataLoss", true);
@@ -129,11 +130,16 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
 
   /** The FETCH or FETCH_TIER of [at, end) on the partition's leader (the answer off-heap, in this task's allocator). */
   private DataConnection.Direct request(int api, long at) {
-    Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
-        .str(part.topic).i32(part.partition).i64(at).i64(part.end).i32(0);
-    if (pushBlock != null) req.raw(pushBlock);  // FETCH and FETCH_TIER: the brokers filter (tier rows too)
-    return cluster.onLeader(part.topic, part.partition, c -> c.callDirect(api, req, allocator),
-        System.currentTimeMillis() + pollTimeoutMs);
+    // FETCH_V2 / FETCH_TIER_V2: the partition's leader epoch as this task's metadata has it (KIP-320),
+    // read when the request is sent (after a refresh, the new one)
+    int wire = api == DataConnection.FETCH_TIER ? DataConnection.FETCH_TIER_V2 : DataConnection.FETCH_V2;
+    return cluster.onLeader(part.topic, part.partition, c -> {
+      Buf req = new Buf().i32(500).i32(1).i32(MAX_BYTES).u8(plan.options.readCommitted() ? 1 : 0).i32(1)
+          .str(part.topic).i32(part.partition).i32(cluster.leaderEpoch(part.topic, part.partition))
+          .i64(at).i64(part.end).i32(0);
+      if (pushBlock != null) req.raw(pushBlock);  // FETCH and FETCH_TIER: the brokers filter (tier rows too)
+      return c.callDirect(wire, req, allocator);
+    }, System.currentTimeMillis() + pollTimeoutMs);
   }
 
   /** Prefetching: once a fetch answer is decoded, the next FETCH (from the new position) is sent
@@ -210,6 +216,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       if (code != 0) {
         if (ErrorCodes.retriable(code) || (code == ErrorCodes.TIER_UNAVAILABLE && ++tierRetries <= TIER_RETRIES)) {
           lastRetriable = ErrorCodes.name(code) + ": " + message;
+          if (code == ErrorCodes.FENCED_LEADER_EPOCH || code == ErrorCodes.UNKNOWN_LEADER_EPOCH) cluster.epochRefusals++;
           cluster.topic(part.topic, true);
           Cluster.sleep(code == ErrorCodes.TIER_UNAVAILABLE ? 100L << Math.min(tierRetries, 4) : 50);
           return code;
@@ -595,6 +602,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
     return Vectors.wrap(vector, f.dataType());
   }
+
+  /** Fetch answers and ListOffsets refused for their leader epoch so far (EpochProbe, tests). */
+  int epochRefusals() { return cluster.epochRefusals; }
 
   @Override
   public void close() {

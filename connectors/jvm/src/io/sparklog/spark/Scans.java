@@ -179,7 +179,8 @@ final class Scans {
     List<InputPartition> out = new ArrayList<>();
     for (Object[] r : ranges) {
       TopicPartition tp = (TopicPartition) r[0];
-      out.add(new RangePartition(tp.topic, tp.partition, (long) r[1], (long) r[2], locality.of(plan.cluster(), tp)));
+      out.add(new RangePartition(tp.topic, tp.partition, (long) r[1], (long) r[2], locality.of(plan.cluster(), tp),
+          plan.cluster().knownEpoch(tp.topic, tp.partition)));
     }
     return out;
   }
@@ -340,9 +341,17 @@ final class Scans {
     final int partition;
     final long start, end;
     final String[] locations;
+    /** The partition's leader epoch in the driver's metadata when planned (-1: unknown): the task's
+     *  reader takes no answer from an older one. */
+    final int leaderEpoch;
 
     RangePartition(String topic, int partition, long start, long end, String[] locations) {
+      this(topic, partition, start, end, locations, -1);
+    }
+
+    RangePartition(String topic, int partition, long start, long end, String[] locations, int leaderEpoch) {
       this.topic = topic; this.partition = partition; this.start = start; this.end = end; this.locations = locations;
+      this.leaderEpoch = leaderEpoch;
     }
 
     @Override public String[] preferredLocations() { return locations; }
