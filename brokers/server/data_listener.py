@@ -74,6 +74,10 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       quota: ``Broker.Fetch``'s (READ each topic; the consumer byte rate).  It may
                       end with FETCH's pushdown block: the tier's rows are then filtered and
                       projected on the broker and answered as FETCH answers them
+    METADATA_V2 (14)  METADATA, with ``str topic id`` after each topic's message (empty for a topic
+                      that is absent or not described): a client keeping leader epochs per partition
+                      tells a topic deleted and created again under the same name (a new id, its
+                      epochs start over) from a stale answer about the same topic
     LIST_OFFSETS_V2 (11), FETCH_V2 (12), FETCH_TIER_V2 (13)
                       LIST_OFFSETS, FETCH and FETCH_TIER with the client's leader epoch of each
                       partition (KIP-320): an ``i32 current leader epoch`` right after each
@@ -144,7 +148,8 @@ from .replica_listener import NODE_AUTH, REPLICA_FETCH
 from .tier_fetch import TierFetchHandler
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
-           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "LIST_OFFSETS_V2", "FETCH_V2", "FETCH_TIER_V2", "NODE_AUTH", "REPLICA_FETCH", "describe_handler", "security_refusal", "Caller"]
+           "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "LIST_OFFSETS_V2", "FETCH_V2", "FETCH_TIER_V2", "METADATA_V2", "NODE_AUTH", "REPLICA_FETCH",
+           "describe_handler", "security_refusal", "Caller"]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +157,7 @@ PORT_FILE = "data.port"
 METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN, FETCH_TIER = 1, 2, 3, 4, 5, 6, 7, 8
 # 9, 10: NODE_AUTH, REPLICA_FETCH (replica_listener.py)
 LIST_OFFSETS_V2, FETCH_V2, FETCH_TIER_V2 = 11, 12, 13  # a client leader epoch per partition (module docstring)
+METADATA_V2 = 14  # METADATA with each topic's id (module docstring)
 _HANDSHAKE_TIMEOUT_S = 10.0
 MAX_REQUEST_BYTES = 256 << 20
 _U32 = struct.Struct("<I")
@@ -545,8 +551,8 @@ class DataListener:
             elif not caller.authenticated:
                 raise AuthenticationError("this listener needs authentication: SCRAM-SHA-256 (SCRAM_START/SCRAM_FINISH) "
                                           "or a client certificate")
-            elif api == METADATA:
-                self._metadata(request, body, caller)
+            elif api in (METADATA, METADATA_V2):
+                self._metadata(request, body, caller, topic_ids=api == METADATA_V2)
             elif api in (LIST_OFFSETS, LIST_OFFSETS_V2):
                 self._list_offsets(request, body, caller, epochs=api == LIST_OFFSETS_V2)
             elif api in (FETCH, FETCH_V2):
@@ -649,7 +655,7 @@ class DataListener:
 
     # --- requests (continued) -------------------------------------------------------------
 
-    def _metadata(self, request: _Reader, out: _Writer, caller: Caller) -> None:
+    def _metadata(self, request: _Reader, out: _Writer, caller: Caller, *, topic_ids: bool = False) -> None:
         if not self.manager.caught_up:
             from spark_log.errors import BrokerNotAvailableError
 
@@ -686,6 +692,8 @@ class DataListener:
             if name in denied:
                 out.i16(int(TopicAuthorizationError.code))
                 out.str(f"principal {caller.principal} is not allowed describe on topic {name!r}")
+                if topic_ids:
+                    out.str("")
                 out.str("")
                 out.u8(0)
                 out.i32(0)
@@ -695,6 +703,8 @@ class DataListener:
             if topic is None:
                 out.i16(int(pb_unknown_code()))
                 out.str(f"unknown topic {name!r}")
+                if topic_ids:
+                    out.str("")
                 out.str("")
                 out.u8(0)
                 out.i32(0)
@@ -704,6 +714,8 @@ class DataListener:
             meta = self.builder.topic_meta(topic)
             out.i16(0)
             out.str("")
+            if topic_ids:
+                out.str(topic.topic_id)
             out.str(topic.kind)
             out.u8(1 if topic.config.message_timestamp_type == "LogAppendTime" else 0)
             out.i32(len(meta.key_columns))

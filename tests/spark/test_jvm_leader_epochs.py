@@ -79,3 +79,45 @@ def test_jvm_cluster_follows_and_never_regresses_leader_epochs(spark: Any, log_c
 
     df = spark.read.format(jvm_format).option("bootstrap", bootstrap).option("subscribe", topic).load()
     assert sorted(bytes(r.value) for r in df.collect()) == [b"v%d" % n for n in range(10)]
+
+
+def test_a_topic_created_again_under_its_name_starts_its_epochs_over(spark: Any, log_cluster: Any, admin: Any,
+                                                                     topic_name: Callable[[], str]) -> None:
+    """Leader epochs are remembered per topic id (METADATA_V2): after a topic is deleted and
+    created again under the same name (a new id, epochs from 0 again), a JVM Cluster that saw
+    the old topic's higher epoch, and the JVM-wide metadata cache, take the new topic's
+    metadata instead of calling every answer stale."""
+    jvm_format = require_jvm()
+    topic, bootstrap = topic_name(), log_cluster.bootstrap
+    a, b = admin.create_topic(topic, partitions=1, replication_factor=2).partitions[0].replicas
+    for broker, order in ((b, [b, a]), (a, [a, b])):   # two leader changes: the old topic's epoch grows
+        admin.alter_partition_reassignments({(topic, 0): order}, wait=True, timeout_s=30)
+        admin.elect_leaders(topic, [0])
+        wait_until(lambda: (p := admin.describe_topic(topic, live=False).partitions[0]).leader == broker
+                   and len(p.isr) == 2, timeout=30, message=f"broker {broker} leads")
+    old_epoch = admin.describe_topic(topic, live=False).partitions[0].leader_epoch
+    with Producer(bootstrap, acks="all") as producer:
+        for n in range(3):
+            producer.send(topic, b"old%d" % n, partition=0).result(timeout=30)
+
+    def read() -> list[bytes]:
+        df = spark.read.format(jvm_format).option("bootstrap", bootstrap).option("subscribe", topic).load()
+        return sorted(bytes(r.value) for r in df.collect())
+
+    assert read() == [b"old0", b"old1", b"old2"]   # the JVM-wide cache now holds the old topic's epoch
+    probe = spark.sparkContext._jvm.io.sparklog.spark.EpochProbe(bootstrap)
+    try:
+        assert probe.latest(topic, 0, 30_000) == 3 and probe.knownEpoch(topic, 0) == old_epoch
+        admin.delete_topic(topic)
+        wait_until(lambda: topic not in admin.list_topics(), timeout=30, message="topic deleted")
+        admin.create_topic(topic, partitions=1, replication_factor=2)
+        new_epoch = admin.describe_topic(topic, live=False).partitions[0].leader_epoch
+        assert new_epoch < old_epoch
+        with Producer(bootstrap, acks="all") as producer:
+            for n in range(2):
+                producer.send(topic, b"new%d" % n, partition=0).result(timeout=30)
+        assert probe.latest(topic, 0, 30_000) == 2
+        assert probe.knownEpoch(topic, 0) == new_epoch
+    finally:
+        probe.close()
+    assert read() == [b"new0", b"new1"]

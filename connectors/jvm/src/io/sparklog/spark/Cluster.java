@@ -66,14 +66,16 @@ final class Cluster implements Closeable {
 
   static final class TopicMeta {
     final String name, kind;
+    /** The topic's id (METADATA_V2): a topic deleted and created again under the same name has a new one. */
+    final String topicId;
     final int timestampType;
     final List<String> keyColumns;
     final TreeMap<Integer, Schema> schemas;
     final List<PartitionMeta> partitions;
 
-    TopicMeta(String name, String kind, int timestampType, List<String> keyColumns, TreeMap<Integer, Schema> schemas,
-              List<PartitionMeta> partitions) {
-      this.name = name; this.kind = kind; this.timestampType = timestampType; this.keyColumns = keyColumns;
+    TopicMeta(String name, String topicId, String kind, int timestampType, List<String> keyColumns,
+              TreeMap<Integer, Schema> schemas, List<PartitionMeta> partitions) {
+      this.name = name; this.topicId = topicId; this.kind = kind; this.timestampType = timestampType; this.keyColumns = keyColumns;
       this.schemas = schemas; this.partitions = partitions;
     }
 
@@ -259,6 +261,7 @@ final class Cluster implements Closeable {
       String name = Buf.str(r);
       short code = r.getShort();
       String message = Buf.str(r);
+      String topicId = Buf.str(r);  // METADATA_V2
       String kind = Buf.str(r);
       int tsType = r.get();
       List<String> keys = new ArrayList<>();
@@ -278,7 +281,7 @@ final class Cluster implements Closeable {
         parts.add(new PartitionMeta(p, leader, epoch, replicas, isr));
       }
       a.topics.add(new Object[] {name, code, message,
-          code == 0 ? new TopicMeta(name, kind, tsType, keys, schemas, parts) : null});
+          code == 0 ? new TopicMeta(name, topicId, kind, tsType, keys, schemas, parts) : null});
     }
     return a;
   }
@@ -288,6 +291,9 @@ final class Cluster implements Closeable {
   /** Per partition, the metadata with the highest leader epoch this object has seen (a seed from
    *  {@link #seen} has leader -1 until an answer at least as new names one). */
   private final Map<TopicPartition, PartitionMeta> newest = new HashMap<>();
+  /** The topic id the entries of {@link #newest} belong to, per topic name: an answer about another
+   *  id (the topic was deleted and created again) is never stale; the old entries are dropped. */
+  private final Map<String, String> newestIds = new HashMap<>();
   /** METADATA answers found stale (an older leader epoch than seen for some partition). */
   int staleAnswers;
   /** Answers refused for their leader epoch: FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, or a
@@ -298,6 +304,8 @@ final class Cluster implements Closeable {
     for (Object[] t : a.topics) {
       if (t[3] == null) continue;
       TopicMeta m = (TopicMeta) t[3];
+      String knownId = newestIds.get(m.name);
+      if (knownId != null && !knownId.equals(m.topicId)) continue;  // another topic under that name
       for (PartitionMeta p : m.partitions) {
         PartitionMeta known = newest.get(new TopicPartition(m.name, p.partition));
         if (known != null && p.leaderEpoch < known.leaderEpoch) return true;
@@ -310,6 +318,10 @@ final class Cluster implements Closeable {
    *  older entry in {@code m} is stale and the remembered one is kept. */
   private TopicMeta newest(TopicMeta m) {
     if (m == null) return null;
+    String knownId = newestIds.put(m.name, m.topicId);
+    if (knownId != null && !knownId.equals(m.topicId)) {
+      newest.keySet().removeIf(tp -> tp.topic.equals(m.name));  // created again: its epochs start over
+    }
     List<PartitionMeta> parts = new ArrayList<>(m.partitions.size());
     boolean changed = false;
     for (PartitionMeta p : m.partitions) {
@@ -323,18 +335,18 @@ final class Cluster implements Closeable {
         parts.add(p);
       }
     }
-    return changed ? new TopicMeta(m.name, m.kind, m.timestampType, m.keyColumns, m.schemas, parts) : m;
+    return changed ? new TopicMeta(m.name, m.topicId, m.kind, m.timestampType, m.keyColumns, m.schemas, parts) : m;
   }
 
   /** The other way round for the JVM-wide cache: per partition the newer of {@code before} and {@code m}. */
   private static TopicMeta newerOf(TopicMeta before, TopicMeta m) {
-    if (before == null || before.partitions.size() != m.partitions.size()) return m;
+    if (before == null || !before.topicId.equals(m.topicId) || before.partitions.size() != m.partitions.size()) return m;
     List<PartitionMeta> parts = new ArrayList<>(m.partitions.size());
     for (int i = 0; i < m.partitions.size(); i++) {
       PartitionMeta a = before.partitions.get(i), b = m.partitions.get(i);
       parts.add(a.partition == b.partition && a.leaderEpoch > b.leaderEpoch ? a : b);
     }
-    return new TopicMeta(m.name, m.kind, m.timestampType, m.keyColumns, m.schemas, parts);
+    return new TopicMeta(m.name, m.topicId, m.kind, m.timestampType, m.keyColumns, m.schemas, parts);
   }
 
   /** The highest leader epoch seen for topic-partition (-1: none). */
@@ -383,7 +395,7 @@ final class Cluster implements Closeable {
     Answer chosen = null;
     boolean stale = true;
     for (int attempt = 0; attempt <= Math.max(brokers.size(), 3); attempt++) {
-      ByteBuffer r = callAny(DataConnection.METADATA, req, asked, used);
+      ByteBuffer r = callAny(DataConnection.METADATA_V2, req, asked, used);
       Answer a = parseMetadata(r);
       boolean again = asked.contains(used[0]);  // no other broker left to ask
       if (!isStale(a)) {
@@ -410,6 +422,7 @@ final class Cluster implements Closeable {
         topics.remove(name);
         if (code == ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION && !stale) {  // deleted: a recreated topic starts over
           newest.keySet().removeIf(tp -> tp.topic.equals(name));
+          newestIds.remove(name);
         }
         if (names != null) throw SparkLogException.of(code, (String) t[2]);
         continue;

@@ -28,6 +28,9 @@ final class DataConnection implements Closeable {
   /** LIST_OFFSETS, FETCH and FETCH_TIER with the client's leader epoch after each partition number
    *  (KIP-320; brokers/server/data_listener.py's docstring): what this connector sends. */
   static final int LIST_OFFSETS_V2 = 11, FETCH_V2 = 12, FETCH_TIER_V2 = 13;
+  /** METADATA with each topic's id: leader epochs are remembered per topic id (a topic created again
+   *  under the same name starts over). */
+  static final int METADATA_V2 = 14;
   /** Idle connections older than this are closed rather than reused. */
   static final long MAX_IDLE_MS = 60_000;
   static final int MAX_IDLE_PER_BROKER = 8;
