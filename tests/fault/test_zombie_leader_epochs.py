@@ -32,7 +32,7 @@ from spark_log.errors import ErrorCode, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 from tests.support.netns import NetworkLab, available
-from tests.support.netns_cluster import NetnsCluster
+from tests.support.netns_cluster import NetnsCluster, netns_world
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow,
@@ -45,17 +45,8 @@ TOPIC = "zombie"
 
 @pytest.fixture()
 def world(tmp_path: Path) -> Iterator[tuple[NetworkLab, NetnsCluster]]:
-    lab = NetworkLab()
-    cluster = None
-    try:
-        cluster = NetnsCluster(lab, tmp_path, config=FAST)
-        cluster.start_all()
-        cluster.wait_healthy(timeout_s=90)
-        yield lab, cluster
-    finally:
-        if cluster is not None:
-            cluster.down()
-        lab.close()
+    with netns_world(tmp_path, FAST) as world:
+        yield world
 
 
 def meta(cluster: NetnsCluster, node: int) -> pb.PartitionMeta:

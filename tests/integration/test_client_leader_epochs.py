@@ -17,6 +17,7 @@ from spark_log import Admin, Consumer, Producer
 from spark_log.errors import ErrorCode
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
+from tests.support.leadership import lead
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -42,13 +43,8 @@ def test_brokers_check_client_leader_epochs_and_clients_recover(cluster: LocalCl
                    message="first records")
         assert consumer._cluster.leader(topic_name, 0)[1] == first_epoch  # noqa: SLF001 - cached, leader a
 
-        def lead(broker: int, order: list[int]) -> int:
-            admin.alter_partition_reassignments({(topic_name, 0): order}, wait=True, timeout_s=30)
-            admin.elect_leaders(topic_name, [0])
-            return wait_until(lambda: (p := admin.describe_topic(topic_name, live=False).partitions[0]).leader == broker
-                              and len(p.isr) == 2 and p.leader_epoch, timeout=30, message=f"broker {broker} leads")
-        lead(b, [b, a])
-        epoch = lead(a, [a, b])
+        lead(admin, topic_name, b, [b, a])
+        epoch = lead(admin, topic_name, a, [a, b])
         assert epoch >= first_epoch + 2
 
         address = admin._cluster.broker_address(a)  # noqa: SLF001 - the broker's own address

@@ -15,6 +15,7 @@ from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
 from spark_log.errors import ErrorCode
 from tests.support.data_client import DataClient, describe
+from tests.support.leadership import lead
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.integration]
@@ -29,13 +30,8 @@ def test_data_listener_checks_client_leader_epochs(cluster: LocalCluster, topic_
         for n in range(5):
             producer.send(topic_name, b"v%d" % n, partition=0).result(timeout=30)
 
-        def lead(broker: int, order: list[int]) -> int:
-            admin.alter_partition_reassignments({(topic_name, 0): order}, wait=True, timeout_s=30)
-            admin.elect_leaders(topic_name, [0])
-            return wait_until(lambda: (p := admin.describe_topic(topic_name, live=False).partitions[0]).leader == broker
-                              and len(p.isr) == 2 and p.leader_epoch, timeout=30, message=f"broker {broker} leads")
-        lead(b, [b, a])
-        epoch = lead(a, [a, b])
+        lead(admin, topic_name, b, [b, a])
+        epoch = lead(admin, topic_name, a, [a, b])
         assert epoch >= first_epoch + 2
         address = admin._cluster.broker_address(a)  # noqa: SLF001 - the broker's own gRPC address
         assert address is not None

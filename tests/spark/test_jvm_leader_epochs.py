@@ -17,6 +17,7 @@ import pytest
 
 from spark_log import Producer
 from tests.support.jvm import require_jvm
+from tests.support.leadership import lead
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.spark
@@ -40,13 +41,8 @@ def test_jvm_cluster_follows_and_never_regresses_leader_epochs(spark: Any, log_c
             assert probe.latest(topic, 0, 30_000) == 5
             assert probe.knownEpoch(topic, 0) == probe.leaderEpoch(topic, 0) == first
 
-            def lead(broker: int, order: list[int]) -> int:
-                admin.alter_partition_reassignments({(topic, 0): order}, wait=True, timeout_s=30)
-                admin.elect_leaders(topic, [0])
-                return wait_until(lambda: (p := admin.describe_topic(topic, live=False).partitions[0]).leader == broker
-                                  and len(p.isr) == 2 and p.leader_epoch, timeout=30, message=f"broker {broker} leads")
-            lead(b, [b, a])
-            epoch = lead(a, [a, b])
+            lead(admin, topic, b, [b, a])
+            epoch = lead(admin, topic, a, [a, b])
             assert epoch >= first + 2
             for n in range(5, 10):
                 producer.send(topic, b"v%d" % n, partition=0).result(timeout=30)
@@ -90,12 +86,8 @@ def test_a_topic_created_again_under_its_name_starts_its_epochs_over(spark: Any,
     jvm_format = require_jvm()
     topic, bootstrap = topic_name(), log_cluster.bootstrap
     a, b = admin.create_topic(topic, partitions=1, replication_factor=2).partitions[0].replicas
-    for broker, order in ((b, [b, a]), (a, [a, b])):   # two leader changes: the old topic's epoch grows
-        admin.alter_partition_reassignments({(topic, 0): order}, wait=True, timeout_s=30)
-        admin.elect_leaders(topic, [0])
-        wait_until(lambda: (p := admin.describe_topic(topic, live=False).partitions[0]).leader == broker
-                   and len(p.isr) == 2, timeout=30, message=f"broker {broker} leads")
-    old_epoch = admin.describe_topic(topic, live=False).partitions[0].leader_epoch
+    lead(admin, topic, b, [b, a])   # two leader changes: the old topic's epoch grows
+    old_epoch = lead(admin, topic, a, [a, b])
     with Producer(bootstrap, acks="all") as producer:
         for n in range(3):
             producer.send(topic, b"old%d" % n, partition=0).result(timeout=30)

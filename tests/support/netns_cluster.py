@@ -15,7 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import grpc
 
@@ -24,7 +25,7 @@ from spark_log.proto import broker_pb2_grpc as rpc
 
 from .netns import Host, NetworkLab
 
-__all__ = ["NetnsCluster", "PORT", "lagging_image"]
+__all__ = ["NetnsCluster", "PORT", "lagging_image", "netns_world"]
 
 PORT = 9092
 REPO = Path(__file__).resolve().parents[2]
@@ -200,3 +201,21 @@ class NetnsCluster:
                 raise TimeoutError(f"netns cluster not healthy after {timeout_s:.0f}s: {reason}")
             time.sleep(0.2)  # polling other processes' readiness
             reason = self.unhealthy()
+
+
+@contextmanager
+def netns_world(root: Path, config: dict[str, Any], *, brokers: int = 3,
+                timeout_s: float = 90.0) -> Iterator[tuple[NetworkLab, NetnsCluster]]:
+    """A healthy ``NetnsCluster`` in a fresh ``NetworkLab`` (a fixture's body); both are torn
+    down on exit, also when the test fails."""
+    lab = NetworkLab()
+    cluster = None
+    try:
+        cluster = NetnsCluster(lab, root, brokers=brokers, config=config)
+        cluster.start_all()
+        cluster.wait_healthy(timeout_s=timeout_s)
+        yield lab, cluster
+    finally:
+        if cluster is not None:
+            cluster.down()
+        lab.close()
