@@ -68,6 +68,7 @@ def test_the_jvm_reads_tiered_rows_filtered_on_the_brokers(spark: Any, log_clust
     of a tiered topic moves a small fraction of what an unfiltered one moves (tier reads count
     in ``spark_log_topic_bytes_out`` as fetches do)."""
     from jobs.tier import consumer_reader, tier_topic
+    from spark_log import Producer
     from tests.support.tiering import TIERED, wait_local_start
 
     jvm = require_jvm()
@@ -77,12 +78,12 @@ def test_the_jvm_reads_tiered_rows_filtered_on_the_brokers(spark: Any, log_clust
     topic, bootstrap = topic_name(), log_cluster.bootstrap
     admin.create_topic(topic, partitions=1, replication_factor=3, config=TIERED,
                        schema=pa.schema([("n", pa.int64()), ("s", pa.string())]))
-    for start in range(0, ROWS, 500):   # one frame (and segment) per write; the last, tiny one stays local
-        rows = [(i, f"payload-{i:06d}-" + "x" * 40) for i in range(start, start + 500)]
-        spark.createDataFrame(rows, "n long, s string").coalesce(1).write.format("spark-log") \
-            .option("bootstrap", bootstrap).option("topic", topic).mode("append").save()
-    spark.createDataFrame([(-1, "tail")], "n long, s string").write.format("spark-log") \
-        .option("bootstrap", bootstrap).option("topic", topic).mode("append").save()
+    with Producer(bootstrap) as producer:   # frames of 500 rows (a segment each); the last, tiny one stays local
+        for start in [*range(0, ROWS, 500), -1]:
+            n = list(range(start, start + 500)) if start >= 0 else [-1]
+            table = pa.table({"n": n, "s": [f"payload-{i:06d}-" + "x" * 40 for i in n]})
+            for future in producer.send_batch(topic, table, partition=0):
+                future.result(timeout=30)
     tier_topic(admin, topic, reader=consumer_reader(bootstrap))
     wait_local_start(bootstrap, topic, 0, ROWS)   # every one of the ROWS is read from the tier
 
