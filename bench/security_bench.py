@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from bench.client_bench import CpuMeter, _values
+from bench.ceilings import random_values
+from bench.client_bench import CpuMeter
 from brokers.launcher.local import LocalCluster
 from brokers.launcher.secure import DevSecurity
 from spark_log import AclBinding, Admin, ClientSecurity, Consumer, Producer
@@ -133,7 +134,7 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(args.dir or tempfile.mkdtemp(prefix="security-bench-"))
     setups = [Setup("plaintext", None), Setup("tls", DevSecurity(tls=True)),
               Setup("tls+scram+acl", DevSecurity(tls=True, sasl=True, authorizer=True))]
-    table = pa.table({"value": _values(16_384, VALUE)})
+    table = pa.table({"value": random_values(16_384, VALUE)})
     offsets = {s.name: 100 for s in setups}  # after produce()'s 100-record warm-up
     try:
         for setup in setups:
