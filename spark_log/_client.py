@@ -324,27 +324,31 @@ class Cluster:
     def _is_stale(self, answer: pb.MetadataResponse) -> bool:
         """Whether ``answer`` names an older leader epoch for some partition than one seen."""
         with self._lock:
-            newest = self._newest
             for meta in answer.topics:
                 if meta.error.code:
                     continue
-                for part in meta.partitions:
-                    known = newest.get((meta.name, part.partition))
-                    if known is not None and known[0] == meta.topic_id and part.leader_epoch < known[1].leader_epoch:
-                        return True
+                if any(self._older(meta, part) is not None for part in meta.partitions):
+                    return True
         return False
+
+    def _older(self, meta: pb.TopicMeta, part: pb.PartitionMeta) -> pb.PartitionMeta | None:
+        """The remembered entry of ``part`` when ``part`` names an older leader epoch of the
+        same topic id (a stale answer for it), else None (caller holds the lock)."""
+        known = self._newest.get((meta.name, part.partition))
+        if known is not None and known[0] == meta.topic_id and part.leader_epoch < known[1].leader_epoch:
+            return known[1]
+        return None
 
     def _newest_info(self, meta: pb.TopicMeta) -> TopicInfo:
         """``meta`` as a ``TopicInfo``, each partition at the highest leader epoch seen
         (remembered here; caller holds the lock)."""
         info = topic_info_from_pb(meta)
         for index, part in list(info.partitions.items()):
-            key = (meta.name, index)
-            known = self._newest.get(key)
-            if known is not None and known[0] == meta.topic_id and part.leader_epoch < known[1].leader_epoch:
-                info.partitions[index] = known[1]  # a stale answer for this partition: keep the newer entry
+            kept = self._older(meta, part)
+            if kept is not None:
+                info.partitions[index] = kept  # a stale answer for this partition: keep the newer entry
             else:
-                self._newest[key] = (meta.topic_id, part)
+                self._newest[(meta.name, index)] = (meta.topic_id, part)
         return info
 
     def known_leader_epoch(self, topic: str, partition: int) -> int:
