@@ -59,6 +59,7 @@ class OffsetMap:
         self._verified_records = 0
         self._hashes: npt.NDArray[np.uint64] | None = None  # sorted key hashes (built by the first lookup)
         self._sorted_offsets: npt.NDArray[np.int64] | None = None
+        self._latest_marks: npt.NDArray[np.bool_] | None = None  # one flag per offset of [start, end)
         self._order: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
@@ -99,9 +100,7 @@ class OffsetMap:
         offsets = np.concatenate([self._offsets, *self._pending_offsets])
         self._pending_keys, self._pending_offsets = [], []
         self._pending_count = self._pending_bytes = 0
-        grouped = pa.table({"k": keys, "o": offsets}).group_by("k", use_threads=False).aggregate([("o", "max")])
-        merged_keys: pa.Array[Any] = grouped.column("k").combine_chunks()
-        merged_offsets = np.asarray(grouped.column("o_max").to_numpy(), dtype=np.int64)
+        merged_keys, merged_offsets = _latest_per_key(keys, offsets)
         if int(merged_keys.nbytes) + int(merged_offsets.nbytes) + _LOOKUP_BYTES * len(merged_keys) > self.budget_bytes:
             self._pending_end = self.end
             return False
@@ -112,7 +111,7 @@ class OffsetMap:
     def _set(self, keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> None:
         """The map becomes ``keys`` -> ``offsets`` (any order); lookups are rebuilt lazily."""
         self._keys, self._offsets = keys, offsets
-        self._hashes, self._sorted_offsets = None, None
+        self._hashes, self._sorted_offsets, self._latest_marks = None, None, None
 
     @classmethod
     def from_arrow(cls, table: pa.Table, *, start: int, end: int) -> "OffsetMap":
@@ -177,14 +176,26 @@ class OffsetMap:
         return out
 
     def is_latest(self, offsets: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """Whether each offset (of a keyed record inside ``[start, end)``) is its key's latest:
+        """Whether each offset is its key's latest (False outside ``[start, end)``):
         a membership test on the map's offsets, no key lookup (the map holds exactly the
-        latest offset of every key of its range)."""
+        latest offset of every key of its range).  While the range is at most
+        ``_LOOKUP_BYTES`` offsets per key (the memory ``nbytes`` counts for lookups), the test
+        is one flag per offset of the range; beyond that, a search in the sorted offsets."""
+        if not len(self._offsets):
+            return np.zeros(len(offsets), dtype=bool)
+        if self._latest_marks is None and self._sorted_offsets is None:
+            span = max(self.end, int(self._offsets.max()) + 1) - self.start
+            if span <= _LOOKUP_BYTES * len(self._offsets):
+                self._latest_marks = np.zeros(span, dtype=bool)
+                self._latest_marks[self._offsets - self.start] = True
+        marks = self._latest_marks
+        if marks is not None:
+            at = offsets - self.start
+            inside = (at >= 0) & (at < len(marks))
+            return np.asarray(marks[np.where(inside, at, 0)] & inside, dtype=bool)
         if self._sorted_offsets is None:
             self._sorted_offsets = np.sort(self._offsets)
         found = self._sorted_offsets
-        if not len(found):
-            return np.zeros(len(offsets), dtype=bool)
         at = np.minimum(np.searchsorted(found, offsets), len(found) - 1)
         return np.asarray(found[at] == offsets, dtype=bool)
 
@@ -208,3 +219,21 @@ class OffsetMap:
             raise InvalidOffsetMapError(
                 f"the offset map has {len(self._keys)} keys but {self._hits} of the {self._verified_records} keyed "
                 f"records in [{self.start}, {self.end}) are their key's latest")
+
+
+def _latest_per_key(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
+    """Every distinct key of ``keys`` (binary, no nulls) once, with its highest offset
+    (Arrow's hash aggregation).  Keys that all have one length are grouped as fixed-size
+    binary, which Arrow hashes about twice as fast (ids, UUIDs: the common case)."""
+    grouped_keys: pa.Array[Any] = keys
+    offsets_buffer = keys.buffers()[1]
+    if len(keys) and offsets_buffer is not None:
+        bounds = np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset: keys.offset + len(keys) + 1]
+        widths = np.diff(bounds)
+        if 0 < int(widths[0]) and bool(np.all(widths == widths[0])):
+            grouped_keys = keys.cast(pa.binary(int(widths[0])))
+    grouped = pa.table({"k": grouped_keys, "o": offsets}).group_by("k", use_threads=False).aggregate([("o", "max")])
+    merged: pa.Array[Any] = grouped.column("k").combine_chunks()
+    if merged.type != pa.binary():
+        merged = merged.cast(pa.binary())
+    return merged, np.asarray(grouped.column("o_max").to_numpy(), dtype=np.int64)

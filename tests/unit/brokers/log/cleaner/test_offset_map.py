@@ -60,3 +60,32 @@ def test_an_offered_map_is_checked_record_by_record() -> None:
 def test_malformed_offered_maps_are_refused(table: pa.Table, match: str) -> None:
     with pytest.raises(InvalidOffsetMapError, match=match):
         OffsetMap.from_arrow(table, start=0, end=10)
+
+
+@pytest.mark.parametrize("width", [None, 6], ids=["mixed-lengths", "one-length"])
+def test_folds_agree_with_a_model_whether_keys_share_a_length_or_not(width: int | None) -> None:
+    rng = np.random.default_rng(7)
+    numbers = rng.integers(0, 300, 4000)
+    names = [f"{n:06d}" if width else "k" * int(n % 5) + str(n) for n in numbers]
+    model = {name.encode(): offset for offset, name in enumerate(names)}
+    m = OffsetMap(start=0, budget_bytes=1 << 30)
+    for at in range(0, len(names), 1000):  # four folds, each merging the map with new keys
+        m.add(_keys(*names[at: at + 1000]), np.arange(at, at + 1000), end=at + 1000)
+        assert m.fold()
+    table = m.to_arrow()
+    assert table.column("key").type == pa.binary()
+    assert dict(zip(table.column("key").to_pylist(), table.column("offset").to_pylist())) == model
+
+
+@pytest.mark.parametrize("keys", [40, 2], ids=["flags-per-offset", "sorted-search"])
+def test_is_latest_answers_by_offset_inside_the_range_and_false_outside(keys: int) -> None:
+    # 2 keys over 1000 offsets: more than 16 offsets per key, so the map searches its sorted offsets
+    names = [f"k{i % keys}" for i in range(1000)]
+    m = OffsetMap(start=100, budget_bytes=1 << 30)
+    m.add(_keys(*names), np.arange(100, 1100), end=1100)
+    assert m.fold()
+    latest = {name: 100 + i for i, name in enumerate(names)}
+    asked = np.array([0, 99, *range(100, 1100), 1100, 5000], dtype=np.int64)
+    expected = [int(o) in set(latest.values()) for o in asked]
+    assert m.is_latest(asked).tolist() == expected
+    assert sum(expected) == keys
