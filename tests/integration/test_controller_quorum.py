@@ -112,11 +112,14 @@ def test_killed_broker_is_fenced_and_returns_with_a_new_incarnation(cluster: Nod
 
 
 def test_sigterm_stops_a_node_cleanly(cluster: NodeCluster) -> None:
+    wait_until(lambda: all_registered(cluster), timeout=20, message="brokers did not all register")
+    cluster.client.create_topic("before-sigterm", partitions=1, replication_factor=3)  # its own: runs alone too
+    cluster.wait_for_images(lambda image: "before-sigterm" in image.topics)
     victim = cluster.ids[-1]
     assert cluster.terminate(victim) == 0
     assert not (cluster.data_dir(victim) / "broker.port").exists()
     cluster.start(victim)
-    cluster.wait_for_images(lambda image: "orders" in image.topics)
+    cluster.wait_for_images(lambda image: "before-sigterm" in image.topics)
 
 
 def test_a_broker_only_observer_follows_the_metadata_log(cluster: NodeCluster) -> None:
