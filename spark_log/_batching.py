@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import pyarrow as pa
 
+from .arrays import to_numpy
 from ._client import TopicInfo
 from ._futures import FutureGroup
 from ._partitioner import key_array, partitions_for_keys
@@ -93,7 +94,7 @@ def split_rows(topic: str, info: TopicInfo, table: pa.Table, routing: Any,
     else by key hash; rows without either go to ``sticky_next()``."""
     n = info.num_partitions
     if routing is not None:
-        parts = np.asarray(routing.to_numpy(zero_copy_only=False), dtype=np.float64)
+        parts = np.asarray(to_numpy(routing), dtype=np.float64)
         missing = np.isnan(parts)
         parts = np.where(missing, -1, parts).astype(np.int64)
         bad = parts[(~missing) & ((parts < 0) | (parts >= n))]

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 
 import pyarrow as pa
 
+from .arrays import binary_array
 from .errors import InvalidConfigError
 from .progress import progress as progress
 from .progress import progress_steps as progress_steps
@@ -80,10 +81,9 @@ def bytes_rows(table: pa.Table, key_column: str | None) -> pa.Table:
                                  f"({', '.join(table.column_names)})", key="key-column")
     rows = table.to_pylist()
     values = [json.dumps(row, default=str).encode() for row in rows]
-    columns: dict[str, Any] = {"value": pa.array(values, pa.binary())}
+    columns: dict[str, Any] = {"value": binary_array(values)}
     if key_column is not None:
-        columns["key"] = pa.array([None if r[key_column] is None else str(r[key_column]).encode() for r in rows],
-                                  pa.binary())
+        columns["key"] = binary_array([None if r[key_column] is None else str(r[key_column]).encode() for r in rows])
     return pa.table(columns)
 
 

@@ -75,6 +75,7 @@ import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
 from . import errors
+from .arrays import int64_array, timestamp_ms_array
 from ._client_metrics import ClientMetrics
 from ._client import Cluster, error_from_pb
 from .fetch_wire import parse_fetch_response
@@ -701,10 +702,10 @@ class Consumer:
                 batch = decode_batch(buffer.slice(pos, header.frame_length), schema)
                 batch = widen(batch, info.schema)
                 numbers = record_offsets(memoryview(buffer), header, pos)  # compacted frames: gaps inside
-                offsets = pa.array(numbers)
+                offsets = int64_array(numbers)
                 timestamps = None
                 if "timestamp" not in batch.schema.names:
-                    timestamps = pa.array(np.full(batch.num_rows, header.first_timestamp, dtype=np.int64)).cast(pa.timestamp("ms"))
+                    timestamps = timestamp_ms_array(np.full(batch.num_rows, header.first_timestamp, dtype=np.int64))
                 full = add_reserved_columns(batch, topic=topic, partition=partition, offsets=offsets, timestamps=timestamps)
                 skip = int(np.searchsorted(numbers, position)) if header.base_offset < position else 0
                 if skip < full.num_rows:

@@ -27,7 +27,12 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import binary_array, to_numpy
+
 __all__ = ["murmur2", "murmur2_array", "partition_for_key", "partitions_for_keys", "key_array", "StickyPartitioner"]
+
+_KEY_SEPARATOR = binary_array([b"\x1f"])[0]  # scalars made from arrays: pa.scalar imports pandas
+_EMPTY_KEY = binary_array([b""])[0]
 
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
@@ -124,15 +129,15 @@ def key_array(table: pa.Table | pa.RecordBatch, key_columns: list[str] | tuple[s
     for name in key_columns:
         found = table.column(name)
         column: pa.Array[Any] = found.combine_chunks() if isinstance(found, pa.ChunkedArray) else found
-        present |= column.is_valid().to_numpy(zero_copy_only=False)
+        present |= to_numpy(column.is_valid())
         if not (pa.types.is_binary(column.type) or pa.types.is_string(column.type)
                 or pa.types.is_large_binary(column.type) or pa.types.is_large_string(column.type)):
             column = column.cast(pa.string())
-        columns.append((column.cast(pa.binary()) if pa.types.is_string(column.type) else column).fill_null(b""))
+        column = column.cast(pa.binary()) if pa.types.is_string(column.type) else column
+        columns.append(column.fill_null(_EMPTY_KEY.cast(column.type)) if column.null_count else column)
     if len(columns) == 1:
         return columns[0], present
-    # pyarrow-stubs 20 types the separator (the last argument) like the arrays
-    joined: pa.Array[Any] = pc.binary_join_element_wise(*[c.cast(pa.binary()) for c in columns], b"\x1f")  # type: ignore[call-overload]
+    joined: pa.Array[Any] = pc.binary_join_element_wise(*[c.cast(pa.binary()) for c in columns], _KEY_SEPARATOR)
     return joined, present
 
 

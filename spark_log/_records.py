@@ -18,6 +18,7 @@ from typing import Any, Iterable, Sequence, cast
 import numpy as np
 import pyarrow as pa
 
+from .arrays import binary_array, bool_array, int32_array, repeated_int32, repeated_string, timestamp_ms_array
 from .errors import SchemaMismatchError
 from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
@@ -40,10 +41,10 @@ def null_column(n: int, type_: Any) -> pa.Array[Any]:
     beside 100-byte values.  Here the child is truly empty, so a frame holds 4 bytes a
     record (the list offsets) for absent headers."""
     if pa.types.is_list(type_):
-        mask = pa.array(np.ones(n, dtype=np.bool_))
+        mask = bool_array(np.ones(n, dtype=np.bool_))
         lists: Any = pa.ListArray  # pyarrow's stubs know no overload with type= and mask= together
-        return cast("pa.Array[Any]", lists.from_arrays(pa.array(np.zeros(n + 1, dtype=np.int32)),
-                                                       pa.array([], type_.value_type), type=type_, mask=mask))
+        return cast("pa.Array[Any]", lists.from_arrays(int32_array(np.zeros(n + 1, dtype=np.int32)),
+                                                       pa.nulls(0, type_.value_type), type=type_, mask=mask))
     return cast("pa.Array[Any]", pa.nulls(n, type_))
 
 
@@ -88,10 +89,10 @@ def bytes_batch(
     ``headers`` None: every record has none."""
     n = len(values)
     columns = {  # all-null keys are the common case: pa.nulls is O(1), converting Nones is not
-        "key": pa.nulls(n, _BINARY) if keys is None or keys.count(None) == n else pa.array(keys, _BINARY),
-        "value": pa.array(values, _BINARY),
+        "key": pa.nulls(n, _BINARY) if keys is None or keys.count(None) == n else binary_array(keys),
+        "value": binary_array(values),
         "headers": _headers_array(headers, n),
-        "timestamp": pa.array(timestamps, _INT64).view(_TIMESTAMP_MS),
+        "timestamp": timestamp_ms_array(timestamps),
     }
     if schema is BYTES_SCHEMA:
         return pa.RecordBatch.from_arrays([columns["key"], columns["value"], columns["headers"],
@@ -156,7 +157,7 @@ def conform(data: pa.Table | pa.RecordBatch, schema: pa.Schema, *, kind: str, no
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
                         raise SchemaMismatchError(f"column 'headers' must be {field.type}, got {column.type}") from None
             elif field.name == "timestamp":
-                column = pa.chunked_array([pa.array(np.full(n, now_ms, dtype=np.int64)).cast(pa.timestamp("ms"))])
+                column = pa.chunked_array([timestamp_ms_array(np.full(n, now_ms, dtype=np.int64))])
             else:
                 column = pa.chunked_array([null_column(n, field.type)])
             arrays.append(column)
@@ -201,8 +202,8 @@ def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
         arrays.append(timestamps)
     names += ["topic", "partition", "offset"]
     arrays += [
-        pa.nulls(n, pa.string()).fill_null(topic) if n else pa.array([], pa.string()),
-        pa.repeat(pa.scalar(partition, pa.int32()), n),
+        repeated_string(topic, n),
+        repeated_int32(partition, n),
         offsets,
     ]
     return pa.RecordBatch.from_arrays(arrays, names=names)

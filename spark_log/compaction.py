@@ -135,7 +135,7 @@ def record_keys(data: pa.RecordBatch | pa.Table, *, kind: str, key_columns: Sequ
                 column = column.cast(target)
         parts.extend(_prefixed(_as_bytes(column)))
     if not len(data):
-        return pa.array([], pa.binary())
+        return pa.nulls(0, pa.binary())
     joined: pa.Array[Any] = pc.call_function("binary_join_element_wise", [*parts, b""])
     return joined
 

@@ -82,6 +82,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
+from .arrays import binary_array, int16_array, to_numpy
 from .errors import CorruptRecordError, InvalidRequestError
 
 __all__ = [
@@ -319,7 +320,7 @@ def _timestamps(batch: pa.RecordBatch, default_ms: int) -> tuple[int, int]:
         return default_ms, default_ms
     column = batch.column(index)
     if column.type == _TIMESTAMP_MS and not column.null_count:  # the common case, without casts
-        values = column.view(pa.int64()).to_numpy()
+        values = to_numpy(column.view(pa.int64()))
         return int(values[0]), int(values.max())
     column = column.cast(pa.timestamp("ms")).cast(pa.int64())
     first = column[0].as_py()
@@ -622,7 +623,7 @@ CONTROL_SCHEMA_ID = -1
 def encode_control(control_type: int, payload: bytes, *, timestamp_ms: int, base_offset: int = 0,
                    partition_leader_epoch: int = -1) -> bytes:
     """A version-1 control frame holding one ``(type, payload)`` row (module docstring)."""
-    batch = pa.record_batch([pa.array([control_type], pa.int16()), pa.array([payload], pa.binary())],
+    batch = pa.record_batch([int16_array([control_type]), binary_array([payload])],
                             schema=CONTROL_SCHEMA)
     return encode_batch(batch, schema_id=CONTROL_SCHEMA_ID, compression=Codec.NONE, timestamp_ms=timestamp_ms,
                         base_offset=base_offset, partition_leader_epoch=partition_leader_epoch, control=True)
@@ -649,8 +650,7 @@ def encode_marker(commit: bool, *, producer_id: int, producer_epoch: int, coordi
     ABORT, carrying the producer's id and epoch in its header (as Kafka's control batches),
     and the writing coordinator's epoch as its payload.  Only brokers write it."""
     kind = ControlType.COMMIT if commit else ControlType.ABORT
-    batch = pa.record_batch([pa.array([int(kind)], pa.int16()),
-                             pa.array([_MARKER_PAYLOAD.pack(coordinator_epoch)], pa.binary())],
+    batch = pa.record_batch([int16_array([int(kind)]), binary_array([_MARKER_PAYLOAD.pack(coordinator_epoch)])],
                             schema=CONTROL_SCHEMA)
     return encode_batch(batch, schema_id=CONTROL_SCHEMA_ID, compression=Codec.NONE, timestamp_ms=timestamp_ms,
                         producer_id=producer_id, producer_epoch=producer_epoch, transactional=True, control=True)

@@ -53,6 +53,7 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import repeated_int32, repeated_string
 from .errors import TierStorageError, TierUnavailableError
 from .schemas import BYTES_SCHEMA
 
@@ -177,8 +178,8 @@ def from_tier_table(table: pa.Table, *, topic: str, partition: int, data_schema:
                       else pa.nulls(n, field.type))
     names += ["timestamp", "topic", "partition", "offset"]
     arrays += [table.column("timestamp").cast(pa.timestamp("ms")),
-               pa.nulls(n, pa.string()).fill_null(topic) if n else pa.array([], pa.string()),
-               pa.repeat(pa.scalar(partition, pa.int32()), n),
+               repeated_string(topic, n),
+               repeated_int32(partition, n),
                table.column("offset").cast(pa.int64())]
     return pa.Table.from_arrays(arrays, names=names)
 
