@@ -33,6 +33,7 @@ import org.apache.spark.storage.BlockManagerId;
 /** Scan planning: column pruning, batch reads and micro-batch streams (connectors/reader.py). */
 final class Scans {
   private Scans() {}
+  static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
 
   static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
     private final ReadPlan plan;
@@ -276,6 +277,15 @@ final class Scans {
     @Override public void prepareForTriggerAvailableNow() { target = plan.latest(); }
 
     @Override public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+      long t0 = System.nanoTime();
+      try {
+        return latestOffset0(startOffset, limit);
+      } finally {
+        if (PROFILE) System.err.printf("spark-log profile driver: latestOffset %.1f ms%n", (System.nanoTime() - t0) / 1e6);
+      }
+    }
+
+    private Offset latestOffset0(Offset startOffset, ReadLimit limit) {
       TreeMap<TopicPartition, Long> begin = ((SparkLogOffset) startOffset).offsets;
       if (progress != null) progress.publish(begin);  // the start ends the last completed micro-batch
       TreeMap<TopicPartition, Long> latest = target != null ? target : plan.latest();
@@ -322,8 +332,11 @@ final class Scans {
     }
 
     @Override public InputPartition[] planInputPartitions(Offset start, Offset end) {
-      return partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
+      long t0 = System.nanoTime();
+      InputPartition[] out = partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
           .toArray(new InputPartition[0]);
+      if (PROFILE) System.err.printf("spark-log profile driver: planInputPartitions %.1f ms%n", (System.nanoTime() - t0) / 1e6);
+      return out;
     }
 
     @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
