@@ -331,12 +331,31 @@ final class Scans {
       return new SparkLogOffset(lastLatest != null ? lastLatest : plan.latest());
     }
 
+    /** The last planning's offsets and answer: Spark plans each micro-batch's scan twice (the
+     *  physical plan, then the copy it prepares for execution, both holding the same start and end
+     *  Offset objects) and asks both for the input partitions; the second gets the first's answer
+     *  (no second executor lookup, an RPC to the block manager master, nor metadata reads).  A
+     *  later batch comes with new Offset objects and is planned anew. */
+    private Offset plannedStart, plannedEnd;
+    private InputPartition[] planned;
+    /** Micro-batch plannings (not reused) in this JVM, for tests (PlanProbe). */
+    static final java.util.concurrent.atomic.AtomicLong PLANNINGS = new java.util.concurrent.atomic.AtomicLong();
+
     @Override public InputPartition[] planInputPartitions(Offset start, Offset end) {
       long t0 = System.nanoTime();
-      InputPartition[] out = partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
-          .toArray(new InputPartition[0]);
-      if (PROFILE) System.err.printf("spark-log profile driver: planInputPartitions %.1f ms%n", (System.nanoTime() - t0) / 1e6);
-      return out;
+      boolean again = planned != null && start == plannedStart && end == plannedEnd;
+      if (!again) {
+        planned = partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
+            .toArray(new InputPartition[0]);
+        plannedStart = start;
+        plannedEnd = end;
+        PLANNINGS.incrementAndGet();
+      }
+      if (PROFILE) {
+        System.err.printf("spark-log profile driver: planInputPartitions %.1f ms%s%n", (System.nanoTime() - t0) / 1e6,
+            again ? " (the same batch's second planning: reused)" : "");
+      }
+      return planned.clone();
     }
 
     @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
