@@ -2,14 +2,20 @@
 flipped per query in one session (A/B on the same data, the same JVM, the same load).
 
     python -m bench.jvm_read_ab [--rows N] [--rounds R] [--bootstrap HOST:PORT,...]
-                                [--modes jvm,jvm-noprefetch,parquet]
+                                [--modes jvm,jvm-noprefetch,parquet,floor] [--variant NAME:PROP=VALUE,...]
 
 The read shapes of ``bench.connector_bench`` (``setup_read``/``read_sides``: a 2-partition
 bytes topic against 4 parquet files, 2 AvailableNow triggers of N/2 rows), without its
 Python-connector, ceiling and write sides, so a run takes about a minute.  Modes:
 ``jvm``, ``jvm-noprefetch`` (the reader's ``spark-log.noPrefetch`` system property, set in
-the driver's JVM, which runs the tasks in local mode) and ``parquet``.  Round 0 is a warm-up;
-the order of the modes rotates each round.  Prints rows/s per mode, the ratio to parquet
+the driver's JVM, which runs the tasks in local mode), ``parquet`` and ``floor``: Spark's own
+``rate-micro-batch`` source into ``noop`` with the same trigger shape (N/2 rows in 2 tasks a
+trigger; processing-time triggers, its first 2 timed), a micro-batch source with next to no
+read work, so what any DSv2 source pays per trigger in this session (planning, the offset and
+commit log writes, the job) -- the most a faster JVM reader could approach.  Round 0 is a warm-up;
+the order of the modes rotates each round.  ``--variant NAME:PROP=VALUE[,PROP=VALUE]``
+(repeatable) adds a JVM mode that runs with those system properties set in the driver's JVM
+(e.g. ``--variant big:spark-log.fetchMaxBytes=16777216`` against the default).  Prints rows/s per mode, the ratio to parquet
 and the median milliseconds of each trigger phase.  ``SPARK_LOG_JVM_PROFILE=1`` makes every
 JVM task print where its time went (stderr).
 """
@@ -32,10 +38,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--bootstrap", default=os.environ.get("SPARK_LOG_BOOTSTRAP"))
     parser.add_argument("--modes", default="jvm,jvm-noprefetch,parquet")
+    parser.add_argument("--variant", action="append", default=[],
+                        help="NAME:PROP=VALUE[,PROP=VALUE]: a JVM mode with these system properties (repeatable)")
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
-    if "parquet" not in modes or not set(modes) <= {"jvm", "jvm-noprefetch", "parquet"}:
-        parser.error("--modes: some of jvm, jvm-noprefetch, and parquet")
+    if "parquet" not in modes or not set(modes) <= {"jvm", "jvm-noprefetch", "parquet", "floor"}:
+        parser.error("--modes: some of jvm, jvm-noprefetch, floor, and parquet")
+    props: dict[str, dict[str, str]] = {"jvm-noprefetch": {"spark-log.noPrefetch": "true"}}
+    for spec in args.variant:
+        name, _, pairs = spec.partition(":")
+        if not name or name in modes or not pairs or any("=" not in p for p in pairs.split(",")):
+            parser.error(f"--variant {spec!r}: NAME:PROP=VALUE[,PROP=VALUE] with a new NAME")
+        props[name] = dict(p.split("=", 1) for p in pairs.split(","))
+        modes.append(name)
+    every_prop = {k for p in props.values() for k in p}
     if cb.jvm_jar() is None:
         raise SystemExit("the JVM connector jar was not built (make install needs a JDK)")
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -55,22 +71,31 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 topic, files = cb.setup_read(spark, bootstrap, root, args.rows)
                 sides = cb.read_sides(spark, bootstrap, topic, files, args.rows)
+                sides["floor"] = lambda ck: cb._until_batches(
+                    spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(args.rows // 2))
+                    .option("numPartitions", "2").load(), "noop", ck, 2)
                 tallies: dict[str, cb.Tally] = {}
                 phases: dict[str, list[dict[str, int]]] = {}
                 started, load = time.monotonic(), os.getloadavg()[0]
                 for round_ in range(args.rounds + 1):
                     for name in cb._rotated(modes, round_):
-                        system.setProperty("spark-log.noPrefetch", str(name == "jvm-noprefetch").lower())
-                        query = sides["parquet" if name == "parquet" else "spark-log-jvm"](root / f"ck-{name}-{round_}")
+                        for key in every_prop:
+                            value = props.get(name, {}).get(key)
+                            if value is None:
+                                system.clearProperty(key)
+                            else:
+                                system.setProperty(key, value)
+                        query = sides[name if name in ("parquet", "floor") else "spark-log-jvm"](root / f"ck-{name}-{round_}")
                         got, millis, each = cb._timed(query, 2)
                         if got != args.rows:
                             cb._fail(f"{name} delivered {got} rows, expected {args.rows}")
                         if round_:
                             tallies.setdefault(name, cb.Tally()).add(got, millis, each)
-                            phases.setdefault(name, []).extend(p["durationMs"] for p in query.recentProgress
-                                                               if p["numInputRows"])
+                            phases.setdefault(name, []).extend([p["durationMs"] for p in query.recentProgress
+                                                                if p["numInputRows"]][:2])
             finally:
-                system.clearProperty("spark-log.noPrefetch")
+                for key in every_prop:
+                    system.clearProperty(key)
                 spark.stop()
         finally:
             clusters.close()

@@ -48,9 +48,13 @@ def test_available_now_with_max_offsets_per_trigger(spark: Any, log_cluster: Any
     topic = topic_name()
     admin.create_topic(topic, partitions=2)
     _fill(spark, log_cluster.bootstrap, topic, 50, fmt=fmt)
+    probe = spark.sparkContext._jvm.io.sparklog.spark.PlanProbe if fmt != "spark-log" else None
+    planned = probe.streamPlannings() if probe is not None else 0
     query, seen = _collect_batches(_stream(spark, log_cluster.bootstrap, topic, fmt, maxOffsetsPerTrigger="20"), tmp_path / "c")
     sizes = [len(rows) for _, rows in sorted(seen.items()) if rows]
     assert sum(sizes) == 50 and len(sizes) >= 3 and max(sizes) <= 21
+    if probe is not None:  # the JVM stream plans each micro-batch's partitions once (Spark asks again: reused)
+        assert probe.streamPlannings() - planned == len(seen)
     records = [r for rows in seen.values() for r in rows]
     assert len(set(records)) == 50
     progress = query.lastProgress["sources"][0]

@@ -63,6 +63,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private final long created = System.nanoTime();
   private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos;
   private int fetches;
+  /** PROFILE: the reader's construction, when its first batch was handed to Spark, and the time
+   *  Spark spent on the batches between next() calls (the row conversion and the sink). */
+  private long ctorNanos, firstBatchAt, lastReturned, consumeNanos;
 
   /** The FETCH pushdown block (typed-column predicates the brokers evaluate), or null. */
   private final byte[] pushBlock;
@@ -83,10 +86,12 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     this.pollTimeoutMs = poll == null ? 120_000 : poll;
     this.timestampType = plan.timestampTypes.getOrDefault(part.topic, 0);
     this.typed = plan.kind.equals("typed");
+    ctorNanos = System.nanoTime() - created;
   }
 
   @Override
   public boolean next() throws IOException {
+    if (lastReturned != 0) consumeNanos += System.nanoTime() - lastReturned;
     release();
     long lastProgress = System.currentTimeMillis();
     while (ready.isEmpty()) {
@@ -103,6 +108,10 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     }
     batch = ready.poll();
     current = readyRoots.remove(0);
+    if (PROFILE) {
+      lastReturned = System.nanoTime();
+      if (firstBatchAt == 0) firstBatchAt = lastReturned;
+    }
     return true;
   }
 
@@ -609,8 +618,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   @Override
   public void close() {
     if (PROFILE) {
-      System.err.printf("spark-log profile %s: task %.1f ms, %d fetches %.1f ms (%d bytes), decode %.1f ms (crc %.1f, copy+deserialize %.1f, load+decompress %.1f), connections opened "
-          + "in this JVM so far %d%n", part, (System.nanoTime() - created) / 1e6, fetches, fetchNanos / 1e6, fetchedBytes,
+      System.err.printf("spark-log profile %s: task %.1f ms (reader built in %.1f, first batch at %.1f, Spark on the batches %.1f), %d fetches %.1f ms (%d bytes), decode %.1f ms (crc %.1f, copy+deserialize %.1f, load+decompress %.1f), connections opened "
+          + "in this JVM so far %d%n", part, (System.nanoTime() - created) / 1e6, ctorNanos / 1e6,
+          (firstBatchAt == 0 ? 0 : firstBatchAt - created) / 1e6, consumeNanos / 1e6, fetches, fetchNanos / 1e6, fetchedBytes,
           decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, DataConnection.OPENED.get());
     }
     release();

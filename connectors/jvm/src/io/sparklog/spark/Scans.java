@@ -33,6 +33,7 @@ import org.apache.spark.storage.BlockManagerId;
 /** Scan planning: column pruning, batch reads and micro-batch streams (connectors/reader.py). */
 final class Scans {
   private Scans() {}
+  static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
 
   static final class Builder implements ScanBuilder, SupportsPushDownRequiredColumns, SupportsPushDownFilters {
     private final ReadPlan plan;
@@ -276,6 +277,15 @@ final class Scans {
     @Override public void prepareForTriggerAvailableNow() { target = plan.latest(); }
 
     @Override public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+      long t0 = System.nanoTime();
+      try {
+        return latestOffset0(startOffset, limit);
+      } finally {
+        if (PROFILE) System.err.printf("spark-log profile driver: latestOffset %.1f ms%n", (System.nanoTime() - t0) / 1e6);
+      }
+    }
+
+    private Offset latestOffset0(Offset startOffset, ReadLimit limit) {
       TreeMap<TopicPartition, Long> begin = ((SparkLogOffset) startOffset).offsets;
       if (progress != null) progress.publish(begin);  // the start ends the last completed micro-batch
       TreeMap<TopicPartition, Long> latest = target != null ? target : plan.latest();
@@ -321,9 +331,31 @@ final class Scans {
       return new SparkLogOffset(lastLatest != null ? lastLatest : plan.latest());
     }
 
+    /** The last planning's offsets and answer: Spark plans each micro-batch's scan twice (the
+     *  physical plan, then the copy it prepares for execution, both holding the same start and end
+     *  Offset objects) and asks both for the input partitions; the second gets the first's answer
+     *  (no second executor lookup, an RPC to the block manager master, nor metadata reads).  A
+     *  later batch comes with new Offset objects and is planned anew. */
+    private Offset plannedStart, plannedEnd;
+    private InputPartition[] planned;
+    /** Micro-batch plannings (not reused) in this JVM, for tests (PlanProbe). */
+    static final java.util.concurrent.atomic.AtomicLong PLANNINGS = new java.util.concurrent.atomic.AtomicLong();
+
     @Override public InputPartition[] planInputPartitions(Offset start, Offset end) {
-      return partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
-          .toArray(new InputPartition[0]);
+      long t0 = System.nanoTime();
+      boolean again = planned != null && start == plannedStart && end == plannedEnd;
+      if (!again) {
+        planned = partitions(plan, schema, ((SparkLogOffset) start).offsets, ((SparkLogOffset) end).offsets)
+            .toArray(new InputPartition[0]);
+        plannedStart = start;
+        plannedEnd = end;
+        PLANNINGS.incrementAndGet();
+      }
+      if (PROFILE) {
+        System.err.printf("spark-log profile driver: planInputPartitions %.1f ms%s%n", (System.nanoTime() - t0) / 1e6,
+            again ? " (the same batch's second planning: reused)" : "");
+      }
+      return planned.clone();
     }
 
     @Override public PartitionReaderFactory createReaderFactory() { return new ReaderFactory(plan, schema); }
