@@ -9,7 +9,11 @@ Measured in one run, on the same data and the same local SparkSession (local[2])
    Spark's file streaming source into ``noop``.  Same trigger shape on both sides:
    Trigger.AvailableNow, 2 triggers of N/2 rows, 2 tasks of N/4 rows per trigger
    (``maxOffsetsPerTrigger`` = N/2 against ``maxFilesPerTrigger`` = 2; the bench checks
-   that Spark plans 2 tasks for 2 of the files).
+   that Spark plans 2 tasks for 2 of the files).  A reader of the topic gets 7 columns
+   (key, value, headers, timestamp, topic, partition, offset) and these files hold 2, so
+   the JVM implementation is also measured on the same columns both ways: the topic's
+   ``select("key", "value")`` (pruned in the source) against those files, and the whole
+   topic against 4 parquet files of the rows read back from it with all 7 columns.
 2. writeStream rows/s: Spark's ``rate-micro-batch`` source (N/4 rows per batch, 2
    partitions, so 2 write tasks per batch) into a fresh topic, against the same source
    into Spark's parquet file sink; each query runs 5 micro-batches and batches 1-4 (N
@@ -151,9 +155,10 @@ def _until_batches(df: Any, sink: str, checkpoint: Path, batches: int, **options
 # -- read -----------------------------------------------------------------------------------
 
 
-def setup_read(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[str, Path]:
-    """The same rows in a 2-partition topic and in 4 parquet files."""
-    from spark_log import Admin, Producer
+def setup_read(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[str, Path, Path]:
+    """The same rows in a 2-partition topic and in 4 parquet files of their key and value,
+    and 4 more of every column a reader of the topic gets (the rows read back from it)."""
+    from spark_log import Admin, Consumer, Producer
 
     topic = f"bench-read-{os.getpid()}"
     table = pa.Table.from_batches([keyvalue_batch(0, rows)])
@@ -170,11 +175,26 @@ def setup_read(spark: Any, bootstrap: str, root: Path, rows: int) -> tuple[str, 
     pair = sorted(str(p) for p in files.iterdir())[:2]
     if spark.read.parquet(*pair).rdd.getNumPartitions() != 2:
         _fail("Spark plans 2 parquet files as other than 2 tasks; the trigger shapes would differ")
-    return topic, files
+    read: list[pa.RecordBatch] = []
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0), (topic, 1)])
+        deadline = time.monotonic() + 120
+        while sum(b.num_rows for b in read) < rows and time.monotonic() < deadline:
+            read.extend(consumer.poll_arrow(timeout=1.0))
+    whole = pa.Table.from_batches(read).sort_by([("partition", "ascending"), ("offset", "ascending")])
+    if whole.num_rows != rows:
+        _fail(f"the read topic gave back {whole.num_rows} rows, expected {rows}")
+    all_files = root / "read-parquet-all-columns"
+    all_files.mkdir()
+    for i, batch in enumerate(whole.combine_chunks().to_batches(max_chunksize=rows // 4)):
+        pq.write_table(pa.Table.from_batches([batch]), all_files / f"part-{i}.parquet")
+    return topic, files, all_files
 
 
-def read_sides(spark: Any, bootstrap: str, topic: str, files: Path, rows: int) -> dict[str, Callable[[Path], Any]]:
+def read_sides(spark: Any, bootstrap: str, topic: str, files: Path, all_files: Path,
+               rows: int) -> dict[str, Callable[[Path], Any]]:
     per_trigger = str(rows // 2)
+    all_columns = spark.read.parquet(str(all_files)).schema
     return {
         "spark-log": lambda ck: _available_now(
             spark.readStream.format("spark-log").option("bootstrap", bootstrap).option("subscribe", topic)
@@ -183,6 +203,13 @@ def read_sides(spark: Any, bootstrap: str, topic: str, files: Path, rows: int) -
             spark.readStream.format(JVM_CLASS).option("bootstrap", bootstrap).option("subscribe", topic)
             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger).load(), "noop", ck)}
            if jvm_jar() is not None else {}),
+        **({"spark-log-jvm key,value": lambda ck: _available_now(
+            spark.readStream.format(JVM_CLASS).option("bootstrap", bootstrap).option("subscribe", topic)
+            .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", per_trigger).load()
+            .select("key", "value"), "noop", ck)}
+           if jvm_jar() is not None else {}),
+        "parquet all columns": lambda ck: _available_now(
+            spark.readStream.schema(all_columns).option("maxFilesPerTrigger", "2").parquet(str(all_files)), "noop", ck),
         "parquet": lambda ck: _available_now(
             spark.readStream.schema("key binary, value binary").option("maxFilesPerTrigger", "2").parquet(str(files)),
             "noop", ck),
@@ -320,12 +347,13 @@ def _rotated(names: list[str], round_: int) -> list[str]:
 
 def run(spark: Any, bootstrap: str, root: Path, rows: int, rounds: int) -> dict[str, dict[str, Tally]]:
     """Every read round (round 0 discarded), then every write round (round 0 discarded)."""
-    topic, files = setup_read(spark, bootstrap, root, rows)
-    reads = read_sides(spark, bootstrap, topic, files, rows)
+    topic, files, all_files = setup_read(spark, bootstrap, root, rows)
+    reads = read_sides(spark, bootstrap, topic, files, all_files, rows)
     tallies: dict[str, dict[str, Tally]] = {"read": {}, "write": {}}
     for round_ in range(rounds + 1):
         for name in _rotated(list(reads), round_):
-            got, millis, each = _timed(reads[name](root / f"ck-read-{name}-{round_}"), 2, label=f"round {round_} read {name}")
+            checkpoint = root / f"ck-read-{name.replace(' ', '-').replace(',', '-')}-{round_}"
+            got, millis, each = _timed(reads[name](checkpoint), 2, label=f"round {round_} read {name}")
             if got != rows:
                 _fail(f"readStream from {name} delivered {got} rows, expected {rows}")
             if round_:
@@ -399,6 +427,15 @@ def main(argv: list[str] | None = None) -> None:
                   f"{jvm.median_rate / theirs.median_rate:4.2f}x) | JVM/Python {jvm.rate / py.rate:4.2f}x")
         else:
             print(f"  {what} JVM implementation not built (make install needs a JDK)")
+    t = tallies["read"]
+    if "spark-log-jvm" in t:  # the same columns on both sides
+        for label, ours, theirs in (("all 7 columns", "spark-log-jvm", "parquet all columns"),
+                                    ("key, value   ", "spark-log-jvm key,value", "parquet")):
+            jvm, peer = t[ours], t[theirs]
+            per_round = " ".join(f"{a / b:.2f}" for a, b in zip(jvm.rounds, peer.rounds))
+            print(f"  readStream  same columns: {label} JVM {jvm.rate:10,.0f} rows/s | parquet source "
+                  f"{peer.rate:10,.0f} rows/s | ratio {jvm.rate / peer.rate:5.2f}x (rounds {per_round}; median trigger "
+                  f"{jvm.median_rate / peer.median_rate:4.2f}x)")
     print(f"  projection 2 of 20 columns        {projected:12,} bytes  | all columns    {full:12,} bytes  | "
           f"{full / max(projected, 1):5.1f}x fewer")
     if args.details:

@@ -2,13 +2,15 @@
 flipped per query in one session (A/B on the same data, the same JVM, the same load).
 
     python -m bench.jvm_read_ab [--rows N] [--rounds R] [--bootstrap HOST:PORT,...]
-                                [--modes jvm,jvm-noprefetch,parquet,floor] [--variant NAME:PROP=VALUE,...]
+                                [--modes jvm,jvm-kv,parquet,parquet-all,floor,...] [--variant NAME:PROP=VALUE,...]
 
 The read shapes of ``bench.connector_bench`` (``setup_read``/``read_sides``: a 2-partition
 bytes topic against 4 parquet files, 2 AvailableNow triggers of N/2 rows), without its
 Python-connector, ceiling and write sides, so a run takes about a minute.  Modes:
 ``jvm``, ``jvm-noprefetch`` (the reader's ``spark-log.noPrefetch`` system property, set in
-the driver's JVM, which runs the tasks in local mode), ``parquet`` and ``floor``: Spark's own
+the driver's JVM, which runs the tasks in local mode), ``jvm-kv`` (the topic's key and value
+columns only, as the parquet files hold), ``parquet-all`` (parquet files of all 7 columns a
+reader of the topic gets), ``parquet`` and ``floor``: Spark's own
 ``rate-micro-batch`` source into ``noop`` with the same trigger shape (N/2 rows in 2 tasks a
 trigger; processing-time triggers, its first 2 timed), a micro-batch source with next to no
 read work, so what any DSv2 source pays per trigger in this session (planning, the offset and
@@ -31,6 +33,10 @@ from pathlib import Path
 
 from bench import connector_bench as cb
 
+# modes that are sides of their own (any other mode: the JVM side with its system properties)
+_SIDES = {"jvm": "spark-log-jvm", "jvm-kv": "spark-log-jvm key,value", "parquet": "parquet",
+          "parquet-all": "parquet all columns", "floor": "floor"}
+
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -42,8 +48,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="NAME:PROP=VALUE[,PROP=VALUE]: a JVM mode with these system properties (repeatable)")
     args = parser.parse_args(argv)
     modes = args.modes.split(",")
-    if "parquet" not in modes or not set(modes) <= {"jvm", "jvm-noprefetch", "parquet", "floor"}:
-        parser.error("--modes: some of jvm, jvm-noprefetch, floor, and parquet")
+    if "parquet" not in modes or not set(modes) <= set(_SIDES) | {"jvm-noprefetch"}:
+        parser.error(f"--modes: some of {', '.join(sorted(set(_SIDES) | {'jvm-noprefetch'}))}, with parquet")
     props: dict[str, dict[str, str]] = {"jvm-noprefetch": {"spark-log.noPrefetch": "true"}}
     for spec in args.variant:
         name, _, pairs = spec.partition(":")
@@ -69,8 +75,8 @@ def main(argv: list[str] | None = None) -> None:
             spark.sparkContext.setLogLevel("ERROR")
             system = spark._jvm.java.lang.System  # type: ignore[attr-defined]
             try:
-                topic, files = cb.setup_read(spark, bootstrap, root, args.rows)
-                sides = cb.read_sides(spark, bootstrap, topic, files, args.rows)
+                topic, files, all_files = cb.setup_read(spark, bootstrap, root, args.rows)
+                sides = cb.read_sides(spark, bootstrap, topic, files, all_files, args.rows)
                 sides["floor"] = lambda ck: cb._until_batches(
                     spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(args.rows // 2))
                     .option("numPartitions", "2").load(), "noop", ck, 2)
@@ -85,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                                 system.clearProperty(key)
                             else:
                                 system.setProperty(key, value)
-                        query = sides[name if name in ("parquet", "floor") else "spark-log-jvm"](root / f"ck-{name}-{round_}")
+                        query = sides[_SIDES.get(name, "spark-log-jvm")](root / f"ck-{name}-{round_}")
                         got, millis, each = cb._timed(query, 2)
                         if got != args.rows:
                             cb._fail(f"{name} delivered {got} rows, expected {args.rows}")
