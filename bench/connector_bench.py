@@ -424,7 +424,8 @@ def main(argv: list[str] | None = None) -> None:
             per_round = " ".join(f"{a / b:.2f}" for a, b in zip(jvm.rounds, theirs.rounds))
             print(f"  {what} JVM       {jvm.rate:10,.0f} rows/s | {peer} {theirs.rate:10,.0f} rows/s | "
                   f"ratio {jvm.rate / theirs.rate:5.2f}x (rounds {per_round}; median trigger "
-                  f"{jvm.median_rate / theirs.median_rate:4.2f}x) | JVM/Python {jvm.rate / py.rate:4.2f}x")
+                  f"{jvm.median_rate / theirs.median_rate:4.2f}x) | JVM/Python {jvm.rate / py.rate:4.2f}x"
+                  + (" | 7 columns against parquet's 2" if key == "read" else ""))
         else:
             print(f"  {what} JVM implementation not built (make install needs a JDK)")
     t = tallies["read"]
