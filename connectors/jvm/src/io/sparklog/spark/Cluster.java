@@ -307,11 +307,18 @@ final class Cluster implements Closeable {
       String knownId = newestIds.get(m.name);
       if (knownId != null && !knownId.equals(m.topicId)) continue;  // another topic under that name
       for (PartitionMeta p : m.partitions) {
-        PartitionMeta known = newest.get(new TopicPartition(m.name, p.partition));
-        if (known != null && p.leaderEpoch < known.leaderEpoch) return true;
+        if (newerKnown(m.name, p) != null) return true;
       }
     }
     return false;
+  }
+
+  /** The remembered entry of {@code p}'s partition when it has a newer leader epoch than
+   *  {@code p} (which is then stale), else null: the one rule of {@link #isStale} and
+   *  {@link #newest(TopicMeta)}. */
+  private PartitionMeta newerKnown(String topic, PartitionMeta p) {
+    PartitionMeta known = newest.get(new TopicPartition(topic, p.partition));
+    return known != null && p.leaderEpoch < known.leaderEpoch ? known : null;
   }
 
   /** {@code m} with every partition at the highest leader epoch seen (remembered here): an
@@ -325,13 +332,12 @@ final class Cluster implements Closeable {
     List<PartitionMeta> parts = new ArrayList<>(m.partitions.size());
     boolean changed = false;
     for (PartitionMeta p : m.partitions) {
-      TopicPartition tp = new TopicPartition(m.name, p.partition);
-      PartitionMeta known = newest.get(tp);
-      if (known != null && p.leaderEpoch < known.leaderEpoch) {
+      PartitionMeta known = newerKnown(m.name, p);
+      if (known != null) {
         parts.add(known);
         changed = true;
       } else {
-        newest.put(tp, p);
+        newest.put(new TopicPartition(m.name, p.partition), p);
         parts.add(p);
       }
     }
