@@ -71,7 +71,10 @@ message travel in trailing metadata so that clients re-raise the same typed erro
 from __future__ import annotations
 
 import enum
-from typing import Any, ClassVar
+import logging
+from typing import Any, Callable, ClassVar, TypeVar
+
+T = TypeVar("T")
 
 __all__ = [
     "ErrorCode",
@@ -668,6 +671,27 @@ def abort(context: Any, error: SparkLogError) -> None:
     """Abort a gRPC server call with ``error`` (raises, as ``context.abort`` does)."""
     context.set_trailing_metadata(trailing_metadata(error))
     context.abort(grpc_status_code(error), error.message)
+
+
+def guard(context: Any, name: str, call: Callable[[], T],
+          unexpected: Callable[[str, Exception], SparkLogError] | None = None) -> T:
+    """Run one server call's ``call``: a ``SparkLogError`` aborts the call with its own code;
+    any other exception is logged with its traceback and aborts it with ``unexpected(name,
+    exc)`` (by default ``StorageError("<name> failed on the broker: <exc>")``), so a client
+    always gets a typed error, never a traceback as UNKNOWN.  ``abort`` raises."""
+    try:
+        return call()
+    except SparkLogError as exc:
+        abort(context, exc)
+        raise  # abort raises; for type checkers
+    except Exception as exc:  # noqa: BLE001 - mapped to a typed error
+        logging.getLogger("spark_log.rpc").exception("%s failed", name)
+        abort(context, (unexpected or _failed_on_the_broker)(name, exc))
+        raise
+
+
+def _failed_on_the_broker(name: str, exc: Exception) -> SparkLogError:
+    return StorageError(f"{name} failed on the broker: {exc}")
 
 
 def from_rpc_error(exc: Any, *, address: str = "") -> SparkLogError:

@@ -8,7 +8,6 @@ worker threads; the controller serialises.
 """
 from __future__ import annotations
 
-import logging
 import uuid
 from typing import Callable, TypeVar
 
@@ -28,7 +27,6 @@ from .security import ScramUpsertion, create_acl_records, delete_acl_records, qu
 
 __all__ = ["SecurityControllerServicer", "add_to_server", "quota_entity_from_pb", "SERVICE"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
@@ -41,15 +39,8 @@ def quota_entity_from_pb(entity: pb.QuotaEntity) -> QuotaEntity:
 
 
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except errors.SparkLogError as exc:
-        errors.abort(context, exc)
-        raise
-    except Exception as exc:  # noqa: BLE001 - never leak a traceback as UNKNOWN
-        log.exception("security change failed on the controller")
-        errors.abort(context, errors.SparkLogError(f"internal controller error: {exc!r}"))
-        raise
+    return errors.guard(context, "a security change on the controller", fn, lambda _, exc: errors.SparkLogError(
+        f"internal controller error: {exc!r}"))
 
 
 class SecurityControllerServicer:

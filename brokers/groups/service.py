@@ -8,14 +8,12 @@ unary method on the service, so an interceptor (authorization) sees each by name
 """
 from __future__ import annotations
 
-import logging
 from typing import Callable, Iterable, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from spark_log import errors
-from spark_log.errors import SparkLogError, StorageError
 from spark_log.proto import groups_pb2 as pb
 
 from .coordinator import GroupCoordinator
@@ -24,25 +22,11 @@ from .model import Assignment, CommittedOffset, Member, Subscription, TopicParti
 
 __all__ = ["GroupServicer", "SERVICE_NAME"]
 
-log = logging.getLogger(__name__)
 
 SERVICE_NAME = "spark_log.groups.v1.GroupCoordinator"
 
-T = TypeVar("T")
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
-
-
-def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
-    try:
-        return call()
-    except SparkLogError as exc:
-        errors.abort(context, exc)
-        raise  # abort raises; for type checkers
-    except Exception as exc:  # noqa: BLE001 - map to a typed error
-        log.exception("%s failed", name)
-        errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
-        raise
 
 
 def to_pb_partitions(partitions: Iterable[TopicPartition]) -> list[pb.TopicPartitions]:
@@ -122,7 +106,7 @@ class GroupServicer:
             where = self.coordinator.find_coordinator(request.group_id)
             return pb.FindCoordinatorResponse(broker_id=where.broker_id, address=where.address,
                                               partition=where.partition)
-        return _guard(context, "FindCoordinator", answer)
+        return errors.guard(context, "FindCoordinator", answer)
 
     def ConsumerGroupHeartbeat(self, request: pb.ConsumerGroupHeartbeatRequest,  # noqa: N802
                                context: grpc.ServicerContext) -> pb.ConsumerGroupHeartbeatResponse:
@@ -139,7 +123,7 @@ class GroupServicer:
             return pb.ConsumerGroupHeartbeatResponse(member_id=got.member_id, member_epoch=got.member_epoch,
                                                      heartbeat_interval_ms=got.heartbeat_interval_ms,
                                                      assignment=to_pb_partitions(got.assignment))
-        return _guard(context, "ConsumerGroupHeartbeat", answer)
+        return errors.guard(context, "ConsumerGroupHeartbeat", answer)
 
     def OffsetCommit(self, request: pb.OffsetCommitRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
@@ -150,14 +134,14 @@ class GroupServicer:
             else:
                 self.coordinator.commit_offsets(commit)
             return pb.OffsetCommitResponse()
-        return _guard(context, "OffsetCommit", answer)
+        return errors.guard(context, "OffsetCommit", answer)
 
     def TxnOffsetCommit(self, request: pb.OffsetCommitRequest,  # noqa: N802
                         context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
         def answer() -> pb.OffsetCommitResponse:
             self.coordinator.commit_offsets(_commit_of(request, transactional=True))
             return pb.OffsetCommitResponse()
-        return _guard(context, "TxnOffsetCommit", answer)
+        return errors.guard(context, "TxnOffsetCommit", answer)
 
     def OffsetFetch(self, request: pb.OffsetFetchRequest,  # noqa: N802
                     context: grpc.ServicerContext) -> pb.OffsetFetchResponse:
@@ -165,7 +149,7 @@ class GroupServicer:
             wanted = None if request.all else sorted(from_pb_partitions(request.partitions))
             found = self.coordinator.fetch_offsets(request.group_id, wanted)
             return pb.OffsetFetchResponse(offsets=[_offset_pb(tp, o) for tp, o in found.items()])
-        return _guard(context, "OffsetFetch", answer)
+        return errors.guard(context, "OffsetFetch", answer)
 
     def ListGroups(self, request: pb.ListGroupsRequest,  # noqa: N802
                    context: grpc.ServicerContext) -> pb.ListGroupsResponse:
@@ -174,11 +158,11 @@ class GroupServicer:
             return pb.ListGroupsResponse(groups=[
                 pb.GroupListing(group_id=g.group_id, state=g.state, members=g.members, coordinator_id=me)
                 for g in self.coordinator.list_groups()])
-        return _guard(context, "ListGroups", answer)
+        return errors.guard(context, "ListGroups", answer)
 
     def DescribeGroup(self, request: pb.DescribeGroupRequest,  # noqa: N802
                       context: grpc.ServicerContext) -> pb.DescribeGroupResponse:
-        return _guard(context, "DescribeGroup", lambda: describe_pb(
+        return errors.guard(context, "DescribeGroup", lambda: describe_pb(
             self.coordinator.describe_group(request.group_id), self.coordinator.broker_id))
 
     def DeleteGroup(self, request: pb.DeleteGroupRequest,  # noqa: N802
@@ -186,7 +170,7 @@ class GroupServicer:
         def answer() -> pb.DeleteGroupResponse:
             self.coordinator.delete_group(request.group_id)
             return pb.DeleteGroupResponse()
-        return _guard(context, "DeleteGroup", answer)
+        return errors.guard(context, "DeleteGroup", answer)
 
     def OffsetDelete(self, request: pb.OffsetDeleteRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> pb.OffsetDeleteResponse:
@@ -196,7 +180,7 @@ class GroupServicer:
                 raise errors.InvalidRequestError("name at least one partition whose offset to delete")
             self.coordinator.delete_offsets(request.group_id, partitions)
             return pb.OffsetDeleteResponse()
-        return _guard(context, "OffsetDelete", answer)
+        return errors.guard(context, "OffsetDelete", answer)
 
 
 def _peer_host(context: grpc.ServicerContext) -> str:

@@ -18,7 +18,6 @@ Thread-safety: called from the server's worker threads; the raft node serialises
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Callable, TypeVar
 
 import grpc
@@ -33,7 +32,6 @@ from .quorum_info import QuorumInfo, ReplicaProgress
 
 __all__ = ["QuorumServicer", "QuorumControllerServicer", "add_to_server", "encode"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -54,15 +52,8 @@ def encode(info: QuorumInfo, *, wall_ms: int, leader_address: str) -> pb.Describ
 
 
 def _guard(context: grpc.ServicerContext, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except errors.SparkLogError as exc:
-        errors.abort(context, exc)
-        raise  # abort raises; this keeps type checkers satisfied
-    except Exception as exc:  # noqa: BLE001 - never leak a traceback as UNKNOWN
-        log.exception("DescribeQuorum failed")
-        errors.abort(context, errors.SparkLogError(f"internal error describing the quorum: {exc!r}"))
-        raise
+    return errors.guard(context, "DescribeQuorum", fn, lambda _, exc: errors.SparkLogError(
+        f"internal error describing the quorum: {exc!r}"))
 
 
 class QuorumControllerServicer(pb_grpc.QuorumControllerServicer):

@@ -17,7 +17,6 @@ stateless apart from the session store.
 """
 from __future__ import annotations
 
-import logging
 from typing import Callable, TypeVar
 
 import grpc
@@ -36,7 +35,6 @@ from .sessions import SessionStore
 
 __all__ = ["SecurityServicer", "SERVICE"]
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
@@ -54,15 +52,10 @@ def _entity_to_pb(entity: QuotaEntity) -> pb.QuotaEntity:
 
 
 def _guard(context: grpc.ServicerContext, name: str, fn: Callable[[], T]) -> T:
-    try:
-        return fn()
-    except errors.SparkLogError as exc:
-        errors.abort(context, exc)
-        raise
-    except Exception as exc:  # noqa: BLE001 - a typed error, never a traceback
-        log.exception("Security.%s failed", name)
-        errors.abort(context, errors.SparkLogError(f"Security.{name} failed on the broker: {type(exc).__name__}"))
-        raise
+    """``errors.guard``, naming only the type of an unexpected exception (a security call's
+    message may hold a secret)."""
+    return errors.guard(context, f"Security.{name}", fn, lambda what, exc: errors.SparkLogError(
+        f"{what} failed on the broker: {type(exc).__name__}"))
 
 
 class SecurityServicer:

@@ -26,7 +26,6 @@ Thread-safety: handlers may be called from any thread.
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
 
 import grpc
 import pyarrow as pa
@@ -40,7 +39,7 @@ from brokers.partition import Partition
 from spark_log import errors
 from spark_log.clock import Clock
 from spark_log.config import BrokerConfig
-from spark_log.errors import InvalidOffsetMapError, InvalidRequestError, SparkLogError, StorageError
+from spark_log.errors import InvalidOffsetMapError, InvalidRequestError, SparkLogError
 from spark_log.proto import compaction_pb2 as pb
 
 from .errors import to_pb
@@ -51,7 +50,6 @@ __all__ = ["BrokerCleaner", "CompactionHandler", "CompactionServicer"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 
 class BrokerCleaner:
@@ -194,25 +192,13 @@ class CompactionServicer:
             "OfferOffsetMap": unary(self.OfferOffsetMap, pb.OffsetMapRequest, ser),
         })
 
-    @staticmethod
-    def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except SparkLogError as exc:
-            errors.abort(context, exc)
-            raise
-        except Exception as exc:  # noqa: BLE001 - map to a typed error
-            log.exception("%s failed", name)
-            errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
-            raise
-
     def Describe(self, request: pb.DescribeCompactionRequest,  # noqa: N802
                  context: grpc.ServicerContext) -> pb.DescribeCompactionResponse:
-        return self._guard(context, "Describe", lambda: self.handler.describe(request))
+        return errors.guard(context, "Describe", lambda: self.handler.describe(request))
 
     def Compact(self, request: pb.CompactRequest, context: grpc.ServicerContext) -> pb.CompactResponse:  # noqa: N802
-        return self._guard(context, "Compact", lambda: self.handler.compact(request))
+        return errors.guard(context, "Compact", lambda: self.handler.compact(request))
 
     def OfferOffsetMap(self, request: pb.OffsetMapRequest,  # noqa: N802
                        context: grpc.ServicerContext) -> pb.OffsetMapResponse:
-        return self._guard(context, "OfferOffsetMap", lambda: self.handler.offer_map(request))
+        return errors.guard(context, "OfferOffsetMap", lambda: self.handler.offer_map(request))

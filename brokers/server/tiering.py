@@ -15,14 +15,13 @@ Thread-safety: handlers may be called from any thread.
 from __future__ import annotations
 
 import logging
-from typing import Callable, TypeVar
 
 import grpc
 
 from brokers.partition import Partition
 from brokers.partition.tiered import TierStatus
 from spark_log import errors
-from spark_log.errors import InvalidRequestError, NotEnoughReplicasAfterAppendError, SparkLogError, StorageError
+from spark_log.errors import InvalidRequestError, NotEnoughReplicasAfterAppendError, SparkLogError
 from spark_log.proto import tiering_pb2 as pb
 from spark_log.tier import public_options
 
@@ -34,7 +33,6 @@ __all__ = ["TieringHandler", "TieringServicer"]
 
 log = logging.getLogger(__name__)
 
-T = TypeVar("T")
 
 
 class TieringHandler:
@@ -105,22 +103,10 @@ class TieringServicer:
             "CommitTiered": unary(self.CommitTiered, pb.CommitTieredRequest, ser),
         })
 
-    @staticmethod
-    def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except SparkLogError as exc:
-            errors.abort(context, exc)
-            raise
-        except Exception as exc:  # noqa: BLE001 - map to a typed error
-            log.exception("%s failed", name)
-            errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
-            raise
-
     def DescribeTier(self, request: pb.DescribeTierRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> pb.DescribeTierResponse:
-        return self._guard(context, "DescribeTier", lambda: self.handler.describe(request))
+        return errors.guard(context, "DescribeTier", lambda: self.handler.describe(request))
 
     def CommitTiered(self, request: pb.CommitTieredRequest,  # noqa: N802
                      context: grpc.ServicerContext) -> pb.CommitTieredResponse:
-        return self._guard(context, "CommitTiered", lambda: self.handler.commit(request))
+        return errors.guard(context, "CommitTiered", lambda: self.handler.commit(request))

@@ -3,14 +3,12 @@
 errors (``errors.abort``), anything unexpected logged and aborted as ``StorageError``."""
 from __future__ import annotations
 
-import logging
 from typing import Callable, TypeVar
 
 import grpc
 from google.protobuf.message import Message
 
 from spark_log import errors
-from spark_log.errors import SparkLogError, StorageError
 from spark_log.proto import transactions_pb2 as pb
 
 from .coordinator import TransactionCoordinator
@@ -19,26 +17,12 @@ from .model import GroupOffset
 
 __all__ = ["TxnServicer", "MarkerServicer", "SERVICE_NAME", "MARKERS_SERVICE_NAME"]
 
-log = logging.getLogger(__name__)
 
 SERVICE_NAME = "spark_log.transactions.v1.TransactionCoordinator"
 MARKERS_SERVICE_NAME = "spark_log.transactions.v1.TxnMarkers"
 
-T = TypeVar("T")
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
-
-
-def _guard(context: grpc.ServicerContext, name: str, call: Callable[[], T]) -> T:
-    try:
-        return call()
-    except SparkLogError as exc:
-        errors.abort(context, exc)
-        raise
-    except Exception as exc:  # noqa: BLE001 - map to a typed error
-        log.exception("%s failed", name)
-        errors.abort(context, StorageError(f"{name} failed on the broker: {exc}"))
-        raise
 
 
 def _unary(method: Callable[[_Req, grpc.ServicerContext], _Resp],
@@ -68,7 +52,7 @@ class TxnServicer:
             where = self.coordinator.find_coordinator(request.transactional_id)
             return pb.FindTxnCoordinatorResponse(broker_id=where.broker_id, address=where.address,
                                                  partition=where.partition)
-        return _guard(context, "FindCoordinator", answer)
+        return errors.guard(context, "FindCoordinator", answer)
 
     def InitProducerId(self, request: pb.InitProducerIdRequest,  # noqa: N802
                        context: grpc.ServicerContext) -> pb.InitProducerIdResponse:
@@ -76,7 +60,7 @@ class TxnServicer:
             pid, epoch, committed = self.coordinator.init_producer_id(request.transactional_id,
                                                                       request.transaction_timeout_ms)
             return pb.InitProducerIdResponse(producer_id=pid, producer_epoch=epoch, committed_label=committed)
-        return _guard(context, "InitProducerId", answer)
+        return errors.guard(context, "InitProducerId", answer)
 
     def AddPartitions(self, request: pb.AddPartitionsRequest,  # noqa: N802
                       context: grpc.ServicerContext) -> pb.AddPartitionsResponse:
@@ -89,14 +73,14 @@ class TxnServicer:
                 self.coordinator.add_partitions(request.transactional_id, request.producer_id, request.producer_epoch,
                                                 tps)
             return pb.AddPartitionsResponse()
-        return _guard(context, "AddPartitions", answer)
+        return errors.guard(context, "AddPartitions", answer)
 
     def JoinTxn(self, request: pb.JoinTxnRequest, context: grpc.ServicerContext) -> pb.JoinTxnResponse:  # noqa: N802
         def answer() -> pb.JoinTxnResponse:
             pid, epoch, committed = self.coordinator.join(request.transactional_id, request.label, request.run,
                                                           request.transaction_timeout_ms)
             return pb.JoinTxnResponse(producer_id=pid, producer_epoch=epoch, already_committed=committed)
-        return _guard(context, "JoinTxn", answer)
+        return errors.guard(context, "JoinTxn", answer)
 
     def AddOffsets(self, request: pb.AddOffsetsRequest,  # noqa: N802
                    context: grpc.ServicerContext) -> pb.AddOffsetsResponse:
@@ -106,7 +90,7 @@ class TxnServicer:
             self.coordinator.add_offsets(request.transactional_id, request.producer_id, request.producer_epoch,
                                          offsets, member_id=request.member_id, member_epoch=request.member_epoch)
             return pb.AddOffsetsResponse()
-        return _guard(context, "AddOffsets", answer)
+        return errors.guard(context, "AddOffsets", answer)
 
     def EndTxn(self, request: pb.EndTxnRequest, context: grpc.ServicerContext) -> pb.EndTxnResponse:  # noqa: N802
         def answer() -> pb.EndTxnResponse:
@@ -117,7 +101,7 @@ class TxnServicer:
             epoch = self.coordinator.end(request.transactional_id, request.producer_id, request.producer_epoch,
                                          request.commit)
             return pb.EndTxnResponse(producer_epoch=epoch)
-        return _guard(context, "EndTxn", answer)
+        return errors.guard(context, "EndTxn", answer)
 
     def DescribeTxn(self, request: pb.DescribeTxnRequest,  # noqa: N802
                     context: grpc.ServicerContext) -> pb.DescribeTxnResponse:
@@ -136,7 +120,7 @@ class TxnServicer:
                                              partitions=[pb.TopicPartition(topic=t, partition=i)
                                                          for t, i in sorted(p.partitions)])
                               for p in meta.participants])
-        return _guard(context, "DescribeTxn", answer)
+        return errors.guard(context, "DescribeTxn", answer)
 
 
 class MarkerServicer:
@@ -149,4 +133,4 @@ class MarkerServicer:
 
     def WriteTxnMarkers(self, request: pb.WriteTxnMarkersRequest,  # noqa: N802
                         context: grpc.ServicerContext) -> pb.WriteTxnMarkersResponse:
-        return _guard(context, "WriteTxnMarkers", lambda: self.handler.write(request))
+        return errors.guard(context, "WriteTxnMarkers", lambda: self.handler.write(request))

@@ -98,6 +98,43 @@ def test_abort_sets_metadata_then_aborts() -> None:
     assert calls[0][0] == "md" and calls[1] == ("abort", grpc.StatusCode.INVALID_ARGUMENT)
 
 
+class _AbortingContext:
+    def __init__(self) -> None:
+        self.aborted: list[tuple[object, str, dict[str, str]]] = []
+        self._metadata: dict[str, str] = {}
+
+    def set_trailing_metadata(self, md: object) -> None:
+        self._metadata = dict(md)  # type: ignore[call-overload]
+
+    def abort(self, code: object, details: str) -> None:
+        self.aborted.append((code, details, self._metadata))
+        raise RuntimeError(details)
+
+
+def test_guard_answers_a_typed_error_with_its_code_and_anything_else_as_a_typed_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    context = _AbortingContext()
+    assert errors.guard(context, "Fine", lambda: 7) == 7 and not context.aborted
+
+    def refuse() -> int:
+        raise errors.InvalidConfigError("no such setting")
+
+    with pytest.raises(RuntimeError, match="no such setting"):
+        errors.guard(context, "Refuse", refuse)
+    code, _, metadata = context.aborted[-1]
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and str(int(errors.ErrorCode.INVALID_CONFIG)) in metadata.values()
+
+    def crash() -> int:
+        raise KeyError("boom")
+
+    with caplog.at_level("ERROR"), pytest.raises(RuntimeError, match="Crash failed on the broker: 'boom'"):
+        errors.guard(context, "Crash", crash)
+    assert str(int(errors.ErrorCode.STORAGE_ERROR)) in context.aborted[-1][2].values()
+    assert "Crash failed" in caplog.text and "KeyError" in caplog.text  # logged with its traceback
+    with pytest.raises(RuntimeError, match="^Crash: KeyError$"):
+        errors.guard(context, "Crash", crash, lambda what, exc: errors.SparkLogError(f"{what}: {type(exc).__name__}"))
+
+
 def test_not_enough_replicas_says_whether_the_write_may_have_happened() -> None:
     """Kafka's split: NOT_ENOUGH_REPLICAS refuses before the append (nothing written),
     NOT_ENOUGH_REPLICAS_AFTER_APPEND after it (the write may yet become visible)."""
