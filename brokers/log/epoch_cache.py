@@ -5,7 +5,14 @@ Epochs and start offsets both strictly increase.  Kafka's ``LeaderEpochFileCache
 followers use it (through ``end_offset_for_epoch``) to find where their log diverged
 from the leader's, and Raft uses it for the same question.
 
-File layout (checkpoint.py, written atomically on every change):
+File layout (checkpoint.py, written atomically and durably by ``persist``; ``assign``, the
+append path's change, only marks the file behind, and ``sync`` writes it before the log's
+recovery point moves and at close.  Kafka writes and fsyncs the file in ``assign``; here
+the same guarantee comes from that order: the file lacks no entry of a frame below the
+recovery point, and recovery scans every segment from the one holding the recovery point
+on, feeding its frames back through ``assign``.  Writing the file on every new epoch cost a
+first write to 1,000 new partitions a file creation, a rename and two fsyncs per replica
+before its acks):
 
     0\\n<count>\\n<epoch> <start_offset>\\n ...
 
@@ -36,6 +43,7 @@ class EpochCache:
         self.path = path
         self._epochs: list[int] = [e for e, _ in entries or ()]
         self._starts: list[int] = [s for _, s in entries or ()]
+        self.unsynced = False  # the file is behind the entries (``assign``); ``sync`` writes it
 
     @classmethod
     def load(cls, path: Path) -> "EpochCache | None":
@@ -64,11 +72,12 @@ class EpochCache:
     def latest_epoch(self) -> int | None:
         return self._epochs[-1] if self._epochs else None
 
-    def assign(self, epoch: int, start_offset: int, *, persist: bool = True) -> bool:
+    def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` if it is newer than the latest.
 
         Entries starting at or after ``start_offset`` are replaced (they cannot exist in a
-        consistent log).  Returns True when the cache changed."""
+        consistent log).  The file is written later (``sync``, module docstring).  Returns
+        True when the cache changed."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return False
         i = bisect_left(self._starts, start_offset)
@@ -76,8 +85,7 @@ class EpochCache:
         del self._starts[i:]
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        if persist:
-            self.persist()
+        self.unsynced = True
         return True
 
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
@@ -116,4 +124,12 @@ class EpochCache:
         self.persist()
 
     def persist(self) -> None:
+        """Write the file durably (``checkpoint.write_lines``)."""
         checkpoint.write_lines(self.path, [f"{e} {s}" for e, s in zip(self._epochs, self._starts)])
+        self.unsynced = False
+
+    def sync(self) -> None:
+        """Write the file if ``assign`` changed the entries since it was last written (before
+        the log's recovery point passes them, and at close)."""
+        if self.unsynced:
+            self.persist()

@@ -194,11 +194,8 @@ class PartitionLog:
             )
         infos = _append.check_follower(checked, expected_offset=first, latest_epoch=self._epochs.latest_epoch)
         self._write([checked.view], infos, len(checked.view))
-        changed = False
-        for item in checked.frames:
-            changed |= self._epochs.assign(item.header.partition_leader_epoch, item.header.base_offset, persist=False)
-        if changed:
-            self._epochs.persist()
+        for item in checked.frames:  # the file is written before the recovery point passes them
+            self._epochs.assign(item.header.partition_leader_epoch, item.header.base_offset)
         return self._after_append(infos)
 
     def _write(self, buffers: list[Buffer], infos: list[FrameInfo], total: int) -> None:
@@ -280,6 +277,7 @@ class PartitionLog:
             self._write_recovery_point(now)
 
     def _write_recovery_point(self, now_ms: int) -> None:
+        self._epochs.sync()  # never a recovery point past an epoch entry a crash could lose
         if self._checkpointed == self._flushed_offset:
             return
         for segment in self._segments.from_offset(max(self._checkpointed, 0)):

@@ -165,7 +165,7 @@ def rebuild_epoch_cache(path: Path, segments: Segments) -> EpochCache:
     cache = EpochCache(path)
     for segment in segments:
         for header in segment.headers_from(0):
-            cache.assign(header.epoch, header.base_offset, persist=False)
+            cache.assign(header.epoch, header.base_offset)
     return cache
 
 
@@ -195,7 +195,7 @@ def load(directory: Path, *, index_interval_bytes: int, now_ms: int) -> Loaded:
     stored_entries = stored.entries() if stored is not None else None
 
     def feed_epoch_cache(header: Peek) -> None:
-        epochs.assign(header.epoch, header.base_offset, persist=False)
+        epochs.assign(header.epoch, header.base_offset)
 
     segments, report = open_segments(
         directory,

@@ -49,8 +49,14 @@ def test_truncation_from_both_ends(cache: EpochCache) -> None:
 
 
 def test_persisted_and_reloaded(cache: EpochCache) -> None:
+    assert EpochCache.load(cache.path) is None  # assign alone writes no file
+    assert cache.unsynced
+    cache.sync()
     loaded = EpochCache.load(cache.path)
     assert loaded is not None and loaded.entries() == cache.entries()
+    assert cache.assign(9, 60)
+    again = EpochCache.load(cache.path)  # the file stays as synced until the next sync
+    assert again is not None and again.entries() == loaded.entries() != cache.entries()
     cache.path.write_text("0\n2\n1 0\n")  # truncated file
     assert EpochCache.load(cache.path) is None
     cache.path.write_text("0\n2\n3 0\n1 5\n")  # epochs going back

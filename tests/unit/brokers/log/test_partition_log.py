@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from brokers.log import PartitionLog
+from brokers.log import files as files_layer
 from spark_log.clock import ManualClock
 from spark_log.errors import (
     CorruptRecordError,
@@ -440,3 +441,52 @@ def test_a_clean_reopen_rewrites_no_checkpoint_and_a_crashed_one_does(tmp_path: 
     log = PartitionLog(directory, small_config(), clock=clock)
     assert log.recovery_point == 3 and read_offset(directory / RECOVERY_POINT_FILE) == 3
     log.close()
+
+
+class _RecordingFiles(files_layer.OsFiles):
+    """The OS layer, recording each fsync (by file name) and rename (by target name)."""
+
+    def __init__(self) -> None:
+        self.ops: list[tuple[str, str]] = []
+        self._names: dict[int, str] = {}
+
+    def open(self, path: Path, flags: int, mode: int = 0o644) -> int:
+        fd = super().open(path, flags, mode)
+        self._names[fd] = Path(path).name
+        return fd
+
+    def fsync(self, fd: int) -> None:
+        self.ops.append(("fsync", self._names.get(fd, "?")))
+        super().fsync(fd)
+
+    def replace(self, source: Path, target: Path) -> None:
+        self.ops.append(("rename", Path(target).name))
+        super().replace(source, target)
+
+
+def test_a_new_epoch_reaches_the_file_before_the_recovery_point_not_on_append(tmp_path: Path) -> None:
+    """The epoch checkpoint is not written on the append path (a first write to 1,000 new
+    partitions cost a file, a rename and two fsyncs per replica), and never a recovery
+    point past an epoch entry that a crash could lose: the file is written first."""
+    recording = _RecordingFiles()
+    previous = files_layer.use(recording)
+    try:
+        with PartitionLog(tmp_path / "p", small_config()) as log:
+            log.append_as_leader(make_frame(1), leader_epoch=1)
+            log.flush(checkpoint=True)
+            recording.ops.clear()
+            log.append_as_leader(make_frame(1, tag=1), leader_epoch=2)
+            appended = list(recording.ops)
+            log.flush(checkpoint=True)
+            flushed = list(recording.ops[len(appended):])
+    finally:
+        files_layer.use(previous)
+    epoch_file, point_file = "leader-epoch-checkpoint", "recovery-point-offset-checkpoint"
+    assert not [op for op in appended if op[1].startswith(epoch_file)], appended
+    synced = flushed.index(("fsync", epoch_file + ".tmp"))
+    assert synced < flushed.index(("rename", point_file)), flushed
+    reopened = PartitionLog(tmp_path / "p", small_config())
+    try:
+        assert reopened.epoch_entries() == [(1, 0), (2, 1)]
+    finally:
+        reopened.close()
