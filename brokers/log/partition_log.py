@@ -5,7 +5,7 @@ Directory layout (one directory per partition replica):
     00000000000000000000.log / .index / .timeindex    segments, named by base offset
     recovery-point-offset-checkpoint                  everything below it was fsynced
     log-start-offset-checkpoint                       first offset still readable
-    leader-epoch-checkpoint                           EpochCache
+    leader-epoch-checkpoint                           EpochCache (written before the recovery point moves)
     cleaner-offset-checkpoint                         compaction: the last plan applied (cleaner/checkpoint.py)
     <base>.log.cleaned / <base>.log.swap              compaction: a clean's swap in progress (swap.py)
     .lock                                             flock: one PartitionLog per directory
