@@ -74,8 +74,6 @@ def _headers_array(headers: list[Any] | None, n: int) -> pa.Array[Any]:
 
 
 _BINARY = pa.binary()
-_INT64 = pa.int64()
-_TIMESTAMP_MS = pa.timestamp("ms")
 
 
 def bytes_batch(
