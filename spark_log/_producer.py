@@ -469,11 +469,7 @@ class Producer:
     def flush(self, timeout: float | None = None) -> None:
         """Ship every open batch and wait until every record sent so far is acknowledged
         or failed.  Raises ``RequestTimeoutError`` if ``timeout`` (seconds) passes first."""
-        with self._lock:
-            batches, self._open = self._open, {}
-            for slot, batch in batches.items():
-                self._close(slot, batch)
-        self._drain()
+        self._ship_open()
         deadline = None if timeout is None else self._now_s() + timeout
         with self._lock:
             while self._pending or self._closing:
@@ -481,6 +477,16 @@ class Producer:
                 if remaining is not None and remaining <= 0:
                     raise errors.RequestTimeoutError(f"flush: {self._pending} batches still unacknowledged")
                 self._lock.wait(remaining)
+
+    def _ship_open(self) -> None:
+        """Ship every open batch now, without waiting for acknowledgements (``flush``'s
+        first half: the console producer ships a chunk of lines, then waits for the chunk
+        before it while it reads the next)."""
+        with self._lock:
+            batches, self._open = self._open, {}
+            for slot, batch in batches.items():
+                self._close(slot, batch)
+        self._drain()
 
     def close(self, timeout: float | None = None) -> None:
         """Flush, then release connections.  Idempotent."""

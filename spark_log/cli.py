@@ -47,6 +47,8 @@ from typing import TYPE_CHECKING, Sequence
 from .errors import InvalidConfigError, SparkLogError
 
 if TYPE_CHECKING:  # the commands import the clients lazily (a fast `spark-log --help`)
+    from concurrent.futures import Future
+
     from ._admin import Admin
     from ._consumer import ConsumerRecord
 
@@ -271,6 +273,10 @@ def _produce_file(args: argparse.Namespace) -> int:
 
 
 _STDIN_LINGER_MS = 1000  # as Kafka's console producer
+# A chunk of stdin lines that ships at once (characters, bytes for ASCII): over 1,000
+# partitions each batch gets about 4 KiB of it
+_STDIN_CHUNK_BYTES = 4 << 20
+_STDIN_CHUNK_LINES = 100_000
 
 
 def _produce(args: argparse.Namespace) -> int:
@@ -280,12 +286,17 @@ def _produce(args: argparse.Namespace) -> int:
         return _produce_file(args)
     count = 0
     # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch
-    # fill (keyed lines over 1,000 partitions were one record per frame); every 10,000 lines
-    # and EOF flush at once
+    # fill (keyed lines over 1,000 partitions were one record per frame).  A chunk of lines
+    # (_STDIN_CHUNK_LINES or _STDIN_CHUNK_BYTES, whichever comes first) ships at once, not a
+    # linger later, and the acknowledgements of the chunk before are awaited while the brokers
+    # take this one: one chunk in flight, so the futures kept stay bounded.  EOF flushes.
     with Producer(args.bootstrap, linger_ms=_STDIN_LINGER_MS) as producer:
         info = producer._cluster.topic(args.topic)
-        futures = []
+        futures: list["Future[tuple[int, int]]"] = []
+        shipped: list["Future[tuple[int, int]]"] = []
+        chunk_bytes = 0
         for line in sys.stdin:
+            chunk_bytes += len(line)
             line = line.rstrip("\n")
             if info.kind == "typed":
                 try:
@@ -303,13 +314,13 @@ def _produce(args: argparse.Namespace) -> int:
                     value = line
                 futures.append(producer.send(args.topic, value.encode(), key=key))
             count += 1
-            if len(futures) >= 10_000:
-                producer.flush()  # ship what lingers now, not a linger later
-                for future in futures:
+            if len(futures) >= _STDIN_CHUNK_LINES or chunk_bytes >= _STDIN_CHUNK_BYTES:
+                producer._ship_open()
+                for future in shipped:
                     future.result()
-                futures.clear()
+                shipped, futures, chunk_bytes = futures, [], 0
         producer.flush()
-        for future in futures:
+        for future in shipped + futures:
             future.result()
     print(f"sent {count} records to {args.topic}", file=sys.stderr)
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -91,3 +92,32 @@ def test_spark_cluster_subcommand_reaches_the_hosting_application(tmp_path: Path
     assert helped.returncode == 0 and "start" in helped.stdout
     status = _cli("spark-cluster", "status", "--data-dir", str(tmp_path / "none"))
     assert status.returncode == 1 and "absent" in status.stdout
+
+
+def test_produce_from_stdin_ships_in_chunks_and_loses_nothing(bootstrap: str, topic_name: str) -> None:
+    """Input larger than two of ``produce``'s chunks (4 Mi characters each): each chunk ships
+    while the acknowledgements of the one before are awaited; every line arrives once, in
+    order within its key's partition."""
+    from spark_log import Admin, Consumer
+    from spark_log.cli import _STDIN_CHUNK_BYTES
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=3)
+    count = 9_000
+    lines = [f"k{i % 40},{i:06d}{'v' * 1_000}" for i in range(count)]
+    assert sum(len(line) + 1 for line in lines) > 2 * _STDIN_CHUNK_BYTES
+    produced = _cli("produce", topic_name, "--key-separator", ",", bootstrap=bootstrap, stdin="\n".join(lines) + "\n")
+    assert produced.returncode == 0 and f"sent {count} records" in produced.stderr, produced.stderr
+    got: list[tuple[bytes, bytes]] = []
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic_name, p) for p in range(3)])
+        deadline = time.monotonic() + 60
+        while len(got) < count and time.monotonic() < deadline:
+            for batch in consumer.poll_arrow(0.5):
+                got.extend(zip(batch.column("key").to_pylist(), batch.column("value").to_pylist()))
+    assert len(got) == count
+    by_key: dict[bytes, list[int]] = {}
+    for key, value in got:
+        by_key.setdefault(key, []).append(int(value[:6]))
+    assert sorted(i for seen in by_key.values() for i in seen) == list(range(count))
+    assert all(seen == sorted(seen) and all(i % 40 == int(key[1:]) for i in seen) for key, seen in by_key.items())
