@@ -156,12 +156,19 @@ def compact(cluster: Cluster, topic: str, partitions: Sequence[int] | None = Non
     return retry(once, cluster=cluster, topics=[topic], deadline_s=timeout_s)
 
 
+_FIRST_POLL_S = 0.01
+
+
 def wait(cluster: Cluster, topic: str, partitions: Sequence[int] | None = None, *, timeout_s: float = 60.0,
          poll_s: float = 0.1, on_progress: Callable[[int, int], None] | None = None) -> dict[int, list[ReplicaCompaction]]:
     """Wait until every partition's leader settled and every replica applied its latest
     plan (module docstring); returns the final states.  ``RequestTimeoutError`` after
-    ``timeout_s`` (the cleaners go on)."""
-    deadline = time.monotonic() + timeout_s
+    ``timeout_s`` (the cleaners go on).  Polls every 10 ms at first, then every twentieth
+    of the time waited so far, at most every ``poll_s``: a clean of a few hundred
+    milliseconds is seen done within a few percent of its time, a long one costs the
+    brokers ``1 / poll_s`` describes a second."""
+    started = time.monotonic()
+    deadline = started + timeout_s
     while True:
         states = describe(cluster, topic, replicas=True)
         wanted = sorted(states) if partitions is None else list(partitions)
@@ -174,7 +181,8 @@ def wait(cluster: Cluster, topic: str, partitions: Sequence[int] | None = None, 
         if time.monotonic() > deadline:
             raise errors.RequestTimeoutError(f"compaction of {topic} partitions {pending} did not settle in "
                                              f"{timeout_s} s (the cleaners go on)")
-        time.sleep(poll_s)  # polling brokers' state, not synchronising threads
+        waited = time.monotonic() - started
+        time.sleep(min(poll_s, max(_FIRST_POLL_S, waited / 20)))  # polling brokers' state, not synchronising threads
 
 
 def _done(states: list[ReplicaCompaction], replicas: int) -> bool:
