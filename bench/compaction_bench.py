@@ -25,7 +25,11 @@ records are overwritten**; frames of 4,096 records, LZ4 (as producers write them
   during it: several CPU-seconds; ``--no-warm-job`` measures it among the runs).  The job's
   rate and ratio are of its wall time **without** the session's start (a session that runs
   jobs, as a notebook's); each run also prints its time and rate with the start added, and
-  where the time went (describe, Spark's pass, maps offered, the brokers' rewrite).
+  where the time went (describe, Spark's pass, maps offered, the brokers' rewrite), and the
+  job's *ceiling*: the brokers' share of each run alone over its raw runs (what the job
+  reaches if Spark's pass took no time, since every replica checks the job's map against
+  its log record by record before it rewrites: nothing is removed on the job's say), and
+  Spark's pass alone over the same raw runs (what the job reaches with instant brokers).
 
 Pairs, not bests: every measured run sits between two raw runs over the same bytes (the
 one before reads the segments, the one after a copy made before the clean), each cold:
@@ -168,6 +172,9 @@ class Side:
     waited: float = 0.0  # of ``seconds``, waiting for a CPU (in-process runs; 0: not measured)
     kept: str = ""
     cpu_seconds: float = 0.0  # this process's CPU time (in-process runs)
+    # of ``seconds``, what no faster Spark pass could take off (the Spark job: describe, the
+    # maps offered, the replicas' check and rewrite); 0: not a Spark job
+    brokers_seconds: float = 0.0
 
     @property
     def mib_s(self) -> float:
@@ -274,6 +281,14 @@ def summary(pairs: list[Pair]) -> None:
           f"rewrite of the same bytes, just before and just after each run)")
     print(f"    ratio  median {median(ratios):7.0%}         (range {min(ratios):.0%}-{max(ratios):.0%}; "
           f"each run over the mean of its two raw runs)")
+    if all(p.side.brokers_seconds for p in pairs):
+        brokers = [p.side.bytes / MiB / p.side.brokers_seconds / p.raw_mib_s for p in pairs]
+        spark = [p.side.bytes / MiB / (p.side.seconds - p.side.brokers_seconds) / p.raw_mib_s for p in pairs]
+        print(f"    ceiling median {median(brokers):6.0%}         (range {min(brokers):.0%}-{max(brokers):.0%}; "
+              f"the brokers' share of each run alone over its raw runs: describe, maps offered, every replica "
+              f"checking the map record by record and rewriting; the job with an instant Spark pass)")
+        print(f"    ceiling median {median(spark):6.0%}         (range {min(spark):.0%}-{max(spark):.0%}; "
+              f"Spark's pass of each run alone over its raw runs: the job with instant brokers)")
     if any(p.side.cpu_seconds for p in pairs):
         cpu = median([p.side.cpu_seconds for p in pairs])
         print(f"    CPU    median {cpu:7.2f} s per run = {side.bytes / MiB / cpu:.0f} MiB/s of this process's CPU "
@@ -360,7 +375,8 @@ def spark_run(root: Path, mib: int, repeats: int, partitions: int, warm_job: boo
                               f"latest offset per key) {done.map_seconds:.2f} s, maps offered {done.offer_seconds:.2f} s,"
                               f" the brokers' rewrite {done.rewrite_seconds:.2f} s", flush=True)
                         side = Side(f"Spark job (1 broker, RF=1, {partitions} partition(s))", done.bytes_before, seconds,
-                                    kept=f"{done.records_after:,} of {done.records_before:,} records")
+                                    kept=f"{done.records_after:,} of {done.records_before:,} records",
+                                    brokers_seconds=done.plan_seconds + done.apply_seconds)
                     else:
                         states = admin.compact(topic, wait=True, timeout_s=600)
                         seconds = time.perf_counter() - started
