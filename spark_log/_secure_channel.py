@@ -30,6 +30,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import grpc
 
 from . import errors
+from ._channel_spin import pin
 from .errors import AuthenticationError, SparkLogError
 from .proto import security_pb2 as spb
 from .scram import ScramClient
@@ -166,11 +167,13 @@ def open_channel(address: str, security: ClientSecurity | None, *, client_id: st
     ``InvalidConfigError`` when the TLS files cannot be read."""
     if security is None or not security.tls:
         channel = grpc.insecure_channel(address, options=list(options))
+        pin(channel)
         return grpc.intercept_channel(channel, _Interceptor(None, client_id)) if client_id else channel
     material = security.tls_material()
     credentials = grpc.ssl_channel_credentials(root_certificates=material.ca, private_key=material.private_key,
                                                certificate_chain=material.cert_chain)
     channel = grpc.secure_channel(address, credentials, options=list(options))
+    pin(channel)
     session = ScramSession(channel, security, timeout_s=timeout_s) if security.scram else None
     if session is None and not client_id:
         return channel
