@@ -441,9 +441,13 @@ class Admin:
         ``on_progress(done, total)`` after each look: per replica being added, the offsets
         it copied up to the leader's high watermark, plus one once it is in the ISR (so
         ``total`` is high watermark + 1 a replica, and grows while producers write); a
-        partition whose reassignment completed counts as done.  The last call has
+        partition whose reassignment completed counts as done.  ``done`` never goes back: a
+        replica counts what it reached at any look (a new leader, e.g. the target's first
+        replica taking over, knows no follower's log end at first).  The last call has
         ``done == total``."""
         last: dict[tuple[str, int], tuple[int, int]] = {}
+        reached: dict[tuple[str, int, int], int] = {}  # (topic, partition, replica) -> most counted at any look
+        highest: dict[tuple[str, int], int] = {}  # the highest high watermark seen
 
         def observe(pending: dict[tuple[str, int], _reassignment.PartitionReassignment]) -> None:
             assert on_progress is not None
@@ -454,7 +458,12 @@ class Admin:
                     continue  # its leader did not answer: keep the last look
                 hw = p.high_watermark
                 ends = p.log_end_offsets or {}
-                done = sum(min(ends.get(r) or 0, hw) + (1 if r in p.isr else 0) for r in state.adding)
+                hw = highest[tp] = max(hw, highest.get(tp, hw))  # a new leader's HW may lag the old one's
+                done = 0
+                for r in state.adding:
+                    key = (tp[0], tp[1], r)
+                    reached[key] = max(reached.get(key, 0), min(ends.get(r) or 0, hw) + (1 if r in p.isr else 0))
+                    done += reached[key]
                 last[tp] = (done, (hw + 1) * len(state.adding))
             for tp, (_, whole) in list(last.items()):
                 if tp not in pending:
