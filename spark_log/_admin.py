@@ -456,9 +456,8 @@ class Admin:
                 p = described[tp[0]].partitions.get(tp[1])
                 if p is None or p.high_watermark is None:
                     continue  # its leader did not answer: keep the last look
-                hw = p.high_watermark
+                hw = highest[tp] = max(p.high_watermark, highest.get(tp, 0))  # a new leader's HW may lag the old one's
                 ends = p.log_end_offsets or {}
-                hw = highest[tp] = max(hw, highest.get(tp, hw))  # a new leader's HW may lag the old one's
                 done = 0
                 for r in state.adding:
                     key = (tp[0], tp[1], r)

@@ -65,10 +65,7 @@ class _Pin:
         if state is None:  # ended already (closed before it was collected)
             return
         with state.lock:
-            if self.stopping:
-                already = True
-            else:
-                already, self.stopping = False, True
+            already, self.stopping = self.stopping, True
         if not already:
             try:
                 self.wake.future(b"", timeout=0).add_done_callback(lambda _f: None)

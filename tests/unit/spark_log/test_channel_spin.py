@@ -15,19 +15,28 @@ import pytest
 from spark_log._channel_spin import pin
 
 
-@pytest.fixture()
-def address() -> Iterator[str]:
+def echo_server(workers: int) -> tuple[grpc.Server, str]:
+    """A started loopback server of ``/t.Echo/Echo``: answers its request, fails ``b"fail"``
+    with INVALID_ARGUMENT, answers ``b"slow<seconds>"`` after that long (also the churn child's)."""
     def echo(request: bytes, context: Any) -> bytes:
         if request == b"fail":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "asked to fail")
+        if request.startswith(b"slow"):
+            time.sleep(float(request[4:]))  # the handler's own work, for calls still in flight at a close
         return request
 
     handler = grpc.method_handlers_generic_handler("t.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     server.add_generic_rpc_handlers((handler,))
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    yield f"127.0.0.1:{port}"
+    return server, f"127.0.0.1:{port}"
+
+
+@pytest.fixture()
+def address() -> Iterator[str]:
+    server, address = echo_server(2)
+    yield address
     server.stop(None)
 
 
@@ -103,25 +112,16 @@ def test_pin_leaves_a_channel_it_cannot_pin(address: str) -> None:
 
 
 _CHURN = r'''
-import gc, random, sys, time
-from concurrent import futures
+import gc, random, sys
 import grpc
 from spark_log._channel_spin import pin
+from tests.unit.spark_log.test_channel_spin import echo_server
 
-def echo(request, context):
-    if request.startswith(b"slow"):
-        time.sleep(float(request[4:]))
-    return request
-
-handler = grpc.method_handlers_generic_handler("t.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)})
-server = grpc.server(futures.ThreadPoolExecutor(max_workers=16))
-server.add_generic_rpc_handlers((handler,))
-port = server.add_insecure_port("127.0.0.1:0")
-server.start()
+server, address = echo_server(16)
 rnd = random.Random(int(sys.argv[1]))
 left_open = []
 for i in range(150):
-    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    channel = grpc.insecure_channel(address)
     assert pin(channel)
     echo_call = channel.unary_unary("/t.Echo/Echo")
     calls = [echo_call.future(b"slow0.0%d" % rnd.randint(0, 5) if rnd.random() < 0.5 else b"x", timeout=10)
