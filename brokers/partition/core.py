@@ -354,9 +354,10 @@ class PartitionCore:
             producers.record(header.producer_id, header.producer_epoch, header.base_sequence, header.span,
                              header.base_offset, max(header.max_timestamp, seen_wall_ms))
 
-    def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> None:
-        """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO."""
-        self._replica.on_leader_high_watermark(leader_hw, log_end_offset)
+    def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> bool:
+        """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO.
+        Whether ours changed."""
+        return self._replica.on_leader_high_watermark(leader_hw, log_end_offset)
 
     # -- ISR -------------------------------------------------------------------------------
 

@@ -357,10 +357,10 @@ class Partition(CompactingPartition, TieredPartition):
                 self._replay_producers()
                 return
             data = fetched.records
+            appended: list[FrameHeader] = []
             if len(data):
                 leo = plog.log_end_offset
                 skip = 0
-                appended: list[FrameHeader] = []
                 for position, header in iter_frames(data, verify=False):
                     if not appended and header.base_offset < leo:
                         skip = position + header.frame_length
@@ -375,8 +375,8 @@ class Partition(CompactingPartition, TieredPartition):
                         self._note_tier(memoryview(data)[skip:])
                     else:
                         core.record_frames(appended, seen_wall_ms=seen)
-            core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset)
-            self._signal_compaction()
+            if core.on_leader_high_watermark(fetched.high_watermark, plog.log_end_offset) or appended:
+                self._signal_compaction()  # an idle answer (no frames, the same HW) has nothing new for it
 
     def start_at_leader_log_start(self, leader_id: int, leader_epoch: int, leader_log_start: int) -> None:
         """The leader answered ``OffsetOutOfRangeError``: this replica's log ends below the

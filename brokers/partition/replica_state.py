@@ -177,7 +177,12 @@ class ReplicaState:
 
     # -- follower ---------------------------------------------------------------------------
 
-    def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> None:
-        """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO."""
-        if not self.is_leader:
-            self.high_watermark = max(0, min(leader_hw, log_end_offset))
+    def on_leader_high_watermark(self, leader_hw: int, log_end_offset: int) -> bool:
+        """Follower: the leader answered with ``leader_hw``; ours is that, capped by our LEO.
+        Whether ours changed."""
+        if self.is_leader:
+            return False
+        hw = max(0, min(leader_hw, log_end_offset))
+        changed = hw != self.high_watermark
+        self.high_watermark = hw
+        return changed

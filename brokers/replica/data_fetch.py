@@ -45,6 +45,7 @@ _I16 = struct.Struct("<h")
 _FETCH_HEAD = struct.Struct("<iiiii")  # replica id, max wait, min bytes, max bytes, n
 _WANTED = struct.Struct("<iqiiqi")  # partition, fetch offset, leader epoch, last epoch, log start, max bytes
 _OFFSETS = struct.Struct("<qqqqqiqi")  # hw, lso, log start, leo, next offset, div epoch, div end, frames length
+_PART = struct.Struct("<ihii" + _OFFSETS.format[1:])  # partition, code, message length, leader length, offsets
 
 
 class WantedPartition(NamedTuple):
@@ -119,10 +120,13 @@ class DataFetchClient:
               partitions: Sequence[WantedPartition]) -> list[ReplicaAnswer]:
         """One ``REPLICA_FETCH`` (``brokers/server/replica_listener.py``)."""
         parts = [_FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))]
-        for wanted in partitions:
-            parts.append(_str(wanted.topic))
-            parts.append(_WANTED.pack(wanted.partition, wanted.fetch_offset, wanted.current_leader_epoch,
-                                      wanted.last_fetched_epoch, wanted.log_start_offset, 0))
+        names: dict[str, bytes] = {}
+        pack = _WANTED.pack
+        for topic, index, fetch_offset, leader_epoch, last_epoch, log_start in partitions:
+            name = names.get(topic)
+            if name is None:
+                name = names[topic] = _str(topic)
+            parts.append(name + pack(index, fetch_offset, leader_epoch, last_epoch, log_start, 0))
         view = self._call(REPLICA_FETCH, b"".join(parts), max_wait_ms / 1000 + 5.0)
         return _parse(view)
 
@@ -167,19 +171,34 @@ class DataFetchClient:
 
 
 def _parse(view: memoryview) -> list[ReplicaAnswer]:
+    """The answer's partitions.  A partition without an error is one ``struct`` call after its
+    topic name (decoded once per answer); one with an error is read field by field."""
     try:
         (n,) = _I32.unpack_from(view, 0)
         at = 4
         out: list[ReplicaAnswer] = []
+        names: dict[bytes, str] = {}
+        total = len(view)
         for _ in range(n):
-            topic, at = _read_str(view, at)
-            (partition,) = _I32.unpack_from(view, at)
-            (code,) = _I16.unpack_from(view, at + 4)
-            message, at = _read_str(view, at + 6)
-            _leader, at = _read_str(view, at)
-            hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = _OFFSETS.unpack_from(view, at)
-            at += _OFFSETS.size
-            if size < 0 or at + size > len(view):
+            (length,) = _I32.unpack_from(view, at)
+            if length < 0 or at + 4 + length > total:
+                raise CorruptRecordError("malformed REPLICA_FETCH answer (string)")
+            raw = bytes(view[at + 4: at + 4 + length])
+            topic = names.get(raw)
+            if topic is None:
+                topic = names[raw] = raw.decode("utf-8")
+            at += 4 + length
+            partition, code, message_length, leader_length, hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = \
+                _PART.unpack_from(view, at)
+            if code == 0 and message_length == 0 and leader_length == 0:
+                message = ""
+                at += _PART.size
+            else:
+                message, at = _read_str(view, at + 6)
+                _leader, at = _read_str(view, at)
+                hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = _OFFSETS.unpack_from(view, at)
+                at += _OFFSETS.size
+            if size < 0 or at + size > total:
                 raise CorruptRecordError("malformed REPLICA_FETCH answer: frames run past the answer")
             records = view[at: at + size]
             at += size
@@ -187,6 +206,8 @@ def _parse(view: memoryview) -> list[ReplicaAnswer]:
             out.append(ReplicaAnswer(topic, partition, code, message, hw, log_start, diverging, records))
     except struct.error as exc:
         raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
+    except UnicodeDecodeError:
+        raise CorruptRecordError("malformed REPLICA_FETCH answer: a name is not UTF-8") from None
     return out
 
 

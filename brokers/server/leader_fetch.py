@@ -21,18 +21,22 @@ discounted); a wait that runs out with nothing new returns the answer already bu
 idle round costs one pass over the partitions, not two).  Fault hook: a leader that
 ``blocked`` the fetching broker refuses the whole request (``BrokerNotAvailableError``).
 
-The answer is a list of ``FetchPart`` (``wire.py``) that ``FetchHandler`` serialises with
-``encode_fetch_response``: the frames read from the log are copied once, into the answer,
-not three times (into the protobuf message, out of it, into gRPC).
+``answer`` takes and gives plain tuples (``ReplicaWanted``, ``ReplicaPart``): the data
+listener's ``REPLICA_FETCH`` (``replica_listener.py``) encodes them by hand, so an idle
+round of 1,000 partitions builds no protobuf message; ``handle`` (the gRPC ``Fetch``) turns
+them into ``FetchPart`` (``wire.py``) that ``FetchHandler`` serialises with
+``encode_fetch_response``.  Either way the frames read from the log are copied once, into
+the answer.
 
 Thread-safety: called from gRPC threads; all partition state is the ``Partition``'s.
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, NamedTuple, Sequence
 
 from brokers.net.faults import FetchFaults
 from brokers.partition import FollowerFetch, Partition
+from brokers.partition.messages import Diverging
 from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, OffsetOutOfRangeError, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
@@ -40,10 +44,39 @@ from .errors import to_pb
 from .partition_manager import PartitionManager
 from .wire import RECORDS, FetchPart
 
-__all__ = ["LeaderFetchHandler"]
+__all__ = ["LeaderFetchHandler", "ReplicaWanted", "ReplicaPart"]
 
 _DEFAULT_MAX_BYTES = 64 << 20
 _MAX_WAIT_MS = 60_000
+
+
+class ReplicaWanted(NamedTuple):
+    """One partition of a follower fetch, as both wires carry it."""
+
+    topic: str
+    partition: int
+    fetch_offset: int
+    current_leader_epoch: int
+    last_fetched_epoch: int
+    log_start_offset: int
+    partition_max_bytes: int
+
+
+class ReplicaPart(NamedTuple):
+    """One partition of the answer: an error (the offsets then -1, except the log start of
+    an ``OffsetOutOfRangeError`` that names it), a diverging hint, or the offsets and the
+    frames read (empty: nothing new)."""
+
+    topic: str
+    partition: int
+    error: SparkLogError | None
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    log_end_offset: int
+    next_fetch_offset: int
+    diverging: Diverging | None
+    records: bytes | memoryview
 
 
 class LeaderFetchHandler:
@@ -57,15 +90,24 @@ class LeaderFetchHandler:
         self._on_expandable = on_expandable
 
     def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> list[FetchPart]:
-        if request.max_wait_ms < 0 or request.max_wait_ms > _MAX_WAIT_MS:
-            raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {request.max_wait_ms}")
+        """The gRPC ``Fetch`` of a follower: ``answer`` in protobuf form."""
+        wanted = [ReplicaWanted(p.topic, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
+                                p.log_start_offset, p.partition_max_bytes) for p in request.partitions]
+        parts = self.answer(request.replica_id, request.max_wait_ms, request.max_bytes, wanted, is_active=is_active)
+        return [_to_fetch_part(part) for part in parts]
+
+    def answer(self, replica_id: int, max_wait_ms: int, max_bytes: int, wanted: Sequence[ReplicaWanted], *,
+               is_active: Callable[[], bool] = lambda: True) -> list[ReplicaPart]:
+        """A follower's fetch of ``wanted`` (module docstring); ``max_bytes`` 0: the default."""
+        if max_wait_ms < 0 or max_wait_ms > _MAX_WAIT_MS:
+            raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {max_wait_ms}")
         self.faults.refresh()
-        if self.faults.blocked(request.replica_id):
-            raise BrokerNotAvailableError(f"replica fetches from broker {request.replica_id} are blocked (fault hook)")
-        deadline_ms = self._clock.monotonic_ms() + request.max_wait_ms
+        if self.faults.blocked(replica_id):
+            raise BrokerNotAvailableError(f"replica fetches from broker {replica_id} are blocked (fault hook)")
+        deadline_ms = self._clock.monotonic_ms() + max_wait_ms
         while True:
             seen = self.manager.data_version
-            response, done, notified = self._answer(request)
+            response, done, notified = self._answer(replica_id, max_bytes, wanted)
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if done or remaining_ms <= 0 or not is_active():
                 return response
@@ -75,50 +117,61 @@ class LeaderFetchHandler:
                     self._clock.monotonic_ms() >= deadline_ms:
                 return response  # an idle wait ran out with nothing new: the answer stands (no second pass)
 
-    def _answer(self, request: pb.FetchRequest) -> tuple[list[FetchPart], bool, int]:
+    def _answer(self, replica_id: int, max_bytes: int,
+                wanted: Sequence[ReplicaWanted]) -> tuple[list[ReplicaPart], bool, int]:
         """(answer, whether to send it now, how many HW notifications it sent: each bumped the
         manager's ``data_version`` by one)."""
-        response: list[FetchPart] = []
-        budget = request.max_bytes or _DEFAULT_MAX_BYTES
+        response: list[ReplicaPart] = []
+        budget = max_bytes or _DEFAULT_MAX_BYTES
         done = False
         grown: list[Partition] = []
         expandable = False
-        for wanted in request.partitions:
-            result = pb.FetchPartitionResult(topic=wanted.topic, partition=wanted.partition, high_watermark=-1,
-                                             last_stable_offset=-1, log_start_offset=-1, log_end_offset=-1,
-                                             next_fetch_offset=wanted.fetch_offset, preferred_read_replica=-1)
-            response.append((result, RECORDS, None))
+        get = self.manager.get
+        for topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max in wanted:
             try:
-                partition = self.manager.get(wanted.topic, wanted.partition)
-                limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)
+                partition = get(topic, index)
+                limit = budget if partition_max <= 0 else min(budget, partition_max)
                 answer = partition.answer_follower_fetch(
-                    FollowerFetch(request.replica_id, wanted.fetch_offset, wanted.current_leader_epoch,
-                                  wanted.last_fetched_epoch),
+                    FollowerFetch(replica_id, fetch_offset, leader_epoch, last_epoch),
                     max_bytes=max(1, limit) if budget > 0 else 0)
             except SparkLogError as exc:
-                result.error.CopyFrom(to_pb(exc))
+                start = -1
                 if isinstance(exc, OffsetOutOfRangeError) and "log_start_offset" in exc.details:
-                    result.log_start_offset = int(exc.details["log_start_offset"])  # the follower starts there
+                    start = int(exc.details["log_start_offset"])  # the follower starts there
+                response.append(ReplicaPart(topic, index, exc, -1, -1, start, -1, fetch_offset, None, b""))
                 done = True
                 continue
             offsets = answer.offsets
-            result.high_watermark, result.last_stable_offset = offsets.high_watermark, offsets.last_stable_offset
-            result.log_start_offset, result.log_end_offset = offsets.log_start_offset, offsets.log_end_offset
+            records = answer.records
             if answer.diverging is not None:
-                result.diverging_epoch.epoch = answer.diverging.epoch
-                result.diverging_epoch.end_offset = answer.diverging.end_offset
                 done = True
-                continue
-            if answer.hw_grew:
-                grown.append(partition)
-            expandable = expandable or answer.expand_candidate
-            if answer.records:
-                response[-1] = (result, RECORDS, answer.records)
-                result.next_fetch_offset = answer.next_fetch_offset
-                budget -= len(answer.records)
-                done = True
+            else:
+                if answer.hw_grew:
+                    grown.append(partition)
+                expandable = expandable or answer.expand_candidate
+                if records:
+                    budget -= len(records)
+                    done = True
+            response.append(ReplicaPart(topic, index, None, offsets.high_watermark, offsets.last_stable_offset,
+                                        offsets.log_start_offset, offsets.log_end_offset,
+                                        answer.next_fetch_offset if records else fetch_offset, answer.diverging,
+                                        records if answer.diverging is None else b""))
         if expandable:
             self._on_expandable()
         for partition in grown:
             partition.wake_long_polls()
         return response, done, len(grown)
+
+
+def _to_fetch_part(part: ReplicaPart) -> FetchPart:
+    """``part`` as the gRPC ``Fetch`` answer carries it."""
+    result = pb.FetchPartitionResult(topic=part.topic, partition=part.partition, high_watermark=part.high_watermark,
+                                     last_stable_offset=part.last_stable_offset,
+                                     log_start_offset=part.log_start_offset, log_end_offset=part.log_end_offset,
+                                     next_fetch_offset=part.next_fetch_offset, preferred_read_replica=-1)
+    if part.error is not None:
+        result.error.CopyFrom(to_pb(part.error))
+    if part.diverging is not None:
+        result.diverging_epoch.epoch = part.diverging.epoch
+        result.diverging_epoch.end_offset = part.diverging.end_offset
+    return result, RECORDS, part.records if len(part.records) else None

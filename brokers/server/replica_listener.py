@@ -25,14 +25,23 @@ charged to quotas (nodes never are; follower fetches are not consumer bytes).
 """
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable
 
 from spark_log.errors import AuthenticationError, InvalidRequestError
 from spark_log.proto import broker_pb2 as pb
 
+from .leader_fetch import ReplicaPart, ReplicaWanted
+
 __all__ = ["NODE_AUTH", "REPLICA_FETCH", "node_auth", "replica_fetch"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10
+_MAX_PARTITIONS = 1_000_000
+_I16, _I32 = struct.Struct("<h"), struct.Struct("<i")
+_FETCH_HEAD = struct.Struct("<iiiii")  # replica id, max wait ms, min bytes, max bytes, n
+_WANTED = struct.Struct("<iqiiqi")  # partition, fetch offset, leader epoch, last epoch, log start, max bytes
+_OFFSETS = struct.Struct("<qqqqqiqi")  # hw, lso, log start, leo, next offset, div epoch, div end, frames length
+_PART = struct.Struct("<ihii" + _OFFSETS.format[1:])  # partition, code 0, empty message, empty leader, offsets
 
 
 # the arguments are data_listener.py's DataListener, _Reader, _Writer and Caller (not imported: it imports this)
@@ -51,47 +60,58 @@ def node_auth(listener: Any, request: Any, out: Any, caller: Any) -> None:
 
 
 def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any) -> None:
-    """``REPLICA_FETCH`` (module docstring)."""
-    replica_id, max_wait_ms, min_bytes, max_bytes = request.i32(), request.i32(), request.i32(), request.i32()
-    if replica_id < 0:
-        raise InvalidRequestError(f"REPLICA_FETCH needs a replica id >= 0, got {replica_id}")
-    n = request.count()
-    partitions = []
-    for _ in range(n):
-        topic, partition = request.str(), request.i32()
-        fetch_offset, leader_epoch, last_epoch = request.i64(), request.i32(), request.i32()
-        log_start, partition_max_bytes = request.i64(), request.i32()
-        partitions.append(pb.FetchPartition(topic=topic, partition=partition, fetch_offset=fetch_offset,
-                                            current_leader_epoch=leader_epoch, last_fetched_epoch=last_epoch,
-                                            log_start_offset=log_start, partition_max_bytes=partition_max_bytes))
-    message = pb.FetchRequest(replica_id=replica_id, max_wait_ms=max_wait_ms, min_bytes=min_bytes,
-                              max_bytes=max_bytes, partitions=partitions)
-    listener._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
+    """``REPLICA_FETCH`` (module docstring).  Parsed and answered without protobuf messages:
+    one ``struct`` call per partition each way, the topic names decoded and encoded once per
+    request (an idle round of 1,000 partitions is mostly this loop)."""
+    data, at = request.data, request.at
+    try:
+        replica_id, max_wait_ms, _min_bytes, max_bytes, n = _FETCH_HEAD.unpack_from(data, at)
+        at += _FETCH_HEAD.size
+        if replica_id < 0:
+            raise InvalidRequestError(f"REPLICA_FETCH needs a replica id >= 0, got {replica_id}")
+        if n < 0 or n > _MAX_PARTITIONS:
+            raise InvalidRequestError(f"bad count {n} in data listener request")
+        names: dict[bytes, str] = {}
+        wanted: list[ReplicaWanted] = []
+        for _ in range(n):
+            (size,) = _I32.unpack_from(data, at)
+            if size < 0 or at + 4 + size > len(data):
+                raise InvalidRequestError("bad length in data listener request")
+            raw = bytes(data[at + 4: at + 4 + size])
+            topic = names.get(raw)
+            if topic is None:
+                topic = names[raw] = raw.decode("utf-8")
+            at += 4 + size
+            wanted.append(ReplicaWanted(topic, *_WANTED.unpack_from(data, at)))
+            at += _WANTED.size
+    except struct.error:
+        raise InvalidRequestError("truncated data listener request") from None
+    except UnicodeDecodeError:
+        raise InvalidRequestError("a topic name in REPLICA_FETCH is not UTF-8") from None
+    request.at = at
+    # the rule of a follower fetch depends on its replica id alone (CLUSTER_ACTION)
+    listener._check("/spark_log.broker.v1.Broker/Fetch", pb.FetchRequest(replica_id=replica_id), caller)
     handler: Any = listener.fetch.follower_fetches
     if handler is None:
         raise InvalidRequestError("this broker does not serve follower fetches")
-    parts = handler.handle(message, is_active=is_active)
-    out.i32(len(parts))
-    for result, _field, payload in parts:
-        out.str(result.topic)
-        out.i32(result.partition)
-        if result.HasField("error") and result.error.code:
-            out.i16(result.error.code)
-            out.str(result.error.message)
-            out.str(result.error.leader_address)
+    parts: list[ReplicaPart] = handler.answer(replica_id, max_wait_ms, max_bytes, wanted, is_active=is_active)
+    chunks = out.chunks
+    chunks.append(_I32.pack(len(parts)))
+    encoded: dict[str, bytes] = {}
+    for topic, index, error, hw, lso, log_start, leo, next_offset, diverging, records in parts:
+        name = encoded.get(topic)
+        if name is None:
+            raw = topic.encode("utf-8")
+            name = encoded[topic] = _I32.pack(len(raw)) + raw
+        div_epoch, div_end = diverging if diverging is not None else (-1, -1)
+        if error is None:
+            chunks.append(name + _PART.pack(index, 0, 0, 0, hw, lso, log_start, leo, next_offset, div_epoch, div_end,
+                                            len(records)))
         else:
-            out.i16(0)
-            out.str("")
-            out.str("")
-        out.i64(result.high_watermark)
-        out.i64(result.last_stable_offset)
-        out.i64(result.log_start_offset)
-        out.i64(result.log_end_offset)
-        out.i64(result.next_fetch_offset)
-        if result.HasField("diverging_epoch"):
-            out.i32(result.diverging_epoch.epoch)
-            out.i64(result.diverging_epoch.end_offset)
-        else:
-            out.i32(-1)
-            out.i64(-1)
-        out.raw(payload)
+            message = error.message.encode("utf-8")
+            leader = (getattr(error, "leader_address", None) or "").encode("utf-8")
+            chunks.append(name + _I32.pack(index) + _I16.pack(int(error.code)) + _I32.pack(len(message)) + message +
+                          _I32.pack(len(leader)) + leader +
+                          _OFFSETS.pack(hw, lso, log_start, leo, next_offset, div_epoch, div_end, len(records)))
+        if len(records):
+            chunks.append(records)

@@ -13,19 +13,20 @@ from brokers.net.faults import FetchFaults
 from brokers.replica.data_fetch import WantedPartition, _parse
 from brokers.replica.fetcher import ReplicaFetcher
 from brokers.server.data_listener import Caller, DataListener
+from brokers.partition.messages import Diverging
+from brokers.server.leader_fetch import ReplicaPart, ReplicaWanted
 from brokers.server.replica_listener import REPLICA_FETCH
-from brokers.server.wire import RECORDS
-from spark_log.errors import ErrorCode
-from spark_log.proto import broker_pb2 as pb
+from spark_log.errors import ErrorCode, FencedEpochError, NotLeaderError
 
 
 class _Handler:
-    def __init__(self, parts: list[Any]) -> None:
+    def __init__(self, parts: list[ReplicaPart]) -> None:
         self.parts = parts
-        self.requests: list[pb.FetchRequest] = []
+        self.requests: list[tuple[int, int, list[ReplicaWanted]]] = []
 
-    def handle(self, request: pb.FetchRequest, *, is_active: Any) -> list[Any]:
-        self.requests.append(request)
+    def answer(self, replica_id: int, max_wait_ms: int, max_bytes: int, wanted: list[ReplicaWanted], *,
+               is_active: Any) -> list[ReplicaPart]:
+        self.requests.append((replica_id, max_bytes, list(wanted)))
         return self.parts
 
 
@@ -60,27 +61,39 @@ def _answer(listener: DataListener, payload: bytes, caller: Caller | None = None
 
 
 def test_the_answer_round_trips_errors_divergence_and_frames(tmp_path: Path) -> None:
-    ok = pb.FetchPartitionResult(topic="t", partition=0, high_watermark=40, last_stable_offset=40, log_start_offset=3,
-                                 log_end_offset=50, next_fetch_offset=50)
-    diverged = pb.FetchPartitionResult(topic="t", partition=1, high_watermark=7, log_start_offset=0, log_end_offset=9)
-    diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset = 4, 6
-    fenced = pb.FetchPartitionResult(topic="u", partition=2, high_watermark=-1, log_start_offset=-1)
-    fenced.error.code, fenced.error.message = ErrorCode.FENCED_EPOCH, "epoch 3 is fenced"
     frames = bytes(range(256)) * 10
-    handler = _Handler([(ok, RECORDS, memoryview(frames)), (diverged, RECORDS, None), (fenced, RECORDS, None)])
-    wanted = [WantedPartition("t", 0, 40, 5, 5, 3), WantedPartition("t", 1, 9, 5, 5, 0), WantedPartition("u", 2, 0, 3, -1, 0)]
+    moved = NotLeaderError("broker 3 leads v-4 now", leader_address="127.0.0.1:9093")
+    handler = _Handler([
+        ReplicaPart("t", 0, None, 40, 40, 3, 50, 50, None, memoryview(frames)),
+        ReplicaPart("t", 1, None, 7, 7, 0, 9, 9, Diverging(4, 6), b""),
+        ReplicaPart("u", 2, FencedEpochError("epoch 3 is fenced"), -1, -1, -1, -1, 0, None, b""),
+        ReplicaPart("v\u00e9", 4, moved, -1, -1, -1, -1, 0, None, b""),
+    ])
+    wanted = [WantedPartition("t", 0, 40, 5, 5, 3), WantedPartition("t", 1, 9, 5, 5, 0), WantedPartition("u", 2, 0, 3, -1, 0),
+              WantedPartition("v\u00e9", 4, 0, 3, -1, 0)]
     code, payload = _answer(_listener(tmp_path, handler), _request(2, wanted))
     assert code == 0
-    [request] = handler.requests
-    assert request.replica_id == 2 and request.min_bytes == 1 and request.max_bytes == 1 << 20
-    assert [(p.topic, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset)
-            for p in request.partitions] == [tuple(w) for w in wanted]
+    [(replica_id, max_bytes, seen)] = handler.requests
+    assert replica_id == 2 and max_bytes == 1 << 20
+    assert seen == [ReplicaWanted(*w, 0) for w in wanted]
     got = _parse(payload)
     assert [(a.topic, a.partition, a.error_code, a.high_watermark, a.log_start_offset) for a in got] == [
-        ("t", 0, 0, 40, 3), ("t", 1, 0, 7, 0), ("u", 2, ErrorCode.FENCED_EPOCH, -1, -1)]
+        ("t", 0, 0, 40, 3), ("t", 1, 0, 7, 0), ("u", 2, ErrorCode.FENCED_EPOCH, -1, -1),
+        ("v\u00e9", 4, ErrorCode.NOT_LEADER, -1, -1)]
     assert bytes(got[0].records) == frames and got[0].diverging is None
     assert got[1].diverging is not None and (got[1].diverging.epoch, got[1].diverging.end_offset) == (4, 6)
     assert not len(got[1].records) and got[2].error_message == "epoch 3 is fenced"
+    assert got[3].error_message == "broker 3 leads v-4 now" and not len(got[3].records)
+
+
+def test_a_truncated_or_malformed_request_is_a_typed_refusal(tmp_path: Path) -> None:
+    handler = _Handler([])
+    listener = _listener(tmp_path, handler)
+    whole = _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)])
+    for payload in (whole[:-1], whole[:10], _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)]).replace(b"t", b"\xff", 1)):
+        code, _ = _answer(listener, payload)
+        assert code == ErrorCode.INVALID_REQUEST, payload
+    assert handler.requests == []
 
 
 def test_a_consumer_id_and_an_unauthenticated_caller_are_refused_before_the_handler(tmp_path: Path) -> None:
