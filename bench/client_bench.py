@@ -12,9 +12,10 @@ nothing on them, so no figure is flattered by compression):
 - ``send_batch`` of Arrow tables of 100-byte values to one partition, acks=all, until
   acknowledged, with the producer's default settings and with tuned ones;
 - per-record ``send()`` of 100-byte values (10,000 distinct random values in turn),
-  default and tuned settings;
+  default and tuned settings, and the defaults over gRPC (``transport="grpc"``: the
+  clients' transport before the data listener carried Produce and Fetch);
 - ``poll_arrow`` of everything ``send_batch`` wrote, from the beginning, with the
-  consumer's default settings and with tuned ones;
+  consumer's default settings, tuned ones and the defaults over gRPC;
 - produce-to-consume latency at a moderate rate (about 2,000 records/s, linger 0): the
   time from ``send`` to the record coming out of ``poll_arrow`` in another thread, p50/p99.
 
@@ -56,10 +57,12 @@ PRODUCER = {
 SEND = {
     "default": {},
     "tuned": {"compression": "none", "linger_ms": 5, "batch_size": 256 * 1024},
+    "grpc": {"transport": "grpc"},  # the defaults over gRPC instead of the broker's data listener
 }
 CONSUMER = {
     "default": {},
     "tuned": {"fetch_max_bytes": 64 << 20, "max_partition_fetch_bytes": 32 << 20},
+    "grpc": {"transport": "grpc"},
 }
 
 
@@ -93,8 +96,8 @@ def _settings(kind: type, overrides: dict) -> str:
     """The settings that matter here, as the client sees them (defaults read from its signature)."""
     import inspect
 
-    names = {"Producer": ("compression", "batch_size", "linger_ms", "max_in_flight", "acks"),
-             "Consumer": ("fetch_max_bytes", "max_partition_fetch_bytes", "fetch_max_wait_ms")}[kind.__name__]
+    names = {"Producer": ("compression", "batch_size", "linger_ms", "max_in_flight", "acks", "transport"),
+             "Consumer": ("fetch_max_bytes", "max_partition_fetch_bytes", "fetch_max_wait_ms", "transport")}[kind.__name__]
     params = inspect.signature(kind.__init__).parameters
     return ", ".join(f"{n}={overrides.get(n, params[n].default)!r}" for n in names)
 
@@ -168,19 +171,21 @@ def _measure(pid: int, fn: Callable[[], int]) -> tuple[int, float, float, float]
 
 
 def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000,
-                  producer_settings: dict | None = None, stages: dict | None = None) -> list[float]:
+                  producer_settings: dict | None = None, stages: dict | None = None,
+                  transport: str = "auto") -> list[float]:
     """Milliseconds from just before ``send`` to the record coming out of ``poll_arrow`` in
     another thread, at ``rate`` records/s.  The producer has ``linger_ms=0`` and no
     compression unless ``producer_settings`` says otherwise.  With ``stages`` (a dict),
     also fills ``stages["ack"]`` (send to acknowledgement, ms) and ``stages["after_ack"]``
-    (acknowledgement to consumption, ms) for the records that have both."""
+    (acknowledgement to consumption, ms) for the records that have both.  ``transport``: the
+    clients' (auto: the brokers' data listeners; grpc)."""
     sent_at: dict[int, float] = {}
     acked_at: dict[int, float] = {}
     got_at: dict[int, float] = {}
     done = threading.Event()
 
     def consume() -> None:
-        with Consumer(bootstrap, fetch_max_wait_ms=100) as consumer:
+        with Consumer(bootstrap, fetch_max_wait_ms=100, transport=transport) as consumer:
             consumer.assign([(topic, 0)])
             consumer.seek_to_end()
             ready.set()
@@ -199,7 +204,7 @@ def bench_latency(bootstrap: str, topic: str, seconds: float, rate: int = 2000,
     reader.start()
     ready.wait(30)
     settings = {"linger_ms": 0, "compression": "none"} if producer_settings is None else producer_settings
-    with Producer(bootstrap, **settings) as producer:
+    with Producer(bootstrap, transport=transport, **settings) as producer:
         start = time.perf_counter()
         i = 0
         while time.perf_counter() - start < seconds:
@@ -268,7 +273,7 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         bootstrap = cluster.up(timeout_s=90)
         with Admin(bootstrap) as admin:
-            for name in ("b-default", "b-tuned", "s-default", "s-tuned", "lat"):
+            for name in ("b-default", "b-tuned", "s-default", "s-tuned", "s-grpc", "lat"):
                 admin.create_topic(name, config={"max.message.bytes": 64 << 20, "segment.bytes": 1 << 30})
         pid = cluster.nodes[0].pid
         written = {}
@@ -295,6 +300,7 @@ def main(argv: list[str] | None = None) -> dict:
     if only_send:
         print(f"settings: send() default      Producer({_settings(Producer, SEND['default'])})")
         print(f"          send() tuned        Producer({_settings(Producer, SEND['tuned'])})")
+        print(f"          send() grpc         Producer({_settings(Producer, SEND['grpc'])})")
         _print_rows(rows, loops)
         print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
         return {"send": rows[0].rate, "rows": [(r.figure, r.setting, r.rate) for r in rows], "aims": AIMS}
@@ -306,8 +312,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"          send_batch tuned    Producer({_settings(Producer, PRODUCER['tuned'])})")
     print(f"          send() default      Producer({_settings(Producer, SEND['default'])})")
     print(f"          send() tuned        Producer({_settings(Producer, SEND['tuned'])})")
+    print(f"          send() grpc         Producer({_settings(Producer, SEND['grpc'])})")
     print(f"          poll_arrow default  Consumer({_settings(Consumer, CONSUMER['default'])})")
     print(f"          poll_arrow tuned    Consumer({_settings(Consumer, CONSUMER['tuned'])})")
+    print(f"          poll_arrow grpc     Consumer({_settings(Consumer, CONSUMER['grpc'])})")
     _print_rows(rows, loops)
     if lat:
         p50 = statistics.median(lat)

@@ -45,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=int, default=2000)
     parser.add_argument("--replica-fetch-transport", choices=("auto", "grpc"), default="auto",
                         help="how followers fetch (auto: the leaders' data listeners, the default; grpc)")
+    parser.add_argument("--client-transport", choices=("auto", "grpc", "both"), default="both",
+                        help="how the producer and consumer reach the brokers (auto: their data listeners, the "
+                             "default; grpc; both: every row with each, in this run)")
     args = parser.parse_args(argv)
+    transports = ("auto", "grpc") if args.client_transport == "both" else (args.client_transport,)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()), flush=True)
     results: dict[str, list[float]] = {}
     stages: dict[str, dict[str, list[float]]] = {}
@@ -59,26 +63,32 @@ def main(argv: list[str] | None = None) -> int:
                 admin.create_topic("lat1", partitions=1, replication_factor=1)
                 admin.create_topic("lat3", partitions=1, replication_factor=3)
             bench_latency(bootstrap, "lat1", 1.0, args.rate)  # warm-up: connections, first imports
-            for name, topic, settings in (("RF=1", "lat1", None), ("RF=3 acks=all", "lat3", None),
-                                          ("RF=1 defaults", "lat1", {})):
-                stages[name] = {}
-                results[name] = bench_latency(bootstrap, topic, args.seconds, args.rate, settings, stages[name])
+            for transport in transports:
+                suffix = "" if len(transports) == 1 else (" data" if transport == "auto" else " gRPC")
+                for name, topic, settings in (("RF=1", "lat1", None), ("RF=3 acks=all", "lat3", None),
+                                              ("RF=1 defaults", "lat1", {})):
+                    name += suffix
+                    stages[name] = {}
+                    results[name] = bench_latency(bootstrap, topic, args.seconds, args.rate, settings, stages[name],
+                                                  transport=transport)
         finally:
             cluster.down()
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     print(f"produce -> consume latency at ~{args.rate:,} rec/s, 3 brokers (ms); producer linger_ms=0, no compression, "
           f"acks=all (\"defaults\": Producer() as it comes: linger_ms=None, lz4); followers fetch over "
           f"{'the data listener' if args.replica_fetch_transport == 'auto' else 'gRPC'}")
-    print(f"{'':16}{'records':>9}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}   p50/aim  p99/aim   "
+    print("clients over: " + ", ".join("the brokers' data listeners (\"data\")" if t == "auto" else "gRPC"
+                                       for t in transports))
+    print(f"{'':22}{'records':>9}{'p50':>8}{'p90':>8}{'p99':>8}{'max':>8}   p50/aim  p99/aim   "
           f"send->ack p50/p99   ack->consumed p50/p99")
     for name, lat in results.items():
         p50, p90, p99 = _pct(lat, 0.5), _pct(lat, 0.9), _pct(lat, 0.99)
         ack, after = stages[name].get("ack", []), stages[name].get("after_ack", [])
-        print(f"{name:16}{len(lat):>9,}{p50:>8.2f}{p90:>8.2f}{p99:>8.2f}{max(lat, default=float('nan')):>8.2f}"
+        print(f"{name:22}{len(lat):>9,}{p50:>8.2f}{p90:>8.2f}{p99:>8.2f}{max(lat, default=float('nan')):>8.2f}"
               f"   {p50 / AIM_P50_MS:>7.2f}  {p99 / AIM_P99_MS:>7.2f}   {_pct(ack, 0.5):>8.2f} {_pct(ack, 0.99):>8.2f}"
               f"   {_pct(after, 0.5):>10.2f} {_pct(after, 0.99):>8.2f}")
     r50, r99 = _pct(rtt, 0.5), _pct(rtt, 0.99)
-    print(f"{'bare gRPC RTT':16}{len(rtt):>9,}{r50:>8.2f}{_pct(rtt, 0.9):>8.2f}{r99:>8.2f}{max(rtt, default=float('nan')):>8.2f}"
+    print(f"{'bare gRPC RTT':22}{len(rtt):>9,}{r50:>8.2f}{_pct(rtt, 0.9):>8.2f}{r99:>8.2f}{max(rtt, default=float('nan')):>8.2f}"
           f"   (same run, same rate: one loopback unary call and its callback, no broker)")
     for name, lat in results.items():
         print(f"{name}: p50 = {_pct(lat, 0.5) / r50:.1f} bare round trips, p99 = {_pct(lat, 0.99) / r99:.1f}")

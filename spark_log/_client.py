@@ -31,6 +31,7 @@ epoch and may read its stale answer: that is Kafka's model too.
 """
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -52,11 +53,18 @@ from .proto import broker_pb2 as pb
 from .proto import broker_pb2_grpc as rpc
 from .schemas import schema_from_bytes
 from .security import ClientSecurity
+from ._data_transport import PB_FETCH, PB_PRODUCE, RETRY_S, DataTransport
 from ._secure_channel import open_channel
+from .proto import data_listener_pb2 as dpb
 
-__all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "resolve_security", "CHANNEL_OPTIONS", "error_from_pb"]
+__all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "resolve_security", "CHANNEL_OPTIONS", "error_from_pb",
+           "TRANSPORTS"]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+TRANSPORTS = ("auto", "grpc")  # produce and fetch: the brokers' data listeners when usable, or gRPC only
+_DESCRIBE_S = 5.0
 
 DEFAULT_DATA_DIR = ".spark-log"
 CHANNEL_OPTIONS = (
@@ -169,12 +177,20 @@ class Cluster:
     """Channels, stubs and cached metadata for one cluster (see the module docstring)."""
 
     def __init__(self, bootstrap: str | Sequence[str] | None = None, *, request_timeout_s: float = 30.0,
-                 security: ClientSecurity | None = None, client_id: str = "") -> None:
+                 security: ClientSecurity | None = None, client_id: str = "", transport: str = "auto") -> None:
         self.bootstrap = resolve_bootstrap(bootstrap)
         self.security = resolve_security(security, bootstrap)
         if not isinstance(client_id, str):
             raise InvalidConfigError(f"client_id must be a string, got {client_id!r}", key="client_id")
+        if transport not in TRANSPORTS:
+            raise InvalidConfigError(f"invalid value for 'transport': {transport!r}; use one of {', '.join(TRANSPORTS)}",
+                                     key="transport")
         self.client_id = client_id
+        # produce and fetch over the brokers' data listeners (_data_transport.py): plaintext clients only
+        self.transport = transport
+        plaintext = self.security is None or not (self.security.tls or self.security.scram)
+        self._data = DataTransport(client_id=client_id) if transport == "auto" and plaintext else None
+        self._data_routes: dict[str, tuple[float, _DataRoute | None, _DataRoute | None]] = {}
         self.request_timeout_s = request_timeout_s
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -217,15 +233,59 @@ class Cluster:
 
     def produce_raw(self, address: str) -> Any:
         """``Broker.Produce`` of ``address`` taking a serialised ``ProduceRequest``
-        (``fetch_wire.encode_produce_request``: frames copied once)."""
+        (``fetch_wire.encode_produce_request``: frames copied once): its ``future(request,
+        timeout=)`` is a gRPC future or a ``DataCall`` (the data listener, ``transport``)."""
+        route = self._data_route(address)
+        if route is not None:
+            return route[0]
         self.broker(address)
         return self._stubs[address][3]
 
     def fetch_raw(self, address: str) -> Any:
         """``Broker.Fetch`` of ``address`` answering the serialised ``FetchResponse`` bytes
-        (read with ``fetch_wire.parse_fetch_response``: no copy of the records)."""
+        (read with ``fetch_wire.parse_fetch_response``: no copy of the records); as
+        ``produce_raw``, over the data listener when there is one."""
+        route = self._data_route(address)
+        if route is not None:
+            return route[1]
         self.broker(address)
         return self._stubs[address][2]
+
+    def _data_route(self, address: str) -> tuple[_DataRoute, _DataRoute] | None:
+        """The data listener's Produce and Fetch of ``address`` (None: use gRPC), asked of the
+        broker with ``DataListener.Describe`` once and again ``RETRY_S`` after a failure."""
+        if self._data is None:
+            return None
+        found = self._data_routes.get(address)
+        if found is not None and (found[1] is not None or time.monotonic() < found[0]):
+            return None if found[1] is None or found[2] is None else (found[1], found[2])
+        host, port = self._describe_data_listener(address)
+        if not port:
+            self._data_routes[address] = (time.monotonic() + RETRY_S, None, None)
+            return None
+        self.broker(address)
+        _channel, _stub, grpc_fetch, grpc_produce = self._stubs[address]
+
+        def unusable() -> None:
+            self._data_routes[address] = (time.monotonic() + RETRY_S, None, None)
+
+        produce = _DataRoute(self._data, host, port, PB_PRODUCE, bytes, _produce_response, grpc_produce, unusable)
+        fetch = _DataRoute(self._data, host, port, PB_FETCH, pb.FetchRequest.SerializeToString, _as_is, grpc_fetch,
+                           unusable)  # the answer's bytes as they are: parse_fetch_response copies no records
+        self._data_routes[address] = (0.0, produce, fetch)
+        return produce, fetch
+
+    def _describe_data_listener(self, address: str) -> tuple[str, int]:
+        describe = self.channel(address).unary_unary(
+            "/spark_log.data.v1.DataListener/Describe",
+            request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
+            response_deserializer=dpb.DataListenerInfo.FromString)
+        try:
+            info = describe(dpb.DescribeDataListenerRequest(), timeout=min(self.request_timeout_s, _DESCRIBE_S))
+        except grpc.RpcError:
+            return "", 0
+        host = info.host if info.host not in ("", "0.0.0.0", "::") else address.rsplit(":", 1)[0].strip("[]")
+        return host, int(info.port)
 
     def admin(self, address: str) -> rpc.AdminStub:
         return rpc.AdminStub(self.channel(address))
@@ -397,8 +457,41 @@ class Cluster:
         with self._lock:
             self._closed = True
             channels, self._channels = list(self._channels.values()), {}
+        if self._data is not None:
+            self._data.close()
         for channel in channels:
             channel.close()
+
+
+def _produce_response(answer: memoryview) -> pb.ProduceResponse:
+    return pb.ProduceResponse.FromString(bytes(answer))
+
+
+def _as_is(answer: memoryview) -> memoryview:
+    return answer
+
+
+class _DataRoute:
+    """``future(request, timeout=)`` of one broker's data listener for one api, gRPC's
+    ``future`` when no connection can be opened to it (the route is then left for
+    ``RETRY_S``: ``unusable``)."""
+
+    def __init__(self, transport: DataTransport, host: str, port: int, api: int, serialize: Callable[[Any], bytes],
+                 parse: Callable[[memoryview], Any], grpc_call: Any, unusable: Callable[[], None]) -> None:
+        self._transport, self._host, self._port, self._api = transport, host, port, api
+        self._serialize, self._parse = serialize, parse
+        self._grpc_call, self._unusable = grpc_call, unusable
+
+    def future(self, request: Any, *, timeout: float) -> Any:
+        payload = self._serialize(request)
+        try:
+            return self._transport.call(self._host, self._port, self._api, payload, timeout, self._parse)
+        except (OSError, SparkLogError) as exc:
+            if self._transport.closed:
+                raise BrokerNotAvailableError("client is closed") from None
+            log.info("data listener at %s:%d not usable (%s): gRPC for %.0f s", self._host, self._port, exc, RETRY_S)
+            self._unusable()
+            return self._grpc_call.future(request, timeout=timeout)
 
 
 def retry(

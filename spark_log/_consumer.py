@@ -142,6 +142,7 @@ class Consumer:
         max_poll_interval_ms: int = 300_000,
         group_instance_id: str | None = None,
         group_remote_assignor: str | None = None,
+        transport: str = "auto",
     ) -> None:
         """``group_id``: the consumer group to commit to (and, with ``subscribe``, to be a
         member of); ``enable_auto_commit`` (default: true with a ``group_id``) commits the
@@ -152,7 +153,10 @@ class Consumer:
         coordinator removes a member that takes longer to give up revoked partitions; ``group_instance_id``: static membership (a restart
         within the session timeout gets the same partitions back); ``group_remote_assignor``:
         "uniform" or "range" (default: the brokers'); ``max_poll_records``: at most this many
-        records per poll (default: no limit).  Invalid values: ``InvalidConfigError``."""
+        records per poll (default: no limit); ``transport``: "auto" (default) fetches over
+        each broker's binary data listener when the client is plaintext, else over gRPC
+        (``spark_log/_data_transport.py``), "grpc": always gRPC.  Invalid values:
+        ``InvalidConfigError``."""
         if isolation_level not in ("read_uncommitted", "read_committed"):
             raise InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed'", key="isolation_level")
         if auto_offset_reset not in ("latest", "earliest", "none"):
@@ -166,7 +170,8 @@ class Consumer:
         self._max_bytes = fetch_max_bytes
         self._partition_max = max_partition_fetch_bytes
         self._timeout_s = request_timeout_ms / 1000
-        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id)
+        self._cluster = Cluster(bootstrap, request_timeout_s=self._timeout_s, security=security, client_id=client_id,
+                                transport=transport)
         self._gate = ThrottleGate()
         self._metrics = ClientMetrics("consumer", ("records_consumed", "bytes_consumed", "polls", "fetch_requests",
                                                    "fetch_errors", "commits"),
@@ -527,8 +532,8 @@ class Consumer:
                 continue
             try:
                 call = self._cluster.fetch_raw(address).future(request, timeout=self._timeout_s + max_wait_ms / 1000)
-            except grpc.RpcError as exc:  # refused before it was sent (a SCRAM session that could not open)
-                error = errors.from_rpc_error(exc, address=address)
+            except (grpc.RpcError, SparkLogError) as exc:  # refused before it was sent (e.g. a SCRAM session)
+                error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
                 if not error.retriable:
                     raise error from None
                 self._cluster.forget(topic)
@@ -572,8 +577,8 @@ class Consumer:
         address, topic = key
         try:
             response = parse_fetch_response(call.result())
-        except grpc.RpcError as exc:
-            error = errors.from_rpc_error(exc, address=address)
+        except (grpc.RpcError, SparkLogError) as exc:  # SparkLogError: the data listener's (_data_transport.py)
+            error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
             if error.retriable:
                 self._metrics.add("fetch_errors")
                 self._cluster.forget(topic)

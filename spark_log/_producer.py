@@ -135,6 +135,9 @@ class Producer:
     waits that long, whatever is in flight; 0 ships at once (what waited behind a call goes
     when the sender thread runs).
     ``batch_size``: bytes per batch from ``send``.  ``compression``: "lz4", "zstd" or "none".
+    ``transport``: "auto" (default) sends Produce calls over each broker's binary data
+    listener when the client is plaintext (the same protobuf messages, without gRPC's
+    per-call cost; ``spark_log/_data_transport.py``), else over gRPC; "grpc": always gRPC.
     """
 
     def __init__(
@@ -156,6 +159,7 @@ class Producer:
         client_id: str = "",
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
+        transport: str = "auto",
     ) -> None:
         if acks not in _ACKS:
             raise InvalidConfigError(f"invalid value for 'acks': {acks!r}; use 'all', 1 or 0", key="acks")
@@ -185,7 +189,7 @@ class Producer:
         self._explicit_id = producer_id is not None  # a transactional producer's id is explicit too
         self.producer_epoch = producer_epoch
         self._cluster = Cluster(bootstrap, request_timeout_s=self._request_timeout_s, security=security,
-                                client_id=client_id)
+                                client_id=client_id, transport=transport)
         self._txn: ProducerTransactions | None = None
         if transactional_id is not None:
             if producer_id is not None:
@@ -792,6 +796,7 @@ class Producer:
             self._gate.release(address, None)
             self._call_done(address)
             error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
+                     else exc if isinstance(exc, SparkLogError)
                      else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
                 self._failed(shipment, error)
@@ -849,9 +854,9 @@ class Producer:
         self._in_flight.release()
         try:
             response: pb.ProduceResponse = call.result()
-        except grpc.RpcError as exc:
+        except (grpc.RpcError, SparkLogError) as exc:  # SparkLogError: the data listener's (_data_transport.py)
             self._gate.release(address, None)
-            error = errors.from_rpc_error(exc, address=address)
+            error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
             for shipment in shipments:
                 self._failed(shipment, error, appended=None)
             return
