@@ -21,7 +21,10 @@ Fault hook: ``FetchFaults`` may delay each round or block this leader entirely.
 Idle rounds: after a round that brought no records (and no errors) the next one asks the
 leader to wait up to ``idle_wait_max_ms`` instead of ``fetch_wait_max_ms``; new data ends
 the wait at once, so only the cost of idle partitions changes (a follower's view of the HW
-of a partition whose HW moved without new data may lag by that long).
+of a partition whose HW moved without new data may lag by that long).  An answer with no
+frames and the same leader HW as the last one applied to the same replica in the same
+leader epoch is not applied again: it would set the same HW (truncations, which could
+lower ours, come with a diverging answer, an error or a new epoch, each of which clears it).
 
 Latency: the next fetch goes out as soon as an answer is applied, since its ``fetch_offset``
 is what advances the leader's high watermark (acks=all waits on it).  The fetch is a
@@ -94,6 +97,10 @@ class ReplicaFetcher:
         # (new data still ends it at once): an idle follower costs its partitions less often
         self.idle_wait_max_ms = max(fetch_wait_max_ms, idle_wait_max_ms or fetch_wait_max_ms)
         self._idle = False
+        # (topic, partition) -> (replica, leader epoch, leader HW) of its last answer applied
+        # without frames: the same answer again changes nothing, so it is not applied (an idle
+        # round of 1,000 partitions takes no partition lock for them)
+        self._settled: dict[tuple[str, int], tuple[Partition, int, int]] = {}
         self.max_bytes = max_bytes
         self.retry_backoff_ms = retry_backoff_ms
         self._cond = threading.Condition()
@@ -194,6 +201,8 @@ class ReplicaFetcher:
             epochs[key] = position.current_leader_epoch
             wanted.append(WantedPartition(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
                                           position.last_fetched_epoch, position.log_start_offset))
+        if len(self._settled) > len(partitions):
+            self._settled = {k: v for k, v in self._settled.items() if k in partitions}
         if not wanted:
             self._pause(self.retry_backoff_ms / 1000)
             return
@@ -211,6 +220,7 @@ class ReplicaFetcher:
             if answered is None or key not in epochs:
                 continue
             if answer.error_code:
+                self._settled.pop(key, None)
                 if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and answer.log_start_offset > 0:
                     # below the leader's log start (retention, or local retention of a tiered topic):
                     # start over at it, as Kafka's truncateFullyAndStartAt
@@ -219,12 +229,23 @@ class ReplicaFetcher:
                 errors += 1
                 continue
             fetched_bytes += len(answer.records)
+            quiet = not len(answer.records) and answer.diverging is None
+            state = (answered, epochs[key], answer.high_watermark)
+            settled = self._settled.get(key)
+            if quiet and settled is not None and settled[0] is answered and settled[1:] == state[1:]:
+                continue
             try:
                 answered.apply_fetched(self.leader_id, epochs[key],
                                        FetchedData(answer.diverging, answer.records, answer.high_watermark))
             except SparkLogError as exc:
                 errors += 1
+                self._settled.pop(key, None)
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)
+                continue
+            if quiet:
+                self._settled[key] = state
+            else:
+                self._settled.pop(key, None)
         self._idle = not fetched_bytes and not errors
         if errors and errors == len(answers):
             self._pause(self.retry_backoff_ms / 1000)  # everything erred: wait for new metadata
