@@ -64,7 +64,8 @@ AIM_RF1_RECORDS_PER_S = 5_000_000
 AIM_RF3_RECORDS_PER_S = 3_000_000
 PARTITIONS = 3
 # the two settings columns: the producer's defaults (only acks set), and tuned for throughput
-SETTINGS = {"default": {}, "tuned": {"compression": "none", "linger_ms": 5, "batch_size": 1 << 20}}
+SETTINGS = {"default": {}, "tuned": {"compression": "none", "linger_ms": 5, "batch_size": 1 << 20},
+            "grpc": {"transport": "grpc"}}  # grpc: the defaults with Produce over gRPC, not the data listener
 
 
 def _batch(rows: int, payload: str = "random") -> pa.RecordBatch:
@@ -332,8 +333,8 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
     parser.add_argument("--payload", choices=("random", "compressible"), default="random",
                         help="100-byte values: random bytes (incompressible) or b'x' * 100")
     parser.add_argument("--window", type=int, default=2, help="rounds of send_batch calls in flight")
-    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=list(SETTINGS),
-                        help="producer settings columns to run")
+    parser.add_argument("--settings", nargs="+", choices=tuple(SETTINGS), default=["default", "tuned"],
+                        help="producer settings columns to run (grpc: the defaults over gRPC)")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
     parser.add_argument("--replica-fetch-transport", choices=("auto", "grpc"), default="auto",
                         help="how followers fetch: the leaders' data listeners (auto, the default) or gRPC")
