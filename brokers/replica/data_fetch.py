@@ -33,28 +33,15 @@ from brokers.net.tls import load_chain
 from brokers.partition.messages import Diverging
 from spark_log.errors import CorruptRecordError, from_code
 
-__all__ = ["DataFetchClient", "ReplicaAnswer", "WantedPartition"]
+from .replica_wire import FETCH_HEAD, I32, OFFSETS, PART, WANTED, ReplicaWanted, name_bytes, read_name
+
+__all__ = ["DataFetchClient", "ReplicaAnswer"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10  # brokers.server.replica_listener (brokers never import brokers.server here)
 _CONNECT_TIMEOUT_S = 5.0
 _U32 = struct.Struct("<I")
 _REQUEST_HEAD = struct.Struct("<IBI")  # length, api, correlation id
 _ANSWER_HEAD = struct.Struct("<Ih")  # correlation id, error code
-_I32 = struct.Struct("<i")
-_I16 = struct.Struct("<h")
-_FETCH_HEAD = struct.Struct("<iiiii")  # replica id, max wait, min bytes, max bytes, n
-_WANTED = struct.Struct("<iqiiqi")  # partition, fetch offset, leader epoch, last epoch, log start, max bytes
-_OFFSETS = struct.Struct("<qqqqqiqi")  # hw, lso, log start, leo, next offset, div epoch, div end, frames length
-_PART = struct.Struct("<ihii" + _OFFSETS.format[1:])  # partition, code, message length, leader length, offsets
-
-
-class WantedPartition(NamedTuple):
-    topic: str
-    partition: int
-    fetch_offset: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
 
 
 class ReplicaAnswer(NamedTuple):
@@ -72,7 +59,7 @@ class ReplicaAnswer(NamedTuple):
 
 def _str(text: str) -> bytes:
     data = text.encode("utf-8")
-    return _I32.pack(len(data)) + data
+    return I32.pack(len(data)) + data
 
 
 class DataFetchClient:
@@ -117,16 +104,14 @@ class DataFetchClient:
         return self._closed
 
     def fetch(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
-              partitions: Sequence[WantedPartition]) -> list[ReplicaAnswer]:
+              partitions: Sequence[ReplicaWanted]) -> list[ReplicaAnswer]:
         """One ``REPLICA_FETCH`` (``brokers/server/replica_listener.py``)."""
-        parts = [_FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))]
+        parts = [FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))]
         names: dict[str, bytes] = {}
-        pack = _WANTED.pack
-        for topic, index, fetch_offset, leader_epoch, last_epoch, log_start in partitions:
-            name = names.get(topic)
-            if name is None:
-                name = names[topic] = _str(topic)
-            parts.append(name + pack(index, fetch_offset, leader_epoch, last_epoch, log_start, 0))
+        pack = WANTED.pack
+        for topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max in partitions:
+            parts.append(name_bytes(topic, names) + pack(index, fetch_offset, leader_epoch, last_epoch, log_start,
+                                                         partition_max))
         view = self._call(REPLICA_FETCH, b"".join(parts), max_wait_ms / 1000 + 5.0)
         return _parse(view)
 
@@ -149,7 +134,7 @@ class DataFetchClient:
         if correlation != self._correlation:
             raise CorruptRecordError(f"data listener answered correlation {correlation}, expected {self._correlation}")
         at = _ANSWER_HEAD.size
-        (length,) = _I32.unpack_from(view, at)
+        (length,) = I32.unpack_from(view, at)
         if length < 0 or at + 4 + length > size:
             raise CorruptRecordError("malformed data listener answer (error message)")
         if code:
@@ -171,33 +156,26 @@ class DataFetchClient:
 
 
 def _parse(view: memoryview) -> list[ReplicaAnswer]:
-    """The answer's partitions.  A partition without an error is one ``struct`` call after its
-    topic name (decoded once per answer); one with an error is read field by field."""
+    """The answer's partitions (``replica_wire``): a partition without an error is one
+    ``struct`` call after its topic name; one with an error is read field by field."""
     try:
-        (n,) = _I32.unpack_from(view, 0)
+        (n,) = I32.unpack_from(view, 0)
         at = 4
         out: list[ReplicaAnswer] = []
         names: dict[bytes, str] = {}
         total = len(view)
         for _ in range(n):
-            (length,) = _I32.unpack_from(view, at)
-            if length < 0 or at + 4 + length > total:
-                raise CorruptRecordError("malformed REPLICA_FETCH answer (string)")
-            raw = bytes(view[at + 4: at + 4 + length])
-            topic = names.get(raw)
-            if topic is None:
-                topic = names[raw] = raw.decode("utf-8")
-            at += 4 + length
+            topic, at = read_name(view, at, names)
             partition, code, message_length, leader_length, hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = \
-                _PART.unpack_from(view, at)
+                PART.unpack_from(view, at)
             if code == 0 and message_length == 0 and leader_length == 0:
                 message = ""
-                at += _PART.size
+                at += PART.size
             else:
                 message, at = _read_str(view, at + 6)
                 _leader, at = _read_str(view, at)
-                hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = _OFFSETS.unpack_from(view, at)
-                at += _OFFSETS.size
+                hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = OFFSETS.unpack_from(view, at)
+                at += OFFSETS.size
             if size < 0 or at + size > total:
                 raise CorruptRecordError("malformed REPLICA_FETCH answer: frames run past the answer")
             records = view[at: at + size]
@@ -206,13 +184,13 @@ def _parse(view: memoryview) -> list[ReplicaAnswer]:
             out.append(ReplicaAnswer(topic, partition, code, message, hw, log_start, diverging, records))
     except struct.error as exc:
         raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
-    except UnicodeDecodeError:
-        raise CorruptRecordError("malformed REPLICA_FETCH answer: a name is not UTF-8") from None
+    except ValueError as exc:  # a name past the answer or not UTF-8
+        raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
     return out
 
 
 def _read_str(view: memoryview, at: int) -> tuple[str, int]:
-    (size,) = _I32.unpack_from(view, at)
+    (size,) = I32.unpack_from(view, at)
     if size < 0 or at + 4 + size > len(view):
         raise CorruptRecordError("malformed REPLICA_FETCH answer (string)")
     return bytes(view[at + 4: at + 4 + size]).decode("utf-8"), at + 4 + size

@@ -65,7 +65,8 @@ from spark_log.errors import ErrorCode, InvalidRequestError, SparkLogError
 from spark_log.fetch_wire import parse_fetch_response
 from spark_log.proto import broker_pb2 as pb
 
-from .data_fetch import DataFetchClient, ReplicaAnswer, WantedPartition
+from .data_fetch import DataFetchClient, ReplicaAnswer
+from .replica_wire import ReplicaWanted
 
 __all__ = ["ReplicaFetcher", "DataAddresses", "TRANSPORTS"]
 
@@ -193,13 +194,13 @@ class ReplicaFetcher:
     def _round(self, partitions: dict[tuple[str, int], Partition]) -> None:
         wait_ms = self.idle_wait_max_ms if self._idle else self.fetch_wait_max_ms
         epochs: dict[tuple[str, int], int] = {}
-        wanted: list[WantedPartition] = []
+        wanted: list[ReplicaWanted] = []
         for key, partition in partitions.items():
             position = partition.fetch_position(self.leader_id)
             if position is None:
                 continue
             epochs[key] = position.current_leader_epoch
-            wanted.append(WantedPartition(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
+            wanted.append(ReplicaWanted(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
                                           position.last_fetched_epoch, position.log_start_offset))
         if len(self._settled) > len(partitions):
             self._settled = {k: v for k, v in self._settled.items() if k in partitions}
@@ -252,7 +253,7 @@ class ReplicaFetcher:
 
     # -- transports ---------------------------------------------------------------------------
 
-    def _fetch_over_grpc(self, wanted: list[WantedPartition], wait_ms: int) -> list[ReplicaAnswer]:
+    def _fetch_over_grpc(self, wanted: list[ReplicaWanted], wait_ms: int) -> list[ReplicaAnswer]:
         request = pb.FetchRequest(replica_id=self.broker_id, max_wait_ms=wait_ms, min_bytes=1,
                                   max_bytes=self.max_bytes)
         for w in wanted:
@@ -271,7 +272,7 @@ class ReplicaFetcher:
                                          records if records is not None else memoryview(b"")))
         return answers
 
-    def _fetch_over_data(self, wanted: list[WantedPartition], wait_ms: int) -> list[ReplicaAnswer] | None:
+    def _fetch_over_data(self, wanted: list[ReplicaWanted], wait_ms: int) -> list[ReplicaAnswer] | None:
         """The round over the leader's data listener; None: use gRPC for this round (no data
         transport configured, the leader has no listener, or it could not be reached or
         refused the connection: tried again after ``_DATA_RETRY_S``).  A connection that

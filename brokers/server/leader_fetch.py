@@ -37,6 +37,7 @@ from typing import Callable, NamedTuple, Sequence
 from brokers.net.faults import FetchFaults
 from brokers.partition import FollowerFetch, Partition
 from brokers.partition.messages import Diverging
+from brokers.replica.replica_wire import ReplicaWanted
 from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, OffsetOutOfRangeError, SparkLogError
 from spark_log.proto import broker_pb2 as pb
 
@@ -48,18 +49,6 @@ __all__ = ["LeaderFetchHandler", "ReplicaWanted", "ReplicaPart"]
 
 _DEFAULT_MAX_BYTES = 64 << 20
 _MAX_WAIT_MS = 60_000
-
-
-class ReplicaWanted(NamedTuple):
-    """One partition of a follower fetch, as both wires carry it."""
-
-    topic: str
-    partition: int
-    fetch_offset: int
-    current_leader_epoch: int
-    last_fetched_epoch: int
-    log_start_offset: int
-    partition_max_bytes: int
 
 
 class ReplicaPart(NamedTuple):

@@ -31,17 +31,14 @@ from typing import Any, Callable
 from spark_log.errors import AuthenticationError, InvalidRequestError
 from spark_log.proto import broker_pb2 as pb
 
-from .leader_fetch import ReplicaPart, ReplicaWanted
+from brokers.replica.replica_wire import FETCH_HEAD, I16, I32, OFFSETS, PART, WANTED, ReplicaWanted, name_bytes, read_name
+
+from .leader_fetch import ReplicaPart
 
 __all__ = ["NODE_AUTH", "REPLICA_FETCH", "node_auth", "replica_fetch"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10
 _MAX_PARTITIONS = 1_000_000
-_I16, _I32 = struct.Struct("<h"), struct.Struct("<i")
-_FETCH_HEAD = struct.Struct("<iiiii")  # replica id, max wait ms, min bytes, max bytes, n
-_WANTED = struct.Struct("<iqiiqi")  # partition, fetch offset, leader epoch, last epoch, log start, max bytes
-_OFFSETS = struct.Struct("<qqqqqiqi")  # hw, lso, log start, leo, next offset, div epoch, div end, frames length
-_PART = struct.Struct("<ihii" + _OFFSETS.format[1:])  # partition, code 0, empty message, empty leader, offsets
 
 
 # the arguments are data_listener.py's DataListener, _Reader, _Writer and Caller (not imported: it imports this)
@@ -65,8 +62,8 @@ def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[],
     request (an idle round of 1,000 partitions is mostly this loop)."""
     data, at = request.data, request.at
     try:
-        replica_id, max_wait_ms, _min_bytes, max_bytes, n = _FETCH_HEAD.unpack_from(data, at)
-        at += _FETCH_HEAD.size
+        replica_id, max_wait_ms, _min_bytes, max_bytes, n = FETCH_HEAD.unpack_from(data, at)
+        at += FETCH_HEAD.size
         if replica_id < 0:
             raise InvalidRequestError(f"REPLICA_FETCH needs a replica id >= 0, got {replica_id}")
         if n < 0 or n > _MAX_PARTITIONS:
@@ -74,20 +71,13 @@ def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[],
         names: dict[bytes, str] = {}
         wanted: list[ReplicaWanted] = []
         for _ in range(n):
-            (size,) = _I32.unpack_from(data, at)
-            if size < 0 or at + 4 + size > len(data):
-                raise InvalidRequestError("bad length in data listener request")
-            raw = bytes(data[at + 4: at + 4 + size])
-            topic = names.get(raw)
-            if topic is None:
-                topic = names[raw] = raw.decode("utf-8")
-            at += 4 + size
-            wanted.append(ReplicaWanted(topic, *_WANTED.unpack_from(data, at)))
-            at += _WANTED.size
+            topic, at = read_name(data, at, names)
+            wanted.append(ReplicaWanted(topic, *WANTED.unpack_from(data, at)))
+            at += WANTED.size
     except struct.error:
         raise InvalidRequestError("truncated data listener request") from None
-    except UnicodeDecodeError:
-        raise InvalidRequestError("a topic name in REPLICA_FETCH is not UTF-8") from None
+    except ValueError as exc:  # a name past the request, or not UTF-8
+        raise InvalidRequestError(f"malformed REPLICA_FETCH request: {exc}") from None
     request.at = at
     # the rule of a follower fetch depends on its replica id alone (CLUSTER_ACTION)
     listener._check("/spark_log.broker.v1.Broker/Fetch", pb.FetchRequest(replica_id=replica_id), caller)
@@ -96,22 +86,19 @@ def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[],
         raise InvalidRequestError("this broker does not serve follower fetches")
     parts: list[ReplicaPart] = handler.answer(replica_id, max_wait_ms, max_bytes, wanted, is_active=is_active)
     chunks = out.chunks
-    chunks.append(_I32.pack(len(parts)))
+    chunks.append(I32.pack(len(parts)))
     encoded: dict[str, bytes] = {}
     for topic, index, error, hw, lso, log_start, leo, next_offset, diverging, records in parts:
-        name = encoded.get(topic)
-        if name is None:
-            raw = topic.encode("utf-8")
-            name = encoded[topic] = _I32.pack(len(raw)) + raw
+        name = name_bytes(topic, encoded)
         div_epoch, div_end = diverging if diverging is not None else (-1, -1)
         if error is None:
-            chunks.append(name + _PART.pack(index, 0, 0, 0, hw, lso, log_start, leo, next_offset, div_epoch, div_end,
-                                            len(records)))
+            chunks.append(name + PART.pack(index, 0, 0, 0, hw, lso, log_start, leo, next_offset, div_epoch, div_end,
+                                           len(records)))
         else:
             message = error.message.encode("utf-8")
             leader = (getattr(error, "leader_address", None) or "").encode("utf-8")
-            chunks.append(name + _I32.pack(index) + _I16.pack(int(error.code)) + _I32.pack(len(message)) + message +
-                          _I32.pack(len(leader)) + leader +
-                          _OFFSETS.pack(hw, lso, log_start, leo, next_offset, div_epoch, div_end, len(records)))
+            chunks.append(name + I32.pack(index) + I16.pack(int(error.code)) + I32.pack(len(message)) + message +
+                          I32.pack(len(leader)) + leader +
+                          OFFSETS.pack(hw, lso, log_start, leo, next_offset, div_epoch, div_end, len(records)))
         if len(records):
             chunks.append(records)

@@ -15,7 +15,8 @@ from brokers.launcher.secure import DevSecurity
 from brokers.net.channels import TlsChannels
 from brokers.net.node_auth import HEADER
 from brokers.net.tls import TlsFiles
-from brokers.replica.data_fetch import DataFetchClient, WantedPartition
+from brokers.replica.data_fetch import DataFetchClient
+from brokers.replica.replica_wire import ReplicaWanted
 from brokers.server.data_listener import PORT_FILE
 from spark_log import Producer, errors
 from tests.support.replica_logs import read_replica, replica_dir
@@ -71,7 +72,7 @@ def test_a_certificate_that_is_not_a_node_may_not_fetch_as_a_replica(mtls3: Secu
     try:
         with pytest.raises(errors.ClusterAuthorizationError, match="cluster_action"):
             client.fetch(replica_id=2, max_wait_ms=0, max_bytes=1 << 20,
-                         partitions=[WantedPartition("mtls-rf3", 0, 0, 0, -1, 0)])
+                         partitions=[ReplicaWanted("mtls-rf3", 0, 0, 0, -1, 0)])
     finally:
         client.close()
 

@@ -10,11 +10,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from brokers.net.faults import FetchFaults
-from brokers.replica.data_fetch import WantedPartition, _parse
+from brokers.replica.data_fetch import _parse
+from brokers.replica.replica_wire import ReplicaWanted
 from brokers.replica.fetcher import ReplicaFetcher
 from brokers.server.data_listener import Caller, DataListener
 from brokers.partition.messages import Diverging
-from brokers.server.leader_fetch import ReplicaPart, ReplicaWanted
+from brokers.server.leader_fetch import ReplicaPart
 from brokers.server.replica_listener import REPLICA_FETCH
 from spark_log.errors import ErrorCode, FencedEpochError, NotLeaderError
 
@@ -40,7 +41,7 @@ def _listener(tmp_path: Path, handler: _Handler, protocol: str | None = None) ->
     return listener
 
 
-def _request(replica_id: int, wanted: list[WantedPartition]) -> bytes:
+def _request(replica_id: int, wanted: list[ReplicaWanted]) -> bytes:
     import struct
 
     out = [struct.pack("<iiiii", replica_id, 0, 1, 1 << 20, len(wanted))]
@@ -69,13 +70,13 @@ def test_the_answer_round_trips_errors_divergence_and_frames(tmp_path: Path) -> 
         ReplicaPart("u", 2, FencedEpochError("epoch 3 is fenced"), -1, -1, -1, -1, 0, None, b""),
         ReplicaPart("v\u00e9", 4, moved, -1, -1, -1, -1, 0, None, b""),
     ])
-    wanted = [WantedPartition("t", 0, 40, 5, 5, 3), WantedPartition("t", 1, 9, 5, 5, 0), WantedPartition("u", 2, 0, 3, -1, 0),
-              WantedPartition("v\u00e9", 4, 0, 3, -1, 0)]
+    wanted = [ReplicaWanted("t", 0, 40, 5, 5, 3), ReplicaWanted("t", 1, 9, 5, 5, 0), ReplicaWanted("u", 2, 0, 3, -1, 0),
+              ReplicaWanted("v\u00e9", 4, 0, 3, -1, 0)]
     code, payload = _answer(_listener(tmp_path, handler), _request(2, wanted))
     assert code == 0
     [(replica_id, max_bytes, seen)] = handler.requests
     assert replica_id == 2 and max_bytes == 1 << 20
-    assert seen == [ReplicaWanted(*w, 0) for w in wanted]
+    assert seen == wanted
     got = _parse(payload)
     assert [(a.topic, a.partition, a.error_code, a.high_watermark, a.log_start_offset) for a in got] == [
         ("t", 0, 0, 40, 3), ("t", 1, 0, 7, 0), ("u", 2, ErrorCode.FENCED_EPOCH, -1, -1),
@@ -89,8 +90,8 @@ def test_the_answer_round_trips_errors_divergence_and_frames(tmp_path: Path) -> 
 def test_a_truncated_or_malformed_request_is_a_typed_refusal(tmp_path: Path) -> None:
     handler = _Handler([])
     listener = _listener(tmp_path, handler)
-    whole = _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)])
-    for payload in (whole[:-1], whole[:10], _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)]).replace(b"t", b"\xff", 1)):
+    whole = _request(2, [ReplicaWanted("t", 0, 0, 0, -1, 0)])
+    for payload in (whole[:-1], whole[:10], _request(2, [ReplicaWanted("t", 0, 0, 0, -1, 0)]).replace(b"t", b"\xff", 1)):
         code, _ = _answer(listener, payload)
         assert code == ErrorCode.INVALID_REQUEST, payload
     assert handler.requests == []
@@ -98,10 +99,10 @@ def test_a_truncated_or_malformed_request_is_a_typed_refusal(tmp_path: Path) -> 
 
 def test_a_consumer_id_and_an_unauthenticated_caller_are_refused_before_the_handler(tmp_path: Path) -> None:
     handler = _Handler([])
-    code, _ = _answer(_listener(tmp_path, handler), _request(-1, [WantedPartition("t", 0, 0, 0, -1, 0)]))
+    code, _ = _answer(_listener(tmp_path, handler), _request(-1, [ReplicaWanted("t", 0, 0, 0, -1, 0)]))
     assert code == ErrorCode.INVALID_REQUEST
     sasl = _listener(tmp_path, handler, protocol="SASL_SSL")
-    code, _ = _answer(sasl, _request(2, [WantedPartition("t", 0, 0, 0, -1, 0)]), caller=sasl.new_caller("127.0.0.1"))
+    code, _ = _answer(sasl, _request(2, [ReplicaWanted("t", 0, 0, 0, -1, 0)]), caller=sasl.new_caller("127.0.0.1"))
     assert code == ErrorCode.AUTHENTICATION_FAILED
     assert handler.requests == []
 
@@ -119,7 +120,7 @@ class _Peers:
 
 
 def test_a_leader_without_a_usable_data_listener_is_fetched_over_grpc() -> None:
-    wanted = [WantedPartition("t", 0, 0, 0, -1, 0)]
+    wanted = [ReplicaWanted("t", 0, 0, 0, -1, 0)]
     with socket.socket() as probe:  # a port nobody listens on: the connection is refused
         probe.bind(("127.0.0.1", 0))
         refused = probe.getsockname()[1]
@@ -172,7 +173,7 @@ def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_aske
     fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
                              transport="auto", data_peers=peers)
     try:
-        assert fetcher._fetch_over_data([WantedPartition("t", 0, 0, 0, -1, 0)], 0) is None
+        assert fetcher._fetch_over_data([ReplicaWanted("t", 0, 0, 0, -1, 0)], 0) is None
         thread.join(10)
         assert asked == [REPLICA_FETCH] and fetcher.data_connections == 1
         assert fetcher._data is None and fetcher._data_retry_at > 0 and peers.forgotten == [(1, "127.0.0.1:1")]
