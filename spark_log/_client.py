@@ -53,9 +53,8 @@ from .proto import broker_pb2 as pb
 from .proto import broker_pb2_grpc as rpc
 from .schemas import schema_from_bytes
 from .security import ClientSecurity
-from ._data_transport import PB_FETCH, PB_PRODUCE, RETRY_S, DataTransport
+from ._data_transport import PB_FETCH, PB_PRODUCE, RETRY_S, DataTransport, describe_listener
 from ._secure_channel import open_channel
-from .proto import data_listener_pb2 as dpb
 
 __all__ = ["Cluster", "TopicInfo", "resolve_bootstrap", "resolve_security", "CHANNEL_OPTIONS", "error_from_pb",
            "TRANSPORTS"]
@@ -190,7 +189,8 @@ class Cluster:
         self.transport = transport
         plaintext = self.security is None or not (self.security.tls or self.security.scram)
         self._data = DataTransport(client_id=client_id) if transport == "auto" and plaintext else None
-        self._data_routes: dict[str, tuple[float, _DataRoute | None, _DataRoute | None]] = {}
+        # address -> (its Produce and Fetch routes, or None until the monotonic time to ask again)
+        self._data_routes: dict[str, tuple[tuple[_DataRoute, _DataRoute] | None, float]] = {}
         self.request_timeout_s = request_timeout_s
         self._lock = threading.RLock()
         self._channels: dict[str, grpc.Channel] = {}
@@ -256,32 +256,28 @@ class Cluster:
         broker with ``DataListener.Describe`` once and again ``RETRY_S`` after a failure."""
         if self._data is None:
             return None
-        found = self._data_routes.get(address)
-        if found is not None and (found[1] is not None or time.monotonic() < found[0]):
-            return None if found[1] is None or found[2] is None else (found[1], found[2])
+        routes, retry_at = self._data_routes.get(address, (None, 0.0))
+        if routes is not None or time.monotonic() < retry_at:
+            return routes
         host, port = self._describe_data_listener(address)
         if not port:
-            self._data_routes[address] = (time.monotonic() + RETRY_S, None, None)
+            self._data_routes[address] = (None, time.monotonic() + RETRY_S)
             return None
         self.broker(address)
         _channel, _stub, grpc_fetch, grpc_produce = self._stubs[address]
 
         def unusable() -> None:
-            self._data_routes[address] = (time.monotonic() + RETRY_S, None, None)
+            self._data_routes[address] = (None, time.monotonic() + RETRY_S)
 
-        produce = _DataRoute(self._data, host, port, PB_PRODUCE, bytes, _produce_response, grpc_produce, unusable)
-        fetch = _DataRoute(self._data, host, port, PB_FETCH, pb.FetchRequest.SerializeToString, _as_is, grpc_fetch,
-                           unusable)  # the answer's bytes as they are: parse_fetch_response copies no records
-        self._data_routes[address] = (0.0, produce, fetch)
-        return produce, fetch
+        routes = (_DataRoute(self._data, host, port, PB_PRODUCE, bytes, _produce_response, grpc_produce, unusable),
+                  _DataRoute(self._data, host, port, PB_FETCH, pb.FetchRequest.SerializeToString, _as_is, grpc_fetch,
+                             unusable))  # the fetch answer's bytes as they are: parse_fetch_response copies no records
+        self._data_routes[address] = (routes, 0.0)
+        return routes
 
     def _describe_data_listener(self, address: str) -> tuple[str, int]:
-        describe = self.channel(address).unary_unary(
-            "/spark_log.data.v1.DataListener/Describe",
-            request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
-            response_deserializer=dpb.DataListenerInfo.FromString)
         try:
-            info = describe(dpb.DescribeDataListenerRequest(), timeout=min(self.request_timeout_s, _DESCRIBE_S))
+            info = describe_listener(self.channel(address), min(self.request_timeout_s, _DESCRIBE_S))
         except grpc.RpcError:
             return "", 0
         host = info.host if info.host not in ("", "0.0.0.0", "::") else address.rsplit(":", 1)[0].strip("[]")

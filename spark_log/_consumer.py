@@ -533,7 +533,7 @@ class Consumer:
             try:
                 call = self._cluster.fetch_raw(address).future(request, timeout=self._timeout_s + max_wait_ms / 1000)
             except (grpc.RpcError, SparkLogError) as exc:  # refused before it was sent (e.g. a SCRAM session)
-                error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
+                error = errors.from_rpc_error(exc, address=address)
                 if not error.retriable:
                     raise error from None
                 self._cluster.forget(topic)
@@ -578,7 +578,7 @@ class Consumer:
         try:
             response = parse_fetch_response(call.result())
         except (grpc.RpcError, SparkLogError) as exc:  # SparkLogError: the data listener's (_data_transport.py)
-            error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
+            error = errors.from_rpc_error(exc, address=address)
             if error.retriable:
                 self._metrics.add("fetch_errors")
                 self._cluster.forget(topic)

@@ -27,8 +27,8 @@ future's callbacks on its own thread (so they must not block).  All closing of s
 happens on that thread (others shut a socket down, which it sees), so a file descriptor is
 never reused while the selector still holds it.
 
-``DataCall`` is the part of ``grpc.Future`` the producer and the consumer use: ``result``,
-``add_done_callback``, ``cancel`` and ``done``.  Its errors are typed:
+``DataCall`` is a ``concurrent.futures.Future`` (what the producer and the consumer use of
+``grpc.Future``: ``result``, ``add_done_callback``, ``cancel`` and ``done``).  Its errors are typed:
 ``BrokerNotAvailableError`` (the connection failed or was lost), ``RequestTimeoutError`` (no
 answer within the call's timeout), the broker's whole-request error (``from_code``), or
 ``concurrent.futures.CancelledError``.
@@ -41,12 +41,15 @@ import socket
 import struct
 import threading
 import time
-from concurrent.futures import CancelledError
+from concurrent.futures import CancelledError, Future, InvalidStateError
 from typing import Any, Callable
 
-from .errors import BrokerNotAvailableError, CorruptRecordError, RequestTimeoutError, SparkLogError, from_code
+import grpc
 
-__all__ = ["DataTransport", "DataCall", "PB_PRODUCE", "PB_FETCH", "CLIENT_ID", "RETRY_S"]
+from .errors import BrokerNotAvailableError, CorruptRecordError, RequestTimeoutError, SparkLogError, from_code
+from .proto import data_listener_pb2 as dpb
+
+__all__ = ["DataTransport", "DataCall", "PB_PRODUCE", "PB_FETCH", "CLIENT_ID", "RETRY_S", "describe_listener"]
 
 log = logging.getLogger(__name__)
 
@@ -62,58 +65,45 @@ _SMALL = 64 << 10  # payloads below this go out with their head in one send
 _TICK_S = 0.25  # how late a call's timeout may be noticed
 
 
-class DataCall:
-    """One call's outcome (module docstring)."""
+def describe_listener(channel: grpc.Channel, timeout_s: float) -> dpb.DataListenerInfo:
+    """``DataListener.Describe`` over ``channel``: where that broker's data listener is (port
+    0: it runs none).  The one place that asks; clients, brokers (``DataPeers``) and tests
+    call it.  Raises ``grpc.RpcError``."""
+    describe = channel.unary_unary("/spark_log.data.v1.DataListener/Describe",
+                                   request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
+                                   response_deserializer=dpb.DataListenerInfo.FromString)
+    info: dpb.DataListenerInfo = describe(dpb.DescribeDataListenerRequest(), timeout=timeout_s)
+    return info
 
-    def __init__(self, parse: Callable[[memoryview], Any]) -> None:
-        self._parse = parse
-        self._cond = threading.Condition(threading.Lock())
-        self._done = False
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[["DataCall"], None]] = []
-        self._conn: _Conn | None = None
 
-    def done(self) -> bool:
-        return self._done
+class DataCall(Future):  # type: ignore[type-arg]
+    """One call's outcome: a ``concurrent.futures.Future`` that is running from the start
+    (it is sent at once) and that ``cancel`` still ends (module docstring)."""
 
-    def result(self, timeout: float | None = None) -> Any:
-        with self._cond:
-            if not self._cond.wait_for(lambda: self._done, timeout):
-                raise RequestTimeoutError(f"no answer within {timeout} s")
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-    def add_done_callback(self, callback: Callable[["DataCall"], None]) -> None:
-        with self._cond:
-            if not self._done:
-                self._callbacks.append(callback)
-                return
-        callback(self)
+    def __init__(self, parse: Callable[[memoryview], Any], conn: "_Conn") -> None:
+        super().__init__()
+        self.set_running_or_notify_cancel()
+        self.parse = parse
+        self._conn = conn
 
     def cancel(self) -> bool:
         """End the call now (``CancelledError``); its connection is dropped (its answer may
         still come).  False if it had already ended."""
-        if not self._finish(None, CancelledError()):
+        if not self.finish(None, CancelledError()):
             return False
-        conn = self._conn
-        if conn is not None:
-            conn.shut()
+        self._conn.shut()
         return True
 
-    def _finish(self, value: Any, error: BaseException | None) -> bool:
-        with self._cond:
-            if self._done:
-                return False
-            self._done, self._value, self._error = True, value, error
-            callbacks, self._callbacks = self._callbacks, []
-            self._cond.notify_all()
-        for callback in callbacks:
-            try:
-                callback(self)
-            except Exception:  # noqa: BLE001 - a callback's failure must not stop the reader
-                log.exception("data transport: a call's callback failed")
+    def finish(self, value: Any, error: BaseException | None) -> bool:
+        """Complete the call once (later outcomes lose the race: False).  Callbacks run here;
+        one that raises is logged by ``Future``, never stops the caller."""
+        try:
+            if error is None:
+                self.set_result(value)
+            else:
+                self.set_exception(error)
+        except InvalidStateError:
+            return False
         return True
 
 
@@ -191,8 +181,7 @@ class DataTransport:
         Raises ``OSError`` or ``SparkLogError`` when no connection could be opened (nothing
         was sent); a failure after that is the call's error."""
         conn = self._take((host, port))
-        call = DataCall(parse)
-        call._conn = conn
+        call = DataCall(parse, conn)
         conn.correlation = (conn.correlation + 1) & 0x7FFFFFFF
         head = _REQUEST_HEAD.pack(5 + len(payload), api, conn.correlation)
         with self._lock:
@@ -201,7 +190,7 @@ class DataTransport:
             self._busy.add(conn)
             lost = conn.closed  # dropped by the reader since we took it (the broker closed it)
         if lost:
-            call._finish(None, BrokerNotAvailableError(f"the connection to {host}:{port} was closed"))
+            call.finish(None, BrokerNotAvailableError(f"the connection to {host}:{port} was closed"))
             return call
         try:
             if len(payload) < _SMALL:
@@ -211,7 +200,7 @@ class DataTransport:
                 conn.sock.sendall(payload)
         except OSError as exc:
             conn.shut()
-            call._finish(None, BrokerNotAvailableError(f"cannot send to the data listener at {host}:{port}: {exc}"))
+            call.finish(None, BrokerNotAvailableError(f"cannot send to the data listener at {host}:{port}: {exc}"))
         return call
 
     @property
@@ -340,16 +329,16 @@ class DataTransport:
         at = _ANSWER_HEAD.size + length
         if code:
             message = bytes(answer[_ANSWER_HEAD.size:at]).decode("utf-8", "replace")
-            call._finish(None, from_code(code, message))
+            call.finish(None, from_code(code, message))
             return
         try:
-            value = call._parse(memoryview(answer)[at:])
+            value = call.parse(memoryview(answer)[at:])
         except SparkLogError as exc:
-            call._finish(None, exc)
+            call.finish(None, exc)
         except Exception as exc:  # noqa: BLE001 - a malformed answer is the call's typed error
-            call._finish(None, CorruptRecordError(f"malformed answer from {conn.key[0]}:{conn.key[1]}: {exc}"))
+            call.finish(None, CorruptRecordError(f"malformed answer from {conn.key[0]}:{conn.key[1]}: {exc}"))
         else:
-            call._finish(value, None)
+            call.finish(value, None)
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -374,7 +363,7 @@ class DataTransport:
             pass
         conn.sock.close()
         if call is not None:
-            call._finish(None, error)
+            call.finish(None, error)
 
     def _shutdown(self) -> None:
         with self._lock:

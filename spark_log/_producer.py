@@ -795,8 +795,7 @@ class Producer:
             self._in_flight.release()
             self._gate.release(address, None)
             self._call_done(address)
-            error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError)
-                     else exc if isinstance(exc, SparkLogError)
+            error = (errors.from_rpc_error(exc, address=address) if isinstance(exc, (grpc.RpcError, SparkLogError))
                      else errors.BrokerNotAvailableError(f"cannot send to {address}: {exc}"))
             for shipment in shipments:
                 self._failed(shipment, error)
@@ -856,7 +855,7 @@ class Producer:
             response: pb.ProduceResponse = call.result()
         except (grpc.RpcError, SparkLogError) as exc:  # SparkLogError: the data listener's (_data_transport.py)
             self._gate.release(address, None)
-            error = errors.from_rpc_error(exc, address=address) if isinstance(exc, grpc.RpcError) else exc
+            error = errors.from_rpc_error(exc, address=address)
             for shipment in shipments:
                 self._failed(shipment, error, appended=None)
             return

@@ -695,11 +695,15 @@ def _failed_on_the_broker(name: str, exc: Exception) -> SparkLogError:
 
 
 def from_rpc_error(exc: Any, *, address: str = "") -> SparkLogError:
-    """Turn a ``grpc.RpcError`` back into the typed error the server raised.
+    """Turn a ``grpc.RpcError`` back into the typed error the server raised; a call's error
+    that is typed already (the data listener's, ``spark_log/_data_transport.py``) is
+    returned as it is.
 
     Errors without spark-log metadata are connection-level: UNAVAILABLE and similar become
     ``BrokerNotAvailableError``, DEADLINE_EXCEEDED becomes ``RequestTimeoutError``.
     """
+    if isinstance(exc, SparkLogError):
+        return exc
     import grpc
 
     metadata = dict(exc.trailing_metadata() or ()) if hasattr(exc, "trailing_metadata") else {}

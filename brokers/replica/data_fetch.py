@@ -172,8 +172,8 @@ def _parse(view: memoryview) -> list[ReplicaAnswer]:
                 message = ""
                 at += PART.size
             else:
-                message, at = _read_str(view, at + 6)
-                _leader, at = _read_str(view, at)
+                message, at = read_name(view, at + 6, names)  # the same coding as a name
+                _leader, at = read_name(view, at, names)
                 hw, _lso, log_start, _leo, _next, div_epoch, div_end, size = OFFSETS.unpack_from(view, at)
                 at += OFFSETS.size
             if size < 0 or at + size > total:
@@ -184,16 +184,9 @@ def _parse(view: memoryview) -> list[ReplicaAnswer]:
             out.append(ReplicaAnswer(topic, partition, code, message, hw, log_start, diverging, records))
     except struct.error as exc:
         raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
-    except ValueError as exc:  # a name past the answer or not UTF-8
+    except ValueError as exc:  # a string past the answer or not UTF-8
         raise CorruptRecordError(f"malformed REPLICA_FETCH answer: {exc}") from None
     return out
-
-
-def _read_str(view: memoryview, at: int) -> tuple[str, int]:
-    (size,) = I32.unpack_from(view, at)
-    if size < 0 or at + 4 + size > len(view):
-        raise CorruptRecordError("malformed REPLICA_FETCH answer (string)")
-    return bytes(view[at + 4: at + 4 + size]).decode("utf-8"), at + 4 + size
 
 
 def _client_context(files: object) -> ssl.SSLContext:

@@ -37,7 +37,7 @@ class ReplicaWanted(NamedTuple):
 
 
 def read_name(data: memoryview, at: int, names: dict[bytes, str]) -> tuple[str, int]:
-    """The topic name at ``at`` and the position after it, decoded once per distinct name
+    """The string (a topic name, an error message) at ``at`` and the position after it, decoded once per distinct one
     (``names`` keeps them for one message).  ``ValueError`` (``UnicodeDecodeError`` among them)
     for a length that runs past ``data`` or bytes that are not UTF-8; ``struct.error`` when
     not even the length is there."""

@@ -320,7 +320,7 @@ class DataPeers:
             return found
         try:
             channel = self._channels.open(grpc_address)
-            try:
+            try:  # spark_log._data_transport.describe_listener's call (brokers use only the public spark_log)
                 call = channel.unary_unary("/spark_log.data.v1.DataListener/Describe",
                                            request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
                                            response_deserializer=dpb.DataListenerInfo.FromString)
@@ -849,9 +849,7 @@ class DataListener:
             entries.append(pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=epoch,
                                                records=bytes(request.raw())))
         message = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries, transactional_id=transactional_id)
-        self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
-        self._quota("producer_byte_rate", caller, sum(len(p.records) for p in entries))
-        response = self.produce.handle(message)
+        response = self._handle_produce(message, caller)
         out.i32(len(response.partitions))
         for part in response.partitions:
             out.str(part.topic)
@@ -866,13 +864,17 @@ class DataListener:
 
     def _pb_produce(self, request: _Reader, out: _Writer, caller: Caller) -> None:
         """PB_PRODUCE: ``Broker.Produce`` with its protobuf request and answer as they are."""
-        message = _parse_pb(pb.ProduceRequest, request)
+        out.chunks.append(self._handle_produce(_parse_pb(pb.ProduceRequest, request), caller).SerializeToString())
+
+    def _handle_produce(self, message: pb.ProduceRequest, caller: Caller) -> pb.ProduceResponse:
+        """``Broker.Produce``'s rule, the producer's quota (its delay in ``throttle_time_ms``)
+        and ``ProduceHandler``: PRODUCE, PRODUCE_TXN and PB_PRODUCE all go this way."""
         self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
         throttle_ms = self._quota("producer_byte_rate", caller, sum(len(p.records) for p in message.partitions))
         response = self.produce.handle(message)
         if throttle_ms:
             response.throttle_time_ms = throttle_ms
-        out.chunks.append(response.SerializeToString())
+        return response
 
     def _pb_fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller) -> None:
         """PB_FETCH: a consumer's ``Broker.Fetch``, answered with the serialised

@@ -45,7 +45,7 @@ from .errors import to_pb
 from .partition_manager import PartitionManager
 from .wire import RECORDS, FetchPart
 
-__all__ = ["LeaderFetchHandler", "ReplicaWanted", "ReplicaPart"]
+__all__ = ["LeaderFetchHandler", "ReplicaPart"]
 
 _DEFAULT_MAX_BYTES = 64 << 20
 _MAX_WAIT_MS = 60_000
@@ -144,7 +144,7 @@ class LeaderFetchHandler:
             response.append(ReplicaPart(topic, index, None, offsets.high_watermark, offsets.last_stable_offset,
                                         offsets.log_start_offset, offsets.log_end_offset,
                                         answer.next_fetch_offset if records else fetch_offset, answer.diverging,
-                                        records if answer.diverging is None else b""))
+                                        records))  # a diverging answer reads no frames
         if expandable:
             self._on_expandable()
         for partition in grown:

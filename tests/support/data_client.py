@@ -9,6 +9,7 @@ from typing import Any
 
 import grpc
 
+from spark_log._data_transport import describe_listener
 from spark_log.proto import data_listener_pb2 as dpb
 
 _I16, _I32, _I64, _U8, _U32 = (struct.Struct(f) for f in ("<h", "<i", "<q", "<B", "<I"))
@@ -17,11 +18,7 @@ _I16, _I32, _I64, _U8, _U32 = (struct.Struct(f) for f in ("<h", "<i", "<q", "<B"
 def describe(grpc_address: str) -> dpb.DataListenerInfo:
     """``DataListener.Describe`` on a broker's gRPC port."""
     with grpc.insecure_channel(grpc_address) as channel:
-        call = channel.unary_unary("/spark_log.data.v1.DataListener/Describe",
-                                   request_serializer=dpb.DescribeDataListenerRequest.SerializeToString,
-                                   response_deserializer=dpb.DataListenerInfo.FromString)
-        info: dpb.DataListenerInfo = call(dpb.DescribeDataListenerRequest(), timeout=5)
-        return info
+        return describe_listener(channel, 5.0)
 
 
 class DataError(Exception):
