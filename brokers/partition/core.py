@@ -302,6 +302,22 @@ class PartitionCore:
         expand = replica not in state.isr and replica not in state.pending_isr and replica in state.expandable()
         return FollowerFetchDecision(None, self.high_watermark(end), grew, expand)
 
+    def settle_token(self, offsets: PartitionOffsets) -> tuple[object, ...]:
+        """Every fact besides the request that ``on_follower_fetch`` and the answer's offsets
+        depend on: leadership, removal, partition epoch, replicas, ISR (pending too) and
+        ``offsets`` (log start, HW, LSO, LEO; the epoch entries change only with the LEO,
+        the log start or the leadership).  The same request of a follower that was caught up
+        (no divergence, no expansion) against an equal token decides the same, with only the
+        follower's fetch times moving (``on_settled_follower_fetch``)."""
+        state = self._replica
+        return (self.leadership, self.removed, state.partition_epoch, state.replicas, state.isr, state.pending_isr,
+                offsets)
+
+    def on_settled_follower_fetch(self, replica_id: int, now_ms: int) -> None:
+        """``on_follower_fetch`` of a settled fetch (``settle_token``): the follower is caught
+        up now; the HW cannot grow and nothing else changes."""
+        self._replica.on_settled_fetch(replica_id, now_ms=now_ms)
+
     # -- replication: the follower's side --------------------------------------------------
 
     def fetch_position(self, leader_id: int, log: LogEnds, epoch_entries: EpochEntries) -> FetchPosition | None:

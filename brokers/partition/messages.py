@@ -172,6 +172,9 @@ class FollowerFetchAnswer(NamedTuple):
     offsets: PartitionOffsets
     hw_grew: bool
     expand_candidate: bool
+    # the follower was caught up and nothing waits on it: the same fetch again may be answered
+    # by ``Partition.settled_follower_fetch`` with this token (None: answer it in full)
+    settle_token: tuple[object, ...] | None = None
 
 
 # -- replication: the follower's side ---------------------------------------------------------

@@ -321,8 +321,25 @@ class Partition(CompactingPartition, TieredPartition):
             if decision.diverging is None and fetch.fetch_offset < ends.log_end_offset and max_bytes > 0:
                 read = plog.read(fetch.fetch_offset, max_bytes=max_bytes)
                 records, next_offset = read.data, read.next_offset  # a view: copied once, into the answer
-            return FollowerFetchAnswer(decision.diverging, records, next_offset, self._core.offsets(ends),
-                                       decision.hw_grew, decision.expand_candidate)
+            offsets = self._core.offsets(ends)
+            token = None
+            if decision.diverging is None and not decision.expand_candidate and \
+                    fetch.fetch_offset == ends.log_end_offset:
+                token = self._core.settle_token(offsets)
+            return FollowerFetchAnswer(decision.diverging, records, next_offset, offsets,
+                                       decision.hw_grew, decision.expand_candidate, token)
+
+    def settled_follower_fetch(self, replica_id: int, token: tuple[object, ...]) -> bool:
+        """The same fetch of ``replica_id`` as the one answered with ``token``
+        (``FollowerFetchAnswer.settle_token``): True when nothing it depends on changed since
+        (it is counted as a fetch now, and its answer would be the one already given); False:
+        answer it in full with ``answer_follower_fetch``.  One lock round trip, no read."""
+        with self._cond:
+            core = self._core
+            if core.settle_token(core.offsets(self._ends())) != token:
+                return False
+            core.on_settled_follower_fetch(replica_id, self._clock.monotonic_ms())
+            return True
 
     def wake_long_polls(self) -> None:
         """Wake the broker's long polls (consumers, followers): the HW moved or data arrived."""

@@ -135,6 +135,13 @@ class ReplicaState:
             progress.last_caught_up_ms = now_ms
         return self.maybe_advance(log_end_offset)
 
+    def on_settled_fetch(self, replica: int, *, now_ms: int) -> None:
+        """A caught-up follower fetched again from the same offset and nothing changed since
+        (``PartitionCore.on_settled_follower_fetch``): only its times move."""
+        progress = self.followers.get(replica)
+        if progress is not None and self.is_leader:
+            progress.last_fetch_ms = progress.last_caught_up_ms = now_ms
+
     def out_of_sync(self, *, now_ms: int, lag_ms: int) -> tuple[int, ...]:
         """ISR followers that have not been caught up within ``lag_ms``."""
         if not self.is_leader:

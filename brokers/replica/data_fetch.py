@@ -11,7 +11,9 @@ node's own security, as its gRPC channels have it:
   inter-node token (``brokers.net.node_auth``), it is sent first with ``NODE_AUTH``, and the
   connection is ``Node:<id>``, as a gRPC call with the token is.
 
-``fetch(...)`` sends one ``REPLICA_FETCH`` and reads the answer into one buffer with
+``fetch_session(...)`` sends one ``REPLICA_FETCH_SESSION``: the connection is the fetch
+session (``brokers/server/replica_session.py``), so the client keeps what it sent on it and
+sends only what changed.  ``fetch(...)`` sends one ``REPLICA_FETCH`` and reads the answer into one buffer with
 ``recv_into``; each partition's frames are a read-only view of that buffer (one copy from
 the kernel, none after it: the follower checks the CRCs and writes the views).
 ``close()`` may be called from any thread: it cancels a fetch in flight (its ``recv``
@@ -37,7 +39,7 @@ from .replica_wire import FETCH_HEAD, I32, OFFSETS, PART, WANTED, ReplicaWanted,
 
 __all__ = ["DataFetchClient", "ReplicaAnswer"]
 
-NODE_AUTH, REPLICA_FETCH = 9, 10  # brokers.server.replica_listener (brokers never import brokers.server here)
+NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION = 9, 10, 18  # brokers.server.replica_listener (not imported here)
 _CONNECT_TIMEOUT_S = 5.0
 _U32 = struct.Struct("<I")
 _REQUEST_HEAD = struct.Struct("<IBI")  # length, api, correlation id
@@ -70,6 +72,7 @@ class DataFetchClient:
         self._correlation = 0
         self._closed = False
         self._lock = threading.Lock()
+        self._sent: dict[tuple[str, int], ReplicaWanted] = {}  # this connection's fetch session: what the leader holds
         sock = socket.create_connection((host, port), timeout=_CONNECT_TIMEOUT_S)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -106,14 +109,44 @@ class DataFetchClient:
     def fetch(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
               partitions: Sequence[ReplicaWanted]) -> list[ReplicaAnswer]:
         """One ``REPLICA_FETCH`` (``brokers/server/replica_listener.py``)."""
-        parts = [FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))]
         names: dict[str, bytes] = {}
-        pack = WANTED.pack
-        for topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max in partitions:
-            parts.append(name_bytes(topic, names) + pack(index, fetch_offset, leader_epoch, last_epoch, log_start,
-                                                         partition_max))
+        parts = _wanted([FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))], partitions, names)
         view = self._call(REPLICA_FETCH, b"".join(parts), max_wait_ms / 1000 + 5.0)
         return _parse(view)
+
+    def fetch_session(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
+                      partitions: Sequence[ReplicaWanted]) -> list[ReplicaAnswer]:
+        """One ``REPLICA_FETCH_SESSION`` of ``partitions`` within this connection's fetch
+        session: only the requests that changed since the last one travel, and the answer
+        holds only the partitions with something new (a partition left out has nothing new:
+        the HW it was last told stands).  Any failure closes the connection (the two ends'
+        sessions may no longer agree); ``InvalidRequestError``: also a leader that does not
+        know the API (the caller uses ``fetch`` on a new connection)."""
+        sent = self._sent
+        upserts = [w for w in partitions if sent.get((w.topic, w.partition)) != w]
+        for w in upserts:
+            sent[(w.topic, w.partition)] = w
+        removals: list[tuple[str, int]] = []
+        if len(sent) != len(partitions):  # every partition is in ``sent`` now: only then did some leave
+            keep = {(w.topic, w.partition) for w in partitions}
+            removals = [key for key in sent if key not in keep]
+            for key in removals:
+                del sent[key]
+        names: dict[str, bytes] = {}
+        parts = _wanted([FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(upserts))], upserts, names)
+        parts.append(I32.pack(len(removals)))
+        for topic, index in removals:
+            parts.append(name_bytes(topic, names) + I32.pack(index))
+        try:
+            return _parse(self._call(REPLICA_FETCH_SESSION, b"".join(parts), max_wait_ms / 1000 + 5.0))
+        except BaseException:
+            self.close()  # the two ends' sessions may differ now: a new connection starts a new one
+            raise
+
+    def resend(self, topic: str, partition: int) -> None:
+        """Send ``topic-partition``'s request again in the next session fetch, so the leader
+        answers it in full (the last answer could not be applied)."""
+        self._sent.pop((topic, partition), None)
 
     # -- wire --------------------------------------------------------------------------------
 
@@ -153,6 +186,15 @@ class DataFetchClient:
                 raise ConnectionError("the leader's data listener closed the connection")
             got += n
         return out
+
+
+def _wanted(parts: list[bytes], partitions: Sequence[ReplicaWanted], names: dict[str, bytes]) -> list[bytes]:
+    """``parts`` with each partition's request appended (``replica_wire.WANTED`` after its name)."""
+    pack = WANTED.pack
+    for topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max in partitions:
+        parts.append(name_bytes(topic, names) + pack(index, fetch_offset, leader_epoch, last_epoch, log_start,
+                                                     partition_max))
+    return parts
 
 
 def _parse(view: memoryview) -> list[ReplicaAnswer]:

@@ -38,7 +38,13 @@ round as a ``REPLICA_FETCH`` to the leader's binary data listener (``data_fetch.
 leader answers with the same ``LeaderFetchHandler`` as the gRPC ``Fetch``), falling back to
 gRPC for a round when the leader has no listener or it cannot be used (refused connection,
 TLS or authentication failure, an older leader): logged, and tried again after
-``_DATA_RETRY_S``.  A connection that fails during a fetch is dropped, and the round fails
+``_DATA_RETRY_S``.  Rounds over the data listener run in the connection's fetch session
+(``REPLICA_FETCH_SESSION``, ``brokers/server/replica_session.py``): only the partitions whose
+position changed travel, and the leader answers only those with something new, so a
+partition missing from an answer has nothing new (an idle round of 1,000 partitions is a
+few bytes each way).  A leader that refuses sessions is fetched with ``REPLICA_FETCH`` (every
+partition both ways) and asked again after ``_SESSION_RETRY_S``; an answer that could not be
+applied is asked for again in full (``DataFetchClient.resend``).  A connection that fails during a fetch is dropped, and the round fails
 like a gRPC call (backoff, then a new connection).  ``"grpc"``: gRPC only.
 
 Copies: over the data listener the answer is read into one buffer and the frames handed on
@@ -74,6 +80,7 @@ log = logging.getLogger(__name__)
 
 TRANSPORTS = ("auto", "grpc")
 _DATA_RETRY_S = 5.0  # a leader whose data listener could not be used is asked again after this
+_SESSION_RETRY_S = 60.0  # a leader that refused fetch sessions is asked again after this
 
 
 class DataAddresses(Protocol):
@@ -112,6 +119,7 @@ class ReplicaFetcher:
         self._channels = channels
         self._data: DataFetchClient | None = None
         self._data_retry_at = 0.0
+        self._sessions_retry_at = 0.0  # fetch sessions (REPLICA_FETCH_SESSION) unless refused since
         self.data_connections = 0  # data listener connections opened (tests, describe)
         self._channel = channels.open(address, PEER_CHANNEL_OPTIONS)  # the node's security (TLS or not)
         self._fetch: Callable[..., bytes] = self._channel.unary_unary(  # the answer's bytes: parse_fetch_response copies no records
@@ -241,6 +249,8 @@ class ReplicaFetcher:
             except SparkLogError as exc:
                 errors += 1
                 self._settled.pop(key, None)
+                if self._data is not None:
+                    self._data.resend(*key)  # its session answer is then sent in full again
                 log.warning("follower %s-%d from broker %d: %s", key[0], key[1], self.leader_id, exc)
                 continue
             if quiet:
@@ -248,7 +258,7 @@ class ReplicaFetcher:
             else:
                 self._settled.pop(key, None)
         self._idle = not fetched_bytes and not errors
-        if errors and errors == len(answers):
+        if errors and errors == len(wanted):
             self._pause(self.retry_backoff_ms / 1000)  # everything erred: wait for new metadata
 
     # -- transports ---------------------------------------------------------------------------
@@ -284,10 +294,21 @@ class ReplicaFetcher:
             client = self._connect_data()
             if client is None:
                 return None
+        sessions = time.monotonic() >= self._sessions_retry_at
         try:
+            if sessions:
+                return client.fetch_session(replica_id=self.broker_id, max_wait_ms=wait_ms,
+                                            max_bytes=self.max_bytes, partitions=wanted)
             return client.fetch(replica_id=self.broker_id, max_wait_ms=wait_ms, max_bytes=self.max_bytes,
                                 partitions=wanted)
-        except InvalidRequestError as exc:  # a leader that does not know REPLICA_FETCH
+        except InvalidRequestError as exc:
+            if sessions:  # a leader that does not know REPLICA_FETCH_SESSION (it closed the connection)
+                log.info("broker %d's data listener refused REPLICA_FETCH_SESSION (%s): fetching without a "
+                         "session", self.leader_id, exc)
+                self._sessions_retry_at = time.monotonic() + _SESSION_RETRY_S
+                self._data = None
+                return None  # this round over gRPC; the next over a new connection without a session
+            # a leader that does not know REPLICA_FETCH
             log.info("broker %d's data listener refused REPLICA_FETCH (%s): fetching over gRPC", self.leader_id, exc)
             self._drop_data(retry=True)
             return None

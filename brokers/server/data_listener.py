@@ -99,11 +99,13 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       client believing it is fenced from a deposed leader when it is not; and FETCH's
                       trailing position is the pushdown block's already.  The old numbers are answered
                       as before (epoch -1)
-    NODE_AUTH (9), REPLICA_FETCH (10)
+    NODE_AUTH (9), REPLICA_FETCH (10), REPLICA_FETCH_SESSION (18)
                       followers fetching from their leader (``replica_listener.py``): an inter-node
                       token makes a TLS connection ``Node:<id>``; REPLICA_FETCH is ``Broker.Fetch``
                       with a replica id (rule: CLUSTER_ACTION), answered by the leader's
-                      ``LeaderFetchHandler`` with the stored frames as they are
+                      ``LeaderFetchHandler`` with the stored frames as they are;
+                      REPLICA_FETCH_SESSION is the same within the connection's fetch session
+                      (only what changed travels each way)
 
     PB_PRODUCE (15)   req: a serialised ``ProduceRequest``;  resp: the serialised ``ProduceResponse``
                       (``Broker.Produce``: the same message both ways, the same rule and quota, and
@@ -161,12 +163,13 @@ from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from . import replica_listener
 from .produce import ProduceHandler
-from .replica_listener import NODE_AUTH, REPLICA_FETCH
+from .replica_listener import NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION
 from .tier_fetch import TierFetchHandler
 from .wire import encode_fetch_response
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
            "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "LIST_OFFSETS_V2", "FETCH_V2", "FETCH_TIER_V2", "METADATA_V2", "NODE_AUTH", "REPLICA_FETCH",
+           "REPLICA_FETCH_SESSION",
            "PB_PRODUCE", "PB_FETCH", "CLIENT_ID",
            "describe_handler", "security_refusal", "Caller"]
 
@@ -174,7 +177,7 @@ log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
 METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN, FETCH_TIER = 1, 2, 3, 4, 5, 6, 7, 8
-# 9, 10: NODE_AUTH, REPLICA_FETCH (replica_listener.py)
+# 9, 10, 18: NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION (replica_listener.py)
 LIST_OFFSETS_V2, FETCH_V2, FETCH_TIER_V2 = 11, 12, 13  # a client leader epoch per partition (module docstring)
 METADATA_V2 = 14  # METADATA with each topic's id (module docstring)
 PB_PRODUCE, PB_FETCH, CLIENT_ID = 15, 16, 17  # the Python clients' transport (module docstring)
@@ -208,6 +211,7 @@ class Caller:
     host: str
     authenticated: bool = True
     client_id: str = ""
+    replica_session: Any = None  # a follower's fetch session on this connection (replica_session.py)
 
 
 def _subject(cert: dict[str, Any]) -> str:
@@ -590,7 +594,7 @@ class DataListener:
                 self._pb_fetch(request, body, is_active, caller)
             elif api == CLIENT_ID:
                 caller.client_id = request.str()
-            elif api in (NODE_AUTH, REPLICA_FETCH):  # followers (replica_listener.py)
+            elif api in (NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION):  # followers (replica_listener.py)
                 self._replica_api(api, request, body, is_active, caller)
             else:
                 raise InvalidRequestError(f"unknown data listener api {api}")
@@ -610,9 +614,11 @@ class DataListener:
 
     def _replica_api(self, api: int, request: _Reader, out: _Writer, is_active: Callable[[], bool],
                      caller: Caller) -> None:
-        """NODE_AUTH and REPLICA_FETCH: the followers' side (``replica_listener.py``)."""
+        """NODE_AUTH, REPLICA_FETCH and REPLICA_FETCH_SESSION: the followers' side (``replica_listener.py``)."""
         if api == NODE_AUTH:
             replica_listener.node_auth(self, request, out, caller)
+        elif api == REPLICA_FETCH_SESSION:
+            replica_listener.replica_fetch_session(self, request, out, is_active, caller)
         else:
             replica_listener.replica_fetch(self, request, out, is_active, caller)
 

@@ -43,6 +43,7 @@ from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
+from .replica_session import ReplicaSession
 from .wire import RECORDS, FetchPart
 
 __all__ = ["LeaderFetchHandler", "ReplicaPart"]
@@ -88,6 +89,31 @@ class LeaderFetchHandler:
     def answer(self, replica_id: int, max_wait_ms: int, max_bytes: int, wanted: Sequence[ReplicaWanted], *,
                is_active: Callable[[], bool] = lambda: True) -> list[ReplicaPart]:
         """A follower's fetch of ``wanted`` (module docstring); ``max_bytes`` 0: the default."""
+        response: list[ReplicaPart] = []
+
+        def one_pass() -> tuple[bool, int]:
+            nonlocal response
+            response, done, notified = self._answer(replica_id, max_bytes, wanted)
+            return done, notified
+
+        self._long_poll(replica_id, max_wait_ms, one_pass, is_active)
+        return response
+
+    def answer_session(self, session: ReplicaSession, max_wait_ms: int, max_bytes: int, *,
+                       is_active: Callable[[], bool] = lambda: True) -> list[ReplicaPart]:
+        """A fetch of every partition of ``session`` (``replica_session.py``), answering only
+        those with something new for the follower: records, an error, a diverging hint or
+        offsets it was not told yet.  A partition whose follower was caught up and whose
+        state did not change since is counted with ``Partition.settled_follower_fetch``."""
+        told: dict[tuple[str, int], ReplicaPart] = {}  # across the passes of one long poll: the latest per partition
+        self._long_poll(session.replica_id, max_wait_ms,
+                        lambda: self._answer_session(session, max_bytes, told), is_active)
+        return list(told.values())
+
+    def _long_poll(self, replica_id: int, max_wait_ms: int, one_pass: Callable[[], tuple[bool, int]],
+                   is_active: Callable[[], bool]) -> None:
+        """Run ``one_pass`` (whether to answer now, how many HW notifications it sent) until
+        it has something to answer, ``max_wait_ms`` ran out or the broker stops."""
         if max_wait_ms < 0 or max_wait_ms > _MAX_WAIT_MS:
             raise InvalidRequestError(f"max_wait_ms must be within 0..{_MAX_WAIT_MS}, got {max_wait_ms}")
         self.faults.refresh()
@@ -96,15 +122,68 @@ class LeaderFetchHandler:
         deadline_ms = self._clock.monotonic_ms() + max_wait_ms
         while True:
             seen = self.manager.data_version
-            response, done, notified = self._answer(replica_id, max_bytes, wanted)
+            done, notified = one_pass()
             remaining_ms = deadline_ms - self._clock.monotonic_ms()
             if done or remaining_ms <= 0 or not is_active():
-                return response
+                return
             if self.manager.data_version == seen + notified:
                 seen += notified  # only our own HW notifications moved it: nothing new to answer with
             if self.manager.wait_for_data(seen, remaining_ms / 1000) == seen and \
                     self._clock.monotonic_ms() >= deadline_ms:
-                return response  # an idle wait ran out with nothing new: the answer stands (no second pass)
+                return  # an idle wait ran out with nothing new: the answer stands (no second pass)
+
+    def _answer_session(self, session: ReplicaSession, max_bytes: int,
+                        told: dict[tuple[str, int], ReplicaPart]) -> tuple[bool, int]:
+        """One pass over ``session``: what is new goes into ``told``; (whether to answer now,
+        HW notifications sent)."""
+        replica_id = session.replica_id
+        budget = max_bytes or _DEFAULT_MAX_BYTES
+        done = False
+        grown: list[Partition] = []
+        expandable = False
+        get = self.manager.get
+        for key, entry in session.entries.items():
+            token = entry.token
+            if token is not None and entry.partition is not None and \
+                    entry.partition.settled_follower_fetch(replica_id, token):
+                continue
+            entry.token = None
+            topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max = entry.wanted
+            try:
+                partition = get(topic, index)
+                limit = budget if partition_max <= 0 else min(budget, partition_max)
+                answer = partition.answer_follower_fetch(
+                    FollowerFetch(replica_id, fetch_offset, leader_epoch, last_epoch),
+                    max_bytes=max(1, limit) if budget > 0 else 0)
+            except SparkLogError as exc:
+                told[key] = _error_part(topic, index, fetch_offset, exc)
+                entry.told = None
+                done = True
+                continue
+            offsets = answer.offsets
+            records = answer.records
+            if answer.diverging is not None:
+                done = True
+            else:
+                if answer.hw_grew:
+                    grown.append(partition)
+                expandable = expandable or answer.expand_candidate
+                if records:
+                    budget -= len(records)
+                    done = True
+            entry.partition, entry.token = partition, answer.settle_token
+            state = (offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset,
+                     offsets.log_end_offset)
+            if records or answer.diverging is not None or state != entry.told:
+                told[key] = ReplicaPart(topic, index, None, *state,
+                                        answer.next_fetch_offset if records else fetch_offset, answer.diverging,
+                                        records)
+                entry.told = None if answer.diverging is not None else state  # a diverging follower takes no HW
+        if expandable:
+            self._on_expandable()
+        for partition in grown:
+            partition.wake_long_polls()
+        return done, len(grown)
 
     def _answer(self, replica_id: int, max_bytes: int,
                 wanted: Sequence[ReplicaWanted]) -> tuple[list[ReplicaPart], bool, int]:
@@ -124,10 +203,7 @@ class LeaderFetchHandler:
                     FollowerFetch(replica_id, fetch_offset, leader_epoch, last_epoch),
                     max_bytes=max(1, limit) if budget > 0 else 0)
             except SparkLogError as exc:
-                start = -1
-                if isinstance(exc, OffsetOutOfRangeError) and "log_start_offset" in exc.details:
-                    start = int(exc.details["log_start_offset"])  # the follower starts there
-                response.append(ReplicaPart(topic, index, exc, -1, -1, start, -1, fetch_offset, None, b""))
+                response.append(_error_part(topic, index, fetch_offset, exc))
                 done = True
                 continue
             offsets = answer.offsets
@@ -150,6 +226,15 @@ class LeaderFetchHandler:
         for partition in grown:
             partition.wake_long_polls()
         return response, done, len(grown)
+
+
+def _error_part(topic: str, index: int, fetch_offset: int, exc: SparkLogError) -> ReplicaPart:
+    """A partition refused: the offsets -1, except the log start an ``OffsetOutOfRangeError``
+    names (the follower starts there)."""
+    start = -1
+    if isinstance(exc, OffsetOutOfRangeError) and "log_start_offset" in exc.details:
+        start = int(exc.details["log_start_offset"])
+    return ReplicaPart(topic, index, exc, -1, -1, start, -1, fetch_offset, None, b"")
 
 
 def _to_fetch_part(part: ReplicaPart) -> FetchPart:

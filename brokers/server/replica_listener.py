@@ -16,6 +16,16 @@ the client-facing listener and the replication path change independently.
                             i64 log end offset, i64 next fetch offset, i32 diverging epoch (-1: none),
                             i64 diverging end offset, bytes stored frames)
 
+    REPLICA_FETCH_SESSION (18)
+                       req: REPLICA_FETCH's request holding only the partitions whose request changed
+                            since the last one on this connection (or that are new to it), then
+                            i32 m x (str topic, i32 partition): the partitions no longer fetched
+                       resp: REPLICA_FETCH's answer holding only the partitions with something new
+                             (records, an error, a diverging epoch, offsets not told yet)
+                       The connection's fetch session (``replica_session.py``, Kafka's KIP-227
+                       without ids: a session is its connection) remembers the rest, so an idle
+                       round of 1,000 partitions carries and answers almost nothing.
+
 REPLICA_FETCH is ``Broker.Fetch`` with ``replica_id >= 0``: the same request, checked with the
 same rule (``CLUSTER_ACTION`` on the cluster under the authorizer: a follower authenticates
 as a node, with its certificate or ``NODE_AUTH``) and answered by the same
@@ -34,10 +44,12 @@ from spark_log.proto import broker_pb2 as pb
 from brokers.replica.replica_wire import FETCH_HEAD, I16, I32, OFFSETS, PART, WANTED, ReplicaWanted, name_bytes, read_name
 
 from .leader_fetch import ReplicaPart
+from .replica_session import ReplicaSession
 
-__all__ = ["NODE_AUTH", "REPLICA_FETCH", "node_auth", "replica_fetch"]
+__all__ = ["NODE_AUTH", "REPLICA_FETCH", "REPLICA_FETCH_SESSION", "node_auth", "replica_fetch", "replica_fetch_session"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10
+REPLICA_FETCH_SESSION = 18
 _MAX_PARTITIONS = 1_000_000
 
 
@@ -60,7 +72,29 @@ def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[],
     """``REPLICA_FETCH`` (module docstring).  Parsed and answered without protobuf messages:
     one ``struct`` call per partition each way, the topic names decoded and encoded once per
     request (an idle round of 1,000 partitions is mostly this loop)."""
+    replica_id, max_wait_ms, max_bytes, wanted, _ = _parse(request, session=False)
+    handler = _handler(listener, replica_id, caller)
+    _encode(handler.answer(replica_id, max_wait_ms, max_bytes, wanted, is_active=is_active), out)
+
+
+def replica_fetch_session(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any) -> None:
+    """``REPLICA_FETCH_SESSION`` (module docstring): the connection's fetch session
+    (``replica_session.py``) takes the request's changes, and the answer holds only the
+    partitions with something new."""
+    replica_id, max_wait_ms, max_bytes, upserts, removals = _parse(request, session=True)
+    handler = _handler(listener, replica_id, caller)
+    session: ReplicaSession | None = caller.replica_session
+    if session is None:
+        session = caller.replica_session = ReplicaSession(replica_id)
+    session.update(replica_id, upserts, removals)
+    _encode(handler.answer_session(session, max_wait_ms, max_bytes, is_active=is_active), out)
+
+
+def _parse(request: Any, *, session: bool) -> tuple[int, int, int, list[ReplicaWanted], list[tuple[str, int]]]:
+    """(replica id, max wait ms, max bytes, the partitions, the partitions removed (a
+    session's request only))."""
     data, at = request.data, request.at
+    removals: list[tuple[str, int]] = []
     try:
         replica_id, max_wait_ms, _min_bytes, max_bytes, n = FETCH_HEAD.unpack_from(data, at)
         at += FETCH_HEAD.size
@@ -74,17 +108,34 @@ def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[],
             topic, at = read_name(data, at, names)
             wanted.append(ReplicaWanted(topic, *WANTED.unpack_from(data, at)))
             at += WANTED.size
+        if session:
+            (m,) = I32.unpack_from(data, at)
+            at += 4
+            if m < 0 or m > _MAX_PARTITIONS:
+                raise InvalidRequestError(f"bad count {m} of removed partitions in data listener request")
+            for _ in range(m):
+                topic, at = read_name(data, at, names)
+                removals.append((topic, I32.unpack_from(data, at)[0]))
+                at += 4
     except struct.error:
         raise InvalidRequestError("truncated data listener request") from None
     except ValueError as exc:  # a name past the request, or not UTF-8
         raise InvalidRequestError(f"malformed REPLICA_FETCH request: {exc}") from None
     request.at = at
+    return replica_id, max_wait_ms, max_bytes, wanted, removals
+
+
+def _handler(listener: Any, replica_id: int, caller: Any) -> Any:
+    """The leader's ``LeaderFetchHandler`` once the caller may fetch as ``replica_id``."""
     # the rule of a follower fetch depends on its replica id alone (CLUSTER_ACTION)
     listener._check("/spark_log.broker.v1.Broker/Fetch", pb.FetchRequest(replica_id=replica_id), caller)
     handler: Any = listener.fetch.follower_fetches
     if handler is None:
         raise InvalidRequestError("this broker does not serve follower fetches")
-    parts: list[ReplicaPart] = handler.answer(replica_id, max_wait_ms, max_bytes, wanted, is_active=is_active)
+    return handler
+
+
+def _encode(parts: list[ReplicaPart], out: Any) -> None:
     chunks = out.chunks
     chunks.append(I32.pack(len(parts)))
     encoded: dict[str, bytes] = {}

@@ -16,7 +16,7 @@ from brokers.replica.fetcher import ReplicaFetcher
 from brokers.server.data_listener import Caller, DataListener
 from brokers.partition.messages import Diverging
 from brokers.server.leader_fetch import ReplicaPart
-from brokers.server.replica_listener import REPLICA_FETCH
+from brokers.server.replica_listener import REPLICA_FETCH, REPLICA_FETCH_SESSION
 from spark_log.errors import ErrorCode, FencedEpochError, NotLeaderError
 
 
@@ -143,40 +143,87 @@ def test_a_leader_without_a_usable_data_listener_is_fetched_over_grpc() -> None:
         grpc_only.stop()
 
 
+class _OldLeader:
+    """A data listener that predates some replica APIs: it refuses ``refused`` with
+    InvalidRequestError (unknown api) and answers REPLICA_FETCH with no partitions."""
+
+    def __init__(self, refused: set[int]) -> None:
+        import threading
+
+        self.refused = refused
+        self.asked: list[tuple[int, int]] = []  # (connection, api)
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(4)
+        self.port = self.server.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import struct
+
+        from spark_log.errors import InvalidRequestError
+
+        connection = 0
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            connection += 1
+            with conn:
+                while True:
+                    head = conn.recv(4, socket.MSG_WAITALL)
+                    if len(head) < 4:
+                        break
+                    body = conn.recv(struct.unpack("<I", head)[0], socket.MSG_WAITALL)
+                    api, correlation = struct.unpack_from("<BI", body)
+                    self.asked.append((connection, api))
+                    if api in self.refused:
+                        message = f"unknown data listener api {api}".encode()
+                        answer = struct.pack("<Ih", correlation, int(InvalidRequestError.code))
+                        answer += struct.pack("<i", len(message)) + message
+                    else:
+                        answer = struct.pack("<Ihi", correlation, 0, 0) + struct.pack("<i", 0)
+                    conn.sendall(struct.pack("<I", len(answer)) + answer)
+
+    def close(self) -> None:
+        self.server.close()
+
+
 def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_asked_again_later() -> None:
-    """An older leader answers REPLICA_FETCH with InvalidRequestError (unknown api): the round
-    goes over gRPC, the connection is dropped and the data listener is tried again later."""
-    import struct
-    import threading
-
-    from spark_log.errors import InvalidRequestError
-
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    asked: list[int] = []
-
-    def serve() -> None:
-        conn, _ = server.accept()
-        with conn:
-            size = struct.unpack("<I", conn.recv(4, socket.MSG_WAITALL))[0]
-            body = conn.recv(size, socket.MSG_WAITALL)
-            api, correlation = struct.unpack_from("<BI", body)
-            asked.append(api)
-            message = b"unknown data listener api 10"
-            answer = struct.pack("<Ih", correlation, int(InvalidRequestError.code)) + struct.pack("<i", len(message)) + message
-            conn.sendall(struct.pack("<I", len(answer)) + answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    peers = _Peers(server.getsockname()[1])
+    """An older leader answers REPLICA_FETCH_SESSION and REPLICA_FETCH with
+    InvalidRequestError (unknown api): the first round goes over gRPC and the next connection
+    asks without a session; refused again, that round goes over gRPC too, the connection is
+    dropped and the data listener is tried again later."""
+    leader = _OldLeader({REPLICA_FETCH, REPLICA_FETCH_SESSION})
+    peers = _Peers(leader.port)
     fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
                              transport="auto", data_peers=peers)
+    wanted = [ReplicaWanted("t", 0, 0, 0, -1, 0)]
     try:
-        assert fetcher._fetch_over_data([ReplicaWanted("t", 0, 0, 0, -1, 0)], 0) is None
-        thread.join(10)
-        assert asked == [REPLICA_FETCH] and fetcher.data_connections == 1
+        assert fetcher._fetch_over_data(wanted, 0) is None
+        assert leader.asked == [(1, REPLICA_FETCH_SESSION)] and fetcher._sessions_retry_at > 0
+        assert fetcher._data is None and fetcher._data_retry_at == 0 and peers.forgotten == []
+        assert fetcher._fetch_over_data(wanted, 0) is None
+        assert leader.asked[1:] == [(2, REPLICA_FETCH)] and fetcher.data_connections == 2
         assert fetcher._data is None and fetcher._data_retry_at > 0 and peers.forgotten == [(1, "127.0.0.1:1")]
     finally:
         fetcher.stop()
-        server.close()
+        leader.close()
+
+
+def test_a_leader_without_fetch_sessions_is_fetched_without_one() -> None:
+    """A leader that knows REPLICA_FETCH but not REPLICA_FETCH_SESSION: after one round over
+    gRPC, every round goes to its data listener without a session, on one connection."""
+    leader = _OldLeader({REPLICA_FETCH_SESSION})
+    fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
+                             transport="auto", data_peers=_Peers(leader.port))
+    wanted = [ReplicaWanted("t", 0, 0, 0, -1, 0)]
+    try:
+        assert fetcher._fetch_over_data(wanted, 0) is None
+        assert fetcher._fetch_over_data(wanted, 0) == [] and fetcher._fetch_over_data(wanted, 0) == []
+        assert leader.asked == [(1, REPLICA_FETCH_SESSION), (2, REPLICA_FETCH), (2, REPLICA_FETCH)]
+        assert fetcher.data_connections == 2 and fetcher._data is not None
+    finally:
+        fetcher.stop()
+        leader.close()
