@@ -37,9 +37,10 @@ def test_rf3_followers_hold_the_leaders_log_and_consumers_see_it(cluster, bootst
                    message="consumer reads every record")
     assert sorted(r.value for r in seen) == sorted(values)
     # replica_fetch_transport = "auto" (the default): the followers fetched over the leaders' data
-    # listeners (REPLICA_FETCH), not gRPC
+    # listeners in fetch sessions (REPLICA_FETCH_SESSION), not gRPC and not without a session
     logs = "".join((cluster.node_dir(node.node_id) / "node.log").read_text(errors="replace") for node in cluster.nodes)
     assert "over its data listener" in logs
+    assert "refused REPLICA_FETCH_SESSION" not in logs and "fetching without a session" not in logs
 
 
 def test_min_insync_above_replication_factor_refuses_acks_all(bootstrap: str, topic_name: str) -> None:
