@@ -21,6 +21,15 @@ discounted); a wait that runs out with nothing new returns the answer already bu
 idle round costs one pass over the partitions, not two).  Fault hook: a leader that
 ``blocked`` the fetching broker refuses the whole request (``BrokerNotAvailableError``).
 
+Fetch sessions (``answer_session``, the data listener's ``REPLICA_FETCH_SESSION``): the
+connection's ``ReplicaSession`` holds the follower's requests; each pass fetches every
+partition of it and answers only those with something new.  A partition whose follower was
+caught up at its last full answer and whose ``settle_token`` is unchanged is counted with
+``Partition.settled_follower_fetch`` instead (the follower's fetch times move; nothing else
+can: the token holds every input of the decision besides the request).  Across the passes
+of one long poll the latest answer of each partition is kept, so an answer built by the
+first pass and superseded by nothing is still sent.
+
 ``answer`` takes and gives plain tuples (``ReplicaWanted``, ``ReplicaPart``): the data
 listener's ``REPLICA_FETCH`` (``replica_listener.py``) encodes them by hand, so an idle
 round of 1,000 partitions builds no protobuf message; ``handle`` (the gRPC ``Fetch``) turns
