@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple, Sequence
 
 from brokers.net.faults import FetchFaults
-from brokers.partition import FollowerFetch, Partition
+from brokers.partition import FollowerFetch, FollowerFetchAnswer, Partition
 from brokers.partition.messages import Diverging
 from brokers.replica.replica_wire import ReplicaWanted
 from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, OffsetOutOfRangeError, SparkLogError
@@ -146,95 +146,89 @@ class LeaderFetchHandler:
         """One pass over ``session``: what is new goes into ``told``; (whether to answer now,
         HW notifications sent)."""
         replica_id = session.replica_id
-        budget = max_bytes or _DEFAULT_MAX_BYTES
-        done = False
-        grown: list[Partition] = []
-        expandable = False
-        get = self.manager.get
+        step = _Pass(self.manager, replica_id, max_bytes)
         for key, entry in session.entries.items():
             token = entry.token
             if token is not None and entry.partition is not None and \
                     entry.partition.settled_follower_fetch(replica_id, token):
                 continue
-            entry.token = None
-            topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max = entry.wanted
-            try:
-                partition = get(topic, index)
-                limit = budget if partition_max <= 0 else min(budget, partition_max)
-                answer = partition.answer_follower_fetch(
-                    FollowerFetch(replica_id, fetch_offset, leader_epoch, last_epoch),
-                    max_bytes=max(1, limit) if budget > 0 else 0)
-            except SparkLogError as exc:
-                told[key] = _error_part(topic, index, fetch_offset, exc)
-                entry.told = None
-                done = True
+            part, partition, answer = step.fetch(entry.wanted)
+            if partition is None or answer is None:  # refused
+                told[key] = part
+                entry.token = entry.told = None
                 continue
-            offsets = answer.offsets
-            records = answer.records
-            if answer.diverging is not None:
-                done = True
-            else:
-                if answer.hw_grew:
-                    grown.append(partition)
-                expandable = expandable or answer.expand_candidate
-                if records:
-                    budget -= len(records)
-                    done = True
             entry.partition, entry.token = partition, answer.settle_token
-            state = (offsets.high_watermark, offsets.last_stable_offset, offsets.log_start_offset,
-                     offsets.log_end_offset)
-            if records or answer.diverging is not None or state != entry.told:
-                told[key] = ReplicaPart(topic, index, None, *state,
-                                        answer.next_fetch_offset if records else fetch_offset, answer.diverging,
-                                        records)
-                entry.told = None if answer.diverging is not None else state  # a diverging follower takes no HW
-        if expandable:
-            self._on_expandable()
-        for partition in grown:
-            partition.wake_long_polls()
-        return done, len(grown)
+            state = (part.high_watermark, part.last_stable_offset, part.log_start_offset, part.log_end_offset)
+            if len(part.records) or part.diverging is not None or state != entry.told:
+                told[key] = part
+                entry.told = None if part.diverging is not None else state  # a diverging follower takes no HW
+        return step.finish(self._on_expandable)
 
     def _answer(self, replica_id: int, max_bytes: int,
                 wanted: Sequence[ReplicaWanted]) -> tuple[list[ReplicaPart], bool, int]:
         """(answer, whether to send it now, how many HW notifications it sent: each bumped the
         manager's ``data_version`` by one)."""
-        response: list[ReplicaPart] = []
-        budget = max_bytes or _DEFAULT_MAX_BYTES
-        done = False
-        grown: list[Partition] = []
-        expandable = False
-        get = self.manager.get
-        for topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max in wanted:
-            try:
-                partition = get(topic, index)
-                limit = budget if partition_max <= 0 else min(budget, partition_max)
-                answer = partition.answer_follower_fetch(
-                    FollowerFetch(replica_id, fetch_offset, leader_epoch, last_epoch),
-                    max_bytes=max(1, limit) if budget > 0 else 0)
-            except SparkLogError as exc:
-                response.append(_error_part(topic, index, fetch_offset, exc))
-                done = True
-                continue
-            offsets = answer.offsets
-            records = answer.records
-            if answer.diverging is not None:
-                done = True
-            else:
-                if answer.hw_grew:
-                    grown.append(partition)
-                expandable = expandable or answer.expand_candidate
-                if records:
-                    budget -= len(records)
-                    done = True
-            response.append(ReplicaPart(topic, index, None, offsets.high_watermark, offsets.last_stable_offset,
-                                        offsets.log_start_offset, offsets.log_end_offset,
-                                        answer.next_fetch_offset if records else fetch_offset, answer.diverging,
-                                        records))  # a diverging answer reads no frames
-        if expandable:
-            self._on_expandable()
-        for partition in grown:
+        step = _Pass(self.manager, replica_id, max_bytes)
+        response = [step.fetch(w)[0] for w in wanted]
+        done, notified = step.finish(self._on_expandable)
+        return response, done, notified
+
+
+class _Pass:
+    """One pass over a fetch's partitions: the byte budget left, whether to answer now
+    (records, an error or a diverging hint), the partitions whose HW grew and whether a
+    follower may rejoin an ISR."""
+
+    __slots__ = ("get", "replica_id", "budget", "done", "grown", "expandable")
+
+    def __init__(self, manager: PartitionManager, replica_id: int, max_bytes: int) -> None:
+        self.get = manager.get
+        self.replica_id = replica_id
+        self.budget = max_bytes or _DEFAULT_MAX_BYTES
+        self.done = False
+        self.grown: list[Partition] = []
+        self.expandable = False
+
+    def fetch(self, wanted: ReplicaWanted) -> tuple[ReplicaPart, Partition | None, FollowerFetchAnswer | None]:
+        """One partition's answer, the replica and its ``answer_follower_fetch`` (both None
+        when refused: the answer carries the error)."""
+        topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max = wanted
+        budget = self.budget
+        try:
+            partition = self.get(topic, index)
+            limit = budget if partition_max <= 0 else min(budget, partition_max)
+            answer = partition.answer_follower_fetch(
+                FollowerFetch(self.replica_id, fetch_offset, leader_epoch, last_epoch),
+                max_bytes=max(1, limit) if budget > 0 else 0)
+        except SparkLogError as exc:
+            self.done = True
+            return _error_part(topic, index, fetch_offset, exc), None, None
+        offsets = answer.offsets
+        records = answer.records
+        if answer.diverging is not None:
+            self.done = True
+        else:
+            if answer.hw_grew:
+                self.grown.append(partition)
+            self.expandable = self.expandable or answer.expand_candidate
+            if records:
+                self.budget -= len(records)
+                self.done = True
+        part = ReplicaPart(topic, index, None, offsets.high_watermark, offsets.last_stable_offset,
+                           offsets.log_start_offset, offsets.log_end_offset,
+                           answer.next_fetch_offset if records else fetch_offset, answer.diverging,
+                           records)  # a diverging answer reads no frames
+        return part, partition, answer
+
+    def finish(self, on_expandable: Callable[[], None]) -> tuple[bool, int]:
+        """Poke the ISR updater and wake the long polls once for the pass; (whether to answer
+        now, how many HW notifications were sent: each bumped the manager's
+        ``data_version`` by one)."""
+        if self.expandable:
+            on_expandable()
+        for partition in self.grown:
             partition.wake_long_polls()
-        return response, done, len(grown)
+        return self.done, len(self.grown)
 
 
 def _error_part(topic: str, index: int, fetch_offset: int, exc: SparkLogError) -> ReplicaPart:
