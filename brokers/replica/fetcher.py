@@ -9,7 +9,10 @@ the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it k
 - ``records``: the partition appends them (frames below its LEO, if the answer starts
   inside a frame it already holds, are skipped); then takes the HW from the answer;
 - an error (NOT_LEADER, FENCED_EPOCH, ...): the partition waits for the next metadata
-  image, which re-assigns it (``ReplicaManager``); other partitions go on.
+  image, which re-assigns it (``ReplicaManager``); other partitions go on, and the refused
+  one is not fetched again for ``retry_backoff_ms`` unless its leader epoch changes first
+  (Kafka's delayed partitions: a refusal ends the leader's wait, so fetching it every round
+  would spin the thread).
 
 Both ends are the partition's typed methods (``Partition.fetch_position`` builds the
 request, ``Partition.apply_fetched`` applies the answer); the partition checks, under its
@@ -109,6 +112,9 @@ class ReplicaFetcher:
         # without frames: the same answer again changes nothing, so it is not applied (an idle
         # round of 1,000 partitions takes no partition lock for them)
         self._settled: dict[tuple[str, int], tuple[Partition, int, int]] = {}
+        # (topic, partition) -> (leader epoch, monotonic time): refused by the leader in that epoch,
+        # not fetched again before that time unless its leader epoch changed
+        self._delayed: dict[tuple[str, int], tuple[int, float]] = {}
         self.max_bytes = max_bytes
         self.retry_backoff_ms = retry_backoff_ms
         self._cond = threading.Condition()
@@ -203,15 +209,25 @@ class ReplicaFetcher:
         wait_ms = self.idle_wait_max_ms if self._idle else self.fetch_wait_max_ms
         epochs: dict[tuple[str, int], int] = {}
         wanted: list[ReplicaWanted] = []
+        delayed = self._delayed
+        now = time.monotonic() if delayed else 0.0
         for key, partition in partitions.items():
             position = partition.fetch_position(self.leader_id)
             if position is None:
                 continue
+            if delayed:
+                until = delayed.get(key)
+                if until is not None:
+                    if until[0] == position.current_leader_epoch and now < until[1]:
+                        continue  # it erred in this leader epoch: not asked again before its backoff
+                    del delayed[key]
             epochs[key] = position.current_leader_epoch
             wanted.append(ReplicaWanted(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
                                           position.last_fetched_epoch, position.log_start_offset))
         if len(self._settled) > len(partitions):
             self._settled = {k: v for k, v in self._settled.items() if k in partitions}
+        if delayed and any(key not in partitions for key in delayed):
+            self._delayed = {k: v for k, v in delayed.items() if k in partitions}
         if not wanted:
             self._pause(self.retry_backoff_ms / 1000)
             return
@@ -236,6 +252,11 @@ class ReplicaFetcher:
                     answered.start_at_leader_log_start(self.leader_id, epochs[key], answer.log_start_offset)
                     continue
                 errors += 1
+                # the leader refused it (not the leader, a fenced or unknown epoch, ...): until new
+                # metadata moves it, it is not fetched for retry_backoff_ms, so one refused
+                # partition does not turn every round into an immediate one (the refusal ends
+                # the leader's wait) for the partitions beside it
+                self._delayed[key] = (epochs[key], time.monotonic() + self.retry_backoff_ms / 1000)
                 continue
             fetched_bytes += len(answer.records)
             quiet = not len(answer.records) and answer.diverging is None

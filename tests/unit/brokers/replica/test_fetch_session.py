@@ -6,7 +6,8 @@ on disk on both sides and a manual clock (no socket: the listener answers in pro
 What must hold: an idle round carries no partition and answers none, yet counts the
 follower as caught up exactly as a full fetch does (no ISR shrink); records, a grown high
 watermark, an error and a partition no longer followed travel for that partition alone; a
-connection's session belongs to one follower."""
+refused partition is not asked for again until its backoff passed or its leader epoch
+changed (the fetcher's delayed partitions); a connection's session belongs to one follower."""
 from __future__ import annotations
 
 import socket
@@ -33,6 +34,7 @@ from spark_log.clock import ManualClock
 from spark_log.errors import ErrorCode, InvalidRequestError, from_code
 from spark_log.frame import encode_batch
 from spark_log.schemas import SchemaHistory
+from tests.support.wait import wait_until
 
 LEADER, FOLLOWER, TOPIC, LAG_MS = 1, 2, "t", 30_000
 
@@ -79,7 +81,7 @@ class _InProcess(data_fetch.DataFetchClient):
 
 
 class Pair:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, retry_backoff_ms: int = 60_000) -> None:
         self.clock = ManualClock()
         image = _image({0: 1, 1: 1, 2: 1})
         self.leader = PartitionManager(broker_id=LEADER, data_dir=root / "l", clock=self.clock)
@@ -95,7 +97,7 @@ class Pair:
         self.client = _InProcess(listener)
         self.fetcher = ReplicaFetcher(broker_id=FOLLOWER, leader_id=LEADER, address="127.0.0.1:1",
                                       faults=FetchFaults(None, FOLLOWER), transport="auto", data_peers=object(),  # type: ignore[arg-type]
-                                      fetch_wait_max_ms=0)
+                                      fetch_wait_max_ms=0, retry_backoff_ms=retry_backoff_ms)
         self.fetcher.idle_wait_max_ms = 0
         self.fetcher._data = self.client
         self.following = {(p.topic, p.partition): p for p in self.follower.hosted()}
@@ -154,16 +156,47 @@ def test_new_records_and_a_grown_high_watermark_travel_for_that_partition_alone(
     assert pair.round() == {} and pair.client.carried[-1] == 0
 
 
-def test_a_leadership_change_is_answered_and_a_partition_no_longer_followed_leaves_the_session(pair: Pair) -> None:
+def _newer_epoch_of_partition_2(manager: PartitionManager) -> None:
+    newer = _image({0: 1, 1: 1, 2: 2})
+    manager.publish(None, newer)
+    manager.reconcile(newer)
+
+
+def test_a_refusal_is_answered_and_the_partition_waits_until_its_epoch_changes(pair: Pair) -> None:
     pair.round()
     assert pair.round() == {}
-    newer = _image({0: 1, 1: 1, 2: 2})  # the leader learns of epoch 2 of partition 2 first
-    pair.leader.publish(None, newer)
-    pair.leader.reconcile(newer)
+    _newer_epoch_of_partition_2(pair.leader)  # the leader learns of epoch 2 of partition 2 first
     answered = pair.round()
     assert list(answered) == [2] and answered[2].error_code == ErrorCode.FENCED_EPOCH
-    del pair.following[(TOPIC, 0)]
+    assert pair.round() == {} and pair.round() == {}  # refused: not asked again within its backoff (60 s)
+    session = pair.client.caller.replica_session
+    assert sorted(session.entries) == [(TOPIC, 0), (TOPIC, 1)]
+    _newer_epoch_of_partition_2(pair.follower)  # the follower's metadata catches up: asked again at once
+    answered = pair.round()
+    assert pair.client.carried[-1] == 1 and sorted(session.entries) == [(TOPIC, 0), (TOPIC, 1), (TOPIC, 2)]
+    assert list(answered) == [2] and answered[2].error_code == 0
+    assert pair.round() == {}
+
+
+def test_a_refused_partition_is_asked_again_after_its_backoff(tmp_path: Path) -> None:
+    pair = Pair(tmp_path, retry_backoff_ms=50)
+    try:
+        pair.round()
+        _newer_epoch_of_partition_2(pair.leader)
+        assert pair.round()[2].error_code == ErrorCode.FENCED_EPOCH
+        assert pair.round() == {}  # within the backoff
+        refusals: list[int] = []
+        wait_until(lambda: refusals.extend(a.error_code for a in pair.round().values()) or refusals, timeout=10,
+                   message="the refused partition is fetched again once its backoff passed")
+        assert refusals == [ErrorCode.FENCED_EPOCH]
+    finally:
+        pair.close()
+
+
+def test_a_partition_no_longer_followed_leaves_the_session(pair: Pair) -> None:
     pair.round()
+    del pair.following[(TOPIC, 0)]
+    assert pair.round() == {}
     session = pair.client.caller.replica_session
     assert sorted(session.entries) == [(TOPIC, 1), (TOPIC, 2)] and pair.client.carried[-1] == 0
 
