@@ -217,6 +217,9 @@ def test_broker_kills_lose_no_committed_transaction_and_show_no_aborted_one(clus
     assert outcomes.count("committed") >= 8 and outcomes.count("aborted") >= 1, outcomes
 
 
+HELD_TXN = 3  # the transaction the killed producer holds open (three committed before it)
+
+
 def test_a_producer_killed_mid_transaction_is_aborted_by_its_successor(cluster: LocalCluster, tmp_path: Path) -> None:
     topic = "txn-producer-kill"
     bootstrap = cluster.bootstrap
@@ -227,7 +230,8 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_successor(cluster: 
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     with open(tmp_path / "producer.log", "ab") as log:
         proc = subprocess.Popen([sys.executable, "-m", "tests.fault.txn_producer", bootstrap, topic, str(PARTITIONS),
-                                 transactional_id, str(out)], stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+                                 transactional_id, str(out), str(HELD_TXN)], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, cwd=ROOT)
 
     def lines() -> list[dict[str, object]]:
         parsed = []
@@ -239,9 +243,11 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_successor(cluster: 
         return parsed
 
     try:
-        # some transactions committed, and one begun but not yet at its commit: kill it there
-        wait_until(lambda: sum(1 for x in lines() if x["phase"] == "committed") >= 3 and lines()[-1]["phase"] == "begin",
-                   timeout=90, message=lambda: (tmp_path / "producer.log").read_text()[-2000:])
+        # some transactions committed, and one sent and flushed but not committed: the producer
+        # holds there (txn_producer's HOLD) until it is killed
+        wait_until(lambda: bool(lines()) and lines()[-1]["phase"] == "held", timeout=90,
+                   message=lambda: (tmp_path / "producer.log").read_text()[-2000:])
+        assert sum(1 for x in lines() if x["phase"] == "committed") == HELD_TXN
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
@@ -257,7 +263,7 @@ def test_a_producer_killed_mid_transaction_is_aborted_by_its_successor(cluster: 
             txns[k] = Txn(k, txns[k].writes, "unknown", 0.0)
         elif line["phase"] == "committed":
             txns[k] = Txn(k, txns[k].writes, "committed", 0.0)
-    assert any(t.outcome == "aborted" for t in txns.values())
+    assert txns[HELD_TXN].outcome == "aborted" and all(t.outcome == "committed" for k, t in txns.items() if k != HELD_TXN)
     ops: list[Op] = [*txns.values(), *_final_reads(bootstrap, topic)]
     anomalies = check_transactions(ops)
     assert not anomalies, str(anomalies)
