@@ -152,12 +152,12 @@ class LeaderFetchHandler:
             if token is not None and entry.partition is not None and \
                     entry.partition.settled_follower_fetch(replica_id, token):
                 continue
-            part, partition, answer = step.fetch(entry.wanted)
-            if partition is None or answer is None:  # refused
+            part, fetched = step.fetch(entry.wanted)
+            if fetched is None:  # refused
                 told[key] = part
                 entry.token = entry.told = None
                 continue
-            entry.partition, entry.token = partition, answer.settle_token
+            entry.partition, entry.token = fetched[0], fetched[1].settle_token
             state = (part.high_watermark, part.last_stable_offset, part.log_start_offset, part.log_end_offset)
             if len(part.records) or part.diverging is not None or state != entry.told:
                 told[key] = part
@@ -189,8 +189,8 @@ class _Pass:
         self.grown: list[Partition] = []
         self.expandable = False
 
-    def fetch(self, wanted: ReplicaWanted) -> tuple[ReplicaPart, Partition | None, FollowerFetchAnswer | None]:
-        """One partition's answer, the replica and its ``answer_follower_fetch`` (both None
+    def fetch(self, wanted: ReplicaWanted) -> tuple[ReplicaPart, tuple[Partition, FollowerFetchAnswer] | None]:
+        """One partition's answer, and the replica with its ``answer_follower_fetch`` (None
         when refused: the answer carries the error)."""
         topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max = wanted
         budget = self.budget
@@ -202,7 +202,7 @@ class _Pass:
                 max_bytes=max(1, limit) if budget > 0 else 0)
         except SparkLogError as exc:
             self.done = True
-            return _error_part(topic, index, fetch_offset, exc), None, None
+            return _error_part(topic, index, fetch_offset, exc), None
         offsets = answer.offsets
         records = answer.records
         if answer.diverging is not None:
@@ -218,7 +218,7 @@ class _Pass:
                            offsets.log_start_offset, offsets.log_end_offset,
                            answer.next_fetch_offset if records else fetch_offset, answer.diverging,
                            records)  # a diverging answer reads no frames
-        return part, partition, answer
+        return part, (partition, answer)
 
     def finish(self, on_expandable: Callable[[], None]) -> tuple[bool, int]:
         """Poke the ISR updater and wake the long polls once for the pass; (whether to answer
