@@ -5,8 +5,9 @@ Two walkers over an open file descriptor, both per-frame (never per-record) work
 - ``peek_headers(fd, start, end)``: header fields only, read in 64 KiB chunks; the CRC is
   not checked.  Used to find a frame from a sparse index entry and to load a segment
   that lies below the recovery point (trusted, already flushed data).
-- ``read_frames(fd, start, end)``: every frame read whole (in chunks of up to 8 MiB),
-  CRC-checked, yielded with its header (the cleaner's reads); raises at the first damage.
+- ``read_frames(fd, start, end)``: every frame read whole (in chunks of up to 8 MiB, or
+  ``chunk_bytes``), CRC-checked unless ``verify=False``, yielded with its header (the
+  cleaner's reads); raises at the first damage.
 - ``verify_frames(fd, start, end)``: every frame read whole and checked with
   ``spark_log.frame.verify_frame`` (magic, version, length, CRC-32C).  Used by crash
   recovery.  It stops at the first frame that is torn, corrupt or out of sequence and
@@ -142,10 +143,12 @@ def verify_frames(
         position = header.end
 
 
-def read_frames(fd: int, start: int, end: int, *, chunk_bytes: int = _VERIFY_CHUNK) -> Iterator[tuple[Peek, memoryview]]:
+def read_frames(fd: int, start: int, end: int, *, chunk_bytes: int = _VERIFY_CHUNK,
+                verify: bool = True) -> Iterator[tuple[Peek, memoryview]]:
     """Yield ``(header, frame bytes)`` for every frame of ``[start, end)``, each whole and
-    CRC-checked; the view is valid until the next item.  Raises ``CorruptRecordError`` at
-    the first torn or damaged frame or one that does not start where the previous ended."""
+    (``verify``) CRC-checked; the view is valid until the next item.  Raises
+    ``CorruptRecordError`` at the first torn or damaged frame (without ``verify``: a bad
+    header) or one that does not start where the previous ended."""
     position = start
     expected: int | None = None
     chunk = memoryview(b"")
@@ -166,7 +169,8 @@ def read_frames(fd: int, start: int, end: int, *, chunk_bytes: int = _VERIFY_CHU
         if expected is not None and header.base_offset != expected:
             raise CorruptRecordError(f"frame at byte {position} has offset {header.base_offset}, expected {expected}")
         view = chunk[at: at + header.length]
-        verify_frame(view)
+        if verify:
+            verify_frame(view)
         yield header, view
         expected = header.next_offset
         position = header.end

@@ -17,7 +17,7 @@ from brokers.log.cleaner.records import KeySpec
 from brokers.log.cleaner.throttle import Throttler
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
-from spark_log.errors import InvalidOffsetMapError
+from spark_log.errors import CorruptRecordError, InvalidOffsetMapError
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.compaction import Record, expected, keyed_frame, log_records
 
@@ -139,3 +139,34 @@ def test_compacted_logs_roll_by_max_compaction_lag_and_retention_needs_delete(tm
         clock.advance(1_001)
         log.maybe_roll()
         assert log.apply_retention() == 1 and log.log_start_offset == 1
+
+
+def test_a_damaged_frame_fails_the_clean_before_anything_is_written_though_the_map_pass_skips_crcs(
+        tmp_path: Path) -> None:
+    config = TopicConfig(segment_bytes=4096, index_interval_bytes=256, retention_ms=-1, cleanup_policy="compact")
+    log = PartitionLog(tmp_path / "p", config)
+    try:
+        for i in range(40):
+            log.append_as_leader(keyed_frame([f"k{i % 5}".encode()], [b"value-%04d" % i], timestamp=1_000 + i,
+                                             compression=None), leader_epoch=1)
+        end = log.segment_base_offsets[-1]
+        first = sorted(log.directory.glob("*.log"))[0]
+        data = bytearray(first.read_bytes())
+        at = data.index(b"value-0003")  # a value byte: the keys still decode, the frame's CRC no longer holds
+        data[at] ^= 0x01
+        first.write_bytes(bytes(data))
+        before = {p.name: p.read_bytes() for p in log.directory.glob("*.log")}
+        snapshot = log.cleaner_snapshot(end)
+        try:
+            offsets = build_map(snapshot, start=0, end=end, spec=SPEC, budget_bytes=1 << 20, throttle=FREE,
+                                stop=lambda: False)
+            assert offsets.end == end and len(offsets) == 5  # the map's pass read the damaged frame's key
+            with pytest.raises(CorruptRecordError, match="CRC"):
+                prepare(snapshot, plan=CompactionPlan(end, 0, 0), spec=SPEC, offset_map=offsets, checking=False,
+                        last_frame_of={}, throttle=FREE, stop=lambda: False)
+        finally:
+            snapshot.close()
+        assert not list(log.directory.glob("*.cleaned"))
+        assert {p.name: p.read_bytes() for p in log.directory.glob("*.log")} == before
+    finally:
+        log.close()
