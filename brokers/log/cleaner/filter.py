@@ -45,7 +45,7 @@ from spark_log.frame import ATTR_CODEC_MASK, Codec, FrameHeader, encode_v2, ipc_
 
 from .offset_map import OffsetMap
 from .plan import CompactionPlan, read_plan
-from .records import KeySpec, frame_records
+from .records import KeySpec, frame_records, timestamps_of
 
 __all__ = ["FrameCleaner", "CleanedOutput", "CleanStats", "KEEP", "REMOVE"]
 
@@ -139,7 +139,7 @@ class FrameCleaner:
             return REMOVE
         rows = np.flatnonzero(keep)
         batch = records.batch.take(rows)
-        times = records.timestamps()[rows]
+        times = timestamps_of(batch, header)  # of the kept records only
         self.stats.frames_rewritten += 1
         return encode_v2(
             base_offset=header.base_offset, last_offset_delta=header.span - 1, deltas=offsets[rows] - header.base_offset,

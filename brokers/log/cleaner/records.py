@@ -26,7 +26,7 @@ from spark_log.compaction import has_keys, record_keys, tombstones
 from spark_log.errors import CorruptRecordError
 from spark_log.frame import ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, frame_body, record_offsets
 
-__all__ = ["KeySpec", "FrameRecords", "frame_records", "frame_keys"]
+__all__ = ["KeySpec", "FrameRecords", "frame_records", "frame_keys", "timestamps_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,14 +50,19 @@ class FrameRecords:
     tombstones: npt.NDArray[np.bool_]
 
     def timestamps(self) -> npt.NDArray[np.int64]:
-        """Each record's timestamp (ms): the ``timestamp`` column, or the frame's (typed
-        topics; ``LogAppendTime``: the append time in the header)."""
-        header, batch = self.header, self.batch
-        if header.attributes & ATTR_LOG_APPEND_TIME or "timestamp" not in batch.schema.names:
-            stamp = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.first_timestamp
-            return np.full(batch.num_rows, stamp, dtype=np.int64)
-        column = batch.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64())
-        return np.asarray(column.fill_null(header.first_timestamp).to_numpy(zero_copy_only=False), dtype=np.int64)
+        """Each record's timestamp (ms): ``timestamps_of(self.batch, self.header)``."""
+        return timestamps_of(self.batch, self.header)
+
+
+def timestamps_of(batch: pa.RecordBatch, header: FrameHeader) -> npt.NDArray[np.int64]:
+    """The timestamp (ms) of each record of ``batch`` (the frame's records, or rows taken from
+    them): the ``timestamp`` column, or the frame's (typed topics; ``LogAppendTime``: the
+    append time in the header)."""
+    if header.attributes & ATTR_LOG_APPEND_TIME or "timestamp" not in batch.schema.names:
+        stamp = header.max_timestamp if header.attributes & ATTR_LOG_APPEND_TIME else header.first_timestamp
+        return np.full(batch.num_rows, stamp, dtype=np.int64)
+    column = batch.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64())
+    return np.asarray(column.fill_null(header.first_timestamp).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _schema_of(header: FrameHeader, spec: KeySpec) -> pa.Schema:
