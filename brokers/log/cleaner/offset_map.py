@@ -222,9 +222,89 @@ class OffsetMap:
 
 
 def _latest_per_key(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
-    """Every distinct key of ``keys`` (binary, no nulls) once, with its highest offset
-    (Arrow's hash aggregation).  Keys that all have one length are grouped as fixed-size
-    binary, which Arrow hashes about twice as fast (ids, UUIDs: the common case)."""
+    """Every distinct key of ``keys`` (binary, no nulls) once, with its highest offset, in
+    ascending offset order.  Keys that all have one length of at most ``_MAX_SORTED_WIDTH``
+    bytes (ids, UUIDs: the common case), with offsets ascending (as a fold queues them: the
+    map's, kept in offset order, then the frames'), are grouped by sorting
+    (``_latest_by_sorting``); any other keys, or a hash collision there, by Arrow's hash
+    aggregation."""
+    words = _fixed_width_words(keys)
+    if words is not None and len(keys) > 1 and bool(np.all(offsets[1:] > offsets[:-1])):
+        by_sorting = _latest_by_sorting(keys, words, offsets)
+        if by_sorting is not None:
+            return by_sorting
+    return _latest_by_grouping(keys, offsets)
+
+
+_MAX_SORTED_WIDTH = 32  # bytes of a key grouped by sorting (4 words of 64 bits)
+
+
+def _fixed_width_words(keys: pa.Array[Any]) -> npt.NDArray[np.uint64] | None:
+    """``keys`` as rows of 64-bit words (the last one zero-padded) when every key has the
+    same length, 1 to ``_MAX_SORTED_WIDTH`` bytes; None otherwise.  A view of the keys'
+    bytes when the length is a multiple of 8, else one copy."""
+    n = len(keys)
+    if not n or not pa.types.is_binary(keys.type) or keys.null_count:
+        return None
+    offsets_buffer, data_buffer = keys.buffers()[1:3]
+    if offsets_buffer is None or data_buffer is None:
+        return None
+    bounds = np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset: keys.offset + n + 1]
+    first, width = int(bounds[0]), int(bounds[1]) - int(bounds[0])
+    if not 0 < width <= _MAX_SORTED_WIDTH or int(bounds[-1]) - first != n * width:
+        return None
+    if n > 1 and not bool(np.all(np.diff(bounds) == width)):
+        return None
+    data = np.frombuffer(memoryview(data_buffer), dtype=np.uint8)[first: first + n * width]
+    if width % 8:
+        matrix = np.zeros((n, width + (-width % 8)), dtype=np.uint8)
+        matrix[:, :width] = data.reshape(n, width)
+        return matrix.view(np.uint64)
+    return data.view(np.uint64).reshape(n, width // 8)
+
+
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _latest_by_sorting(keys: pa.Array[Any], words: npt.NDArray[np.uint64],
+                       offsets: npt.NDArray[np.int64]) -> tuple[pa.Array[Any], npt.NDArray[np.int64]] | None:
+    """The latest offset per key, for keys given as rows of ``words`` with ascending
+    offsets: each key's 64-bit hash with its row number in the low bits, sorted as one array
+    (numpy sorts plain 64-bit values several times faster than it sorts indices, or than
+    Arrow's hash aggregation groups 16-byte keys); a run of one hash ends at its key's last
+    row, the highest offset.  Every key is then compared with its run's last key: None if two
+    keys share a hash (the caller groups them exactly instead), so no answer rests on a hash."""
+    n, columns = words.shape
+    row_bits = (n - 1).bit_length()
+    rows_mask = np.uint64((1 << row_bits) - 1)
+    with np.errstate(over="ignore"):
+        packed = words[:, 0] * _M1
+        for column in range(1, columns):
+            packed ^= packed >> np.uint64(29)
+            packed ^= words[:, column]
+            packed *= _M2
+        packed ^= packed >> np.uint64(32)
+        packed *= _M1
+    packed &= ~rows_mask
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    rows = (packed & rows_mask).astype(np.int64)
+    packed >>= np.uint64(row_bits)
+    ends = np.flatnonzero(packed[1:] != packed[:-1])
+    last_rows = np.append(rows[ends], rows[-1])
+    owner = np.empty(n, dtype=np.int64)
+    owner[rows] = np.repeat(last_rows, np.diff(np.concatenate(([-1], ends, [n - 1]))))
+    if not np.array_equal(words, np.take(words, owner, axis=0)):
+        return None
+    last_rows.sort()
+    return keys.take(last_rows), offsets[last_rows]
+
+
+def _latest_by_grouping(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
+    """``_latest_per_key`` by Arrow's hash aggregation (``max`` of the offsets): any keys,
+    any order.  Keys of one length are grouped as fixed-size binary, which Arrow hashes about
+    twice as fast as binary."""
     grouped_keys: pa.Array[Any] = keys
     offsets_buffer = keys.buffers()[1]
     if len(keys) and offsets_buffer is not None:
@@ -236,4 +316,6 @@ def _latest_per_key(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> tupl
     merged: pa.Array[Any] = grouped.column("k").combine_chunks()
     if merged.type != pa.binary():
         merged = merged.cast(pa.binary())
-    return merged, np.asarray(grouped.column("o_max").to_numpy(), dtype=np.int64)
+    latest = np.asarray(grouped.column("o_max").to_numpy(), dtype=np.int64)
+    order = np.argsort(latest)
+    return merged.take(order), latest[order]

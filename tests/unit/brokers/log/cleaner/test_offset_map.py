@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from brokers.log.cleaner import offset_map
 from brokers.log.cleaner.offset_map import OffsetMap
 from spark_log.errors import InvalidOffsetMapError
 
@@ -62,11 +63,12 @@ def test_malformed_offered_maps_are_refused(table: pa.Table, match: str) -> None
         OffsetMap.from_arrow(table, start=0, end=10)
 
 
-@pytest.mark.parametrize("width", [None, 6], ids=["mixed-lengths", "one-length"])
+@pytest.mark.parametrize("width", [None, 6, 8, 16, 32, 40],
+                         ids=["mixed-lengths", "padded-words", "one-word", "two-words", "four-words", "too-wide-to-sort"])
 def test_folds_agree_with_a_model_whether_keys_share_a_length_or_not(width: int | None) -> None:
     rng = np.random.default_rng(7)
     numbers = rng.integers(0, 300, 4000)
-    names = [f"{n:06d}" if width else "k" * int(n % 5) + str(n) for n in numbers]
+    names = [f"{n:0{width}d}" if width else "k" * int(n % 5) + str(n) for n in numbers]
     model = {name.encode(): offset for offset, name in enumerate(names)}
     m = OffsetMap(start=0, budget_bytes=1 << 30)
     for at in range(0, len(names), 1000):  # four folds, each merging the map with new keys
@@ -75,6 +77,33 @@ def test_folds_agree_with_a_model_whether_keys_share_a_length_or_not(width: int 
     table = m.to_arrow()
     assert table.column("key").type == pa.binary()
     assert dict(zip(table.column("key").to_pylist(), table.column("offset").to_pylist())) == model
+    assert table.column("offset").to_pylist() == sorted(model.values())  # the map stays in offset order
+
+
+def test_grouping_by_sorting_agrees_with_arrows_grouping_and_never_rests_on_a_hash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(11)
+    keys = _keys(*[f"{n:016d}" for n in rng.integers(0, 5000, 60_000)])
+    offsets = np.arange(100, 60_100, dtype=np.int64)
+    words = offset_map._fixed_width_words(keys)
+    assert words is not None and words.shape == (60_000, 2)
+    sorted_keys, sorted_offsets = offset_map._latest_by_sorting(keys, words, offsets) or (None, None)
+    grouped_keys, grouped_offsets = offset_map._latest_by_grouping(keys, offsets)
+    assert sorted_keys is not None and sorted_offsets is not None
+    assert sorted_keys.to_pylist() == grouped_keys.to_pylist() and sorted_offsets.tolist() == grouped_offsets.tolist()
+    # a hash that maps every key to one value: the comparison of the keys catches it, and the
+    # fold answers by Arrow's grouping instead
+    monkeypatch.setattr(offset_map, "_M1", np.uint64(0))
+    assert offset_map._latest_by_sorting(keys, words, offsets) is None
+    fallback_keys, fallback_offsets = offset_map._latest_per_key(keys, offsets)
+    assert fallback_keys.to_pylist() == grouped_keys.to_pylist() and fallback_offsets.tolist() == grouped_offsets.tolist()
+
+
+@pytest.mark.parametrize("names, wanted", [
+    (["a", "bb"], None), (["ab", "cd"], (2, 1)), (["a" * 33] * 2, None), ([], None)])
+def test_only_keys_of_one_length_are_sorted_as_words(names: list[str], wanted: tuple[int, int] | None) -> None:
+    words = offset_map._fixed_width_words(_keys(*names) if names else pa.nulls(0, pa.binary()))
+    assert (None if words is None else words.shape) == wanted
 
 
 @pytest.mark.parametrize("keys", [40, 2], ids=["flags-per-offset", "sorted-search"])
