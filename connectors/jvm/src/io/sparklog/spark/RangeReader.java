@@ -61,7 +61,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   /** SPARK_LOG_JVM_PROFILE=1: each task prints where its time went (stderr of its JVM). */
   private static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
   private final long created = System.nanoTime();
-  private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos;
+  private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos, loadCpuNanos;
+  private static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
+  private final long createdCpu = PROFILE ? THREADS.getCurrentThreadCpuTime() : 0;
   private int fetches;
   /** PROFILE: the reader's construction, when its first batch was handed to Spark, and the time
    *  Spark spent on the batches between next() calls (the row conversion and the sink). */
@@ -462,6 +464,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       ArrowBuf body = answer.slice(bodyAt + start, size);
       body.getReferenceManager().retain();  // deserializeRecordBatch releases its body once
       long tl = System.nanoTime();
+      long tlCpu = PROFILE ? THREADS.getCurrentThreadCpuTime() : 0;
       copyNanos += tl - tb;
       try (ArrowRecordBatch records = MessageSerializer.deserializeRecordBatch(message, body)) {
         if (pruned.keep == null) {
@@ -473,6 +476,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         }
       }
       loadNanos += System.nanoTime() - tl;
+      if (PROFILE) loadCpuNanos += THREADS.getCurrentThreadCpuTime() - tlCpu;
     } catch (IOException | RuntimeException e) {
       root.close();
       if (e instanceof SparkLogException) throw (SparkLogException) e;
@@ -618,10 +622,11 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   @Override
   public void close() {
     if (PROFILE) {
-      System.err.printf("spark-log profile %s: task %.1f ms (reader built in %.1f, first batch at %.1f, Spark on the batches %.1f), %d fetches %.1f ms (%d bytes), decode %.1f ms (crc %.1f, copy+deserialize %.1f, load+decompress %.1f), connections opened "
+      System.err.printf("spark-log profile %s: task %.1f ms (reader built in %.1f, first batch at %.1f, Spark on the batches %.1f), %d fetches %.1f ms (%d bytes), decode %.1f ms (crc %.1f, copy+deserialize %.1f, load+decompress %.1f, of it CPU %.1f), task thread CPU %.1f ms, connections opened "
           + "in this JVM so far %d%n", part, (System.nanoTime() - created) / 1e6, ctorNanos / 1e6,
           (firstBatchAt == 0 ? 0 : firstBatchAt - created) / 1e6, consumeNanos / 1e6, fetches, fetchNanos / 1e6, fetchedBytes,
-          decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, DataConnection.OPENED.get());
+          decodeNanos / 1e6, crcNanos / 1e6, copyNanos / 1e6, loadNanos / 1e6, loadCpuNanos / 1e6,
+          (THREADS.getCurrentThreadCpuTime() - createdCpu) / 1e6, DataConnection.OPENED.get());
     }
     release();
     if (inflight != null) {  // the answer of a prefetch this task no longer needs
