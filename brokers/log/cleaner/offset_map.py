@@ -3,9 +3,11 @@ SkimpyOffsetMap, but keyed by the keys themselves, with a hash index for lookups
 
 The map covers the records of ``[start, end)``: for each compaction key the highest offset
 it has there.  It is built from chunks of (keys, offsets) added **in offset order**
-(``add``, then ``fold``).  A fold groups the map's keys and the queued ones by the keys
-themselves (Arrow's hash aggregation, ``max`` of the offsets; exact, no per-row Python and
-no hash collisions to guard against).  A fold that would pass ``budget_bytes`` (the dedupe
+(``add``, then ``fold``).  A fold groups the map's keys (kept in offset order) and the
+queued ones: keys of one length up to 32 bytes by sorting their 64-bit hashes, each packed
+with its row number, then comparing every key with the last one of its hash's run (a
+shared hash sends the fold to the exact path); other keys by Arrow's hash aggregation
+(``max`` of the offsets).  Exact either way, and no per-row Python.  A fold that would pass ``budget_bytes`` (the dedupe
 buffer) changes nothing and returns False, so the builder stops at the last frame boundary
 that fitted.  Memory: the keys, offsets and a 64-bit lookup hash per key (``nbytes``; the
 hash is built on the first lookup).
