@@ -70,17 +70,22 @@ def peek(buf: bytes | bytearray | memoryview, at: int, position: int) -> Peek:
 def peek_headers(fd: int, start: int, end: int) -> Iterator[Peek]:
     """Yield the header of every frame in ``[start, end)`` of the file, in order.
 
-    Raises ``CorruptRecordError`` on a bad header or a frame that runs past ``end``.
+    Reads 64 KiB at a time (many small frames per read); after a frame longer than that, only
+    the next header (a cleaned segment's or a producer's big frames: reading 64 KiB for every
+    header would read the whole file).  Raises ``CorruptRecordError`` on a bad header or a
+    frame that runs past ``end``.
     """
     position = start
     chunk = b""
     chunk_at = start
+    big = False  # the last frame was longer than a chunk
     while position < end:
         at = position - chunk_at
         if at < 0 or len(chunk) - at < PEEK_SIZE:
-            chunk = os.pread(fd, min(_CHUNK, end - position), position)
+            chunk = os.pread(fd, min(PEEK_SIZE if big else _CHUNK, end - position), position)
             chunk_at, at = position, 0
         header = peek(chunk, at, position)
+        big = header.length >= _CHUNK
         if header.end > end:
             raise CorruptRecordError(
                 f"frame at byte {position} (offset {header.base_offset}) runs past the end of the data ({end})"

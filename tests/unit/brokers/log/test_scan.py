@@ -57,6 +57,38 @@ def test_peek_headers_walks_every_frame(tmp_path: Path) -> None:
         os.close(fd)
 
 
+def test_peek_headers_reads_only_the_headers_of_frames_longer_than_its_chunk(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes = [3, *[3000] * 10, 2, 1, 3000]  # records of 30-byte values: 3000 records is about 100 KiB
+    frames, offset = [], 0
+    for i, records in enumerate(sizes):
+        raw = bytearray(make_frame(records, value_bytes=30, tag=i))
+        set_offset_and_epoch(raw, offset, 1)
+        frames.append(bytes(raw))
+        offset += records
+    (tmp_path / "b.log").write_bytes(b"".join(frames))
+    read: list[int] = []
+    real_pread = os.pread
+
+    def counting_pread(fd: int, length: int, position: int) -> bytes:
+        data = real_pread(fd, length, position)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(scan.os, "pread", counting_pread)
+    fd = os.open(tmp_path / "b.log", os.O_RDONLY)
+    try:
+        headers = list(scan.peek_headers(fd, 0, sum(map(len, frames))))
+    finally:
+        os.close(fd)
+    assert [h.length for h in headers] == [len(f) for f in frames]
+    assert [h.base_offset for h in headers] == [sum(sizes[:i]) for i in range(len(sizes))]
+    big = sum(len(f) for f in frames if len(f) >= 64 * 1024)
+    # one 64 KiB read for the first frames, then a header's bytes after each big frame (and one more chunk
+    # after the small ones), never 64 KiB per big frame
+    assert big > 10 * 64 * 1024 and sum(read) < 3 * 64 * 1024
+
+
 @pytest.mark.parametrize(
     "damage, reason",
     [
