@@ -48,7 +48,7 @@ from ..snapshot import CleanedGroup, LogSnapshot, SegmentFile
 from .filter import CleanedOutput, CleanStats, FrameCleaner
 from .offset_map import OffsetMap
 from .plan import CompactionPlan
-from .records import KeySpec, frame_keys
+from .records import BatchReader, KeySpec, frame_keys
 from .throttle import Throttler
 
 __all__ = ["Prepared", "CleanAborted", "producer_frames", "build_map", "prepare", "discard"]
@@ -141,6 +141,7 @@ def build_map(snapshot: LogSnapshot, *, start: int, end: int, spec: KeySpec, bud
     first frame whose max timestamp is above ``young_after_ms`` (min.compaction.lag.ms),
     or the last frame boundary that fitted ``budget_bytes``."""
     offsets = OffsetMap(start=start, budget_bytes=budget_bytes)
+    reader = BatchReader()
     for view, next_offset in _frames(snapshot, start, end, throttle, stop):
         header = parse_header(view)
         if young_after_ms is not None and header.max_timestamp > young_after_ms:
@@ -149,7 +150,7 @@ def build_map(snapshot: LogSnapshot, *, start: int, end: int, spec: KeySpec, bud
                 or (header.is_transactional and snapshot.is_aborted(header.producer_id, header.base_offset))):
             offsets.add(_NO_KEYS, _NO_OFFSETS, end=next_offset)  # no keys: control, emptied or aborted records
             continue
-        keys, numbers = frame_keys(view, header, spec)
+        keys, numbers = frame_keys(view, header, spec, reader)
         inside = numbers >= start
         if not inside.all():
             keys, numbers = keys.filter(pa.array(inside)), numbers[inside]

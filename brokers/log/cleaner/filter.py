@@ -45,7 +45,7 @@ from spark_log.frame import ATTR_CODEC_MASK, Codec, FrameHeader, encode_v2, ipc_
 
 from .offset_map import OffsetMap
 from .plan import CompactionPlan, read_plan
-from .records import KeySpec, frame_records, timestamps_of
+from .records import BatchReader, KeySpec, frame_records, timestamps_of
 
 __all__ = ["FrameCleaner", "CleanedOutput", "CleanStats", "KEEP", "REMOVE"]
 
@@ -90,6 +90,7 @@ class FrameCleaner:
     aborted: tuple[tuple[int, int, int], ...] = ()  # (producer id, first offset, abort marker offset)
     # producers with a transactional record kept since their last marker (this pass)
     _txn_records_kept: set[int] = field(default_factory=set)
+    _reader: BatchReader = field(default_factory=BatchReader)  # this pass's frame decoder
 
     def _producer_keeps(self, header: FrameHeader) -> bool:
         return (header.producer_id >= 0 and self.last_frame_of.get(header.producer_id) == header.base_offset
@@ -116,7 +117,7 @@ class FrameCleaner:
                 self.stats.producer_frames_kept += 1
                 return KEEP
             return REMOVE
-        records = frame_records(frame, header, self.spec)
+        records = frame_records(frame, header, self.spec, self._reader)
         offsets = records.offsets
         in_range = offsets < end
         superseded = self._superseded(records.keys, offsets, records.keyed) & in_range

@@ -14,6 +14,7 @@ Thread-safety: pure functions over the caller's buffers.
 from __future__ import annotations
 
 import functools
+import io
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,7 +27,7 @@ from spark_log.compaction import has_keys, record_keys, tombstones
 from spark_log.errors import CorruptRecordError
 from spark_log.frame import ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, frame_body, record_offsets
 
-__all__ = ["KeySpec", "FrameRecords", "frame_records", "frame_keys", "timestamps_of"]
+__all__ = ["KeySpec", "FrameRecords", "BatchReader", "frame_records", "frame_keys", "timestamps_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,11 +74,16 @@ def _schema_of(header: FrameHeader, spec: KeySpec) -> pa.Schema:
     return schema
 
 
-def frame_records(frame: memoryview, header: FrameHeader, spec: KeySpec) -> FrameRecords:
-    """Decode the records of one data frame (``frame`` holds exactly it).  Raises
-    ``CorruptRecordError`` for an unknown schema id or a damaged body."""
+def frame_records(frame: memoryview, header: FrameHeader, spec: KeySpec,
+                  reader: BatchReader | None = None) -> FrameRecords:
+    """Decode the records of one data frame (``frame`` holds exactly it), with the pass's
+    ``reader`` (a new one if None).  Raises ``CorruptRecordError`` for an unknown schema id or
+    a damaged body."""
     schema = _schema_of(header, spec)
-    batch = _read(frame, header, schema, None) if header.record_count else decode_batch(frame, schema)
+    if header.record_count:
+        batch = (reader or BatchReader()).read(frame, header, schema, None)
+    else:
+        batch = decode_batch(frame, schema)
     offsets = record_offsets(frame, header)
     keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
     marks = tombstones(batch, kind=spec.kind, tombstone_column=spec.tombstone_column)
@@ -92,34 +98,76 @@ def _schema_message(schema: pa.Schema) -> bytes:
     return sink.getvalue().to_pybytes()[:-8]  # without the end-of-stream marker
 
 
-_READ_ALL = ipc.IpcReadOptions(use_threads=False)
+class _Feed(io.RawIOBase):
+    """The input of one Arrow stream reader: the schema's message first, then each frame's
+    message as it is pushed (views, never copies)."""
+
+    def __init__(self, first: bytes) -> None:
+        super().__init__()
+        self._view = memoryview(first)
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def push(self, message: memoryview) -> None:
+        """The next bytes the reader gets (what is left of the previous message is dropped)."""
+        self._view, self._at = message, 0
+
+    def read(self, size: int = -1) -> memoryview:
+        end = len(self._view) if size is None or size < 0 else self._at + size
+        out = self._view[self._at: end]
+        self._at += len(out)
+        return out
 
 
-def _read(frame: memoryview, header: FrameHeader, schema: pa.Schema, fields: list[int] | None) -> pa.RecordBatch:
-    """The frame's batch (only ``fields``, by index, when given), decompressed on this thread:
-    Arrow's thread pool costs more than it saves on one frame's few buffers, and more still
-    on a busy machine."""
-    stream = pa.py_buffer(b"".join((_schema_message(schema), frame_body(frame, header))))  # one copy
-    options = _READ_ALL if fields is None else ipc.IpcReadOptions(included_fields=fields, use_threads=False)
-    try:
-        batch = ipc.open_stream(stream, options=options).read_next_batch()
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
-    if batch.num_rows != header.record_count:
-        raise CorruptRecordError(f"frame at offset {header.base_offset} claims {header.record_count} records, holds "
-                                 f"{batch.num_rows}")
-    return batch
+class BatchReader:
+    """Decodes frames' Arrow messages for one pass of one thread: an Arrow stream reader per
+    (schema, fields) stays open and is fed each frame's message in turn, so a frame is never
+    copied (a stream of schema message + frame body was built per frame before) and a schema
+    is parsed once per pass.  Buffers are decompressed on this thread: Arrow's thread pool
+    costs more than it saves on one frame's few buffers, and more still on a busy machine.
+    A reader that fails (a damaged frame) is dropped, so the next frame starts afresh."""
+
+    def __init__(self) -> None:
+        self._open: dict[tuple[pa.Schema, tuple[int, ...] | None], tuple[_Feed, ipc.RecordBatchStreamReader]] = {}
+
+    def read(self, frame: memoryview, header: FrameHeader, schema: pa.Schema,
+             fields: tuple[int, ...] | None) -> pa.RecordBatch:
+        """The frame's batch (only ``fields``, by index, when given).  Raises
+        ``CorruptRecordError`` for a body that is not one valid record batch of ``schema``."""
+        key = (schema, fields)
+        entry = self._open.get(key)
+        try:
+            if entry is None:
+                feed = _Feed(_schema_message(schema))
+                options = ipc.IpcReadOptions(included_fields=list(fields) if fields is not None else None,
+                                             use_threads=False)
+                entry = self._open[key] = feed, ipc.open_stream(pa.PythonFile(feed, mode="r"), options=options)
+            entry[0].push(frame_body(frame, header))
+            batch = entry[1].read_next_batch()
+        except (pa.ArrowInvalid, OSError, StopIteration) as exc:
+            self._open.pop(key, None)
+            reason = exc if str(exc) else "no record batch"
+            raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: "
+                                     f"{reason}") from None
+        if batch.num_rows != header.record_count:
+            raise CorruptRecordError(f"frame at offset {header.base_offset} claims {header.record_count} records, "
+                                     f"holds {batch.num_rows}")
+        return batch
 
 
-def frame_keys(frame: memoryview, header: FrameHeader, spec: KeySpec) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
+def frame_keys(frame: memoryview, header: FrameHeader, spec: KeySpec,
+               reader: BatchReader | None = None) -> tuple[pa.Array[Any], npt.NDArray[np.int64]]:
     """The compaction key and offset of every keyed record of one data frame, decoding only
-    the key columns (the offset map's pass: values are never decompressed)."""
+    the key columns (the offset map's pass: values are never decompressed), with the pass's
+    ``reader`` (a new one if None)."""
     schema = _schema_of(header, spec)
     names = ["key"] if spec.kind == "bytes" else list(spec.key_columns)
     fields = [schema.get_field_index(name) for name in names]
     if min(fields, default=-1) < 0:
         raise CorruptRecordError(f"frame at offset {header.base_offset}: its schema lacks key columns {names}")
-    batch = _read(frame, header, schema, sorted(fields))
+    batch = (reader or BatchReader()).read(frame, header, schema, tuple(sorted(fields)))
     keys = record_keys(batch, kind=spec.kind, key_columns=spec.key_columns, schema=schema)
     offsets = record_offsets(frame, header)
     keyed = has_keys(keys)
