@@ -8,8 +8,10 @@ with it into ``FrameRecords``: the decoded batch, each record's offset
 is a tombstone, and (on demand) its timestamp (the ``timestamp`` column of a bytes topic;
 the frame's timestamp for typed topics and for ``LogAppendTime`` frames, whose header holds
 the append time).  ``frame_keys`` decodes the key columns alone (the offset map's pass).
+Both decode with a pass's ``BatchReader`` (frames fed to open Arrow stream readers).
 
-Thread-safety: pure functions over the caller's buffers.
+Thread-safety: the functions are pure over the caller's buffers; a ``BatchReader`` belongs
+to one thread (one pass).
 """
 from __future__ import annotations
 
