@@ -28,6 +28,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from brokers.launcher.ports import unused_port
+
 __all__ = ["PeerUnavailable", "Server", "free_port", "listening_addresses", "peerbench", "tool"]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,9 +57,8 @@ def tool(name: str) -> Path:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port for a peer server to bind (outside the kernel's ephemeral range: ``brokers.launcher.ports``)."""
+    return unused_port()
 
 
 def _socket_inodes(pid: int) -> set[str]:

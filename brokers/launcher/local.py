@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -44,6 +43,7 @@ from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import broker_pb2_grpc as rpc
 
 from . import secure
+from .ports import unused_ports
 from .secure import DevSecurity
 
 __all__ = ["LocalCluster", "main"]
@@ -58,19 +58,6 @@ _PROBE_CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", -1),
     ("grpc.enable_retries", 0),
 )
-
-
-def _free_ports(count: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(count):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind((HOST, 0))
-            socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for sock in socks:
-            sock.close()
 
 
 def _alive(pid: int) -> bool:
@@ -107,7 +94,7 @@ class LocalCluster:
         self.extra_config = dict(extra_config or {})
         self.raft_config = dict(raft_config or {})
         self.security = security or DevSecurity()
-        self.nodes = self._load() or [NodeState(i, p) for i, p in enumerate(_free_ports(brokers), start=1)]
+        self.nodes = self._load() or [NodeState(i, p) for i, p in enumerate(unused_ports(brokers, HOST), start=1)]
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._channels = secure.PLAINTEXT
 

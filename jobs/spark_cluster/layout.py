@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from brokers.launcher.ports import unused_port
 
 __all__ = [
     "BrokerMeta",
@@ -68,10 +69,9 @@ def read_json(path: Path) -> Any:
 
 
 def free_port(host: str) -> int:
-    """A port free on ``host`` right now (chosen once, then kept in a meta file)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    """A port free on ``host`` right now (chosen once, then kept in a meta file), outside the
+    kernel's ephemeral range (``brokers.launcher.ports``)."""
+    return unused_port(host)
 
 
 def toml_lines(values: dict[str, Any]) -> list[str]:

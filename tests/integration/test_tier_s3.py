@@ -23,6 +23,7 @@ from spark_log import Admin
 from spark_log.errors import TierStorageError
 from spark_log.tier import TierTable, tier_filesystem
 from tests.support.cluster import local_cluster
+from tests.support.ports import free_port
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
 from tests.support.wait import wait_until
 
@@ -33,19 +34,13 @@ BUCKET = "spark-log-tier"
 SECRET = "s3cr3t-" + uuid.uuid4().hex[:8]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     """A moto S3 server (its own process: deltalake's calls hold the GIL, so an in-process
     server thread would never answer them) with the tier's bucket; its storage options."""
     import boto3
 
-    port = _free_port()
+    port = free_port()
     log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=log, stderr=subprocess.STDOUT)
@@ -187,7 +182,7 @@ def test_job_killed_before_its_commit_on_s3_then_restarted(cluster: LocalCluster
 @pytest.mark.parametrize("case", ["wrong-endpoint", "missing-bucket"])
 def test_a_wrong_endpoint_or_a_missing_bucket_is_a_typed_bounded_error(s3: dict[str, str], case: str) -> None:
     if case == "wrong-endpoint":
-        location, options = f"s3://{BUCKET}/x", {**s3, "aws_endpoint_url": f"http://127.0.0.1:{_free_port()}"}
+        location, options = f"s3://{BUCKET}/x", {**s3, "aws_endpoint_url": f"http://127.0.0.1:{free_port()}"}
     else:
         location, options = "s3://no-such-bucket-here/x", s3
     began = time.monotonic()
