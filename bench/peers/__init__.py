@@ -28,7 +28,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from brokers.launcher.ports import unused_port
+from brokers.launcher.ports import unused_port as free_port  # a peer server's port
 
 __all__ = ["PeerUnavailable", "Server", "free_port", "listening_addresses", "peerbench", "tool"]
 
@@ -54,11 +54,6 @@ def tool(name: str) -> Path:
     if found:
         return Path(found)
     raise PeerUnavailable(f"{name} is not installed: run `make peers-deps`")
-
-
-def free_port() -> int:
-    """A port for a peer server to bind (outside the kernel's ephemeral range: ``brokers.launcher.ports``)."""
-    return unused_port()
 
 
 def _socket_inodes(pid: int) -> set[str]:

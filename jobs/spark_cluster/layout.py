@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from brokers.launcher.ports import unused_port
+from brokers.launcher.ports import unused_port as free_port  # chosen once, then kept in a meta file
 
 __all__ = [
     "BrokerMeta",
@@ -66,12 +66,6 @@ def read_json(path: Path) -> Any:
         return json.loads(Path(path).read_text())
     except FileNotFoundError:
         return None
-
-
-def free_port(host: str) -> int:
-    """A port free on ``host`` right now (chosen once, then kept in a meta file), outside the
-    kernel's ephemeral range (``brokers.launcher.ports``)."""
-    return unused_port(host)
 
 
 def toml_lines(values: dict[str, Any]) -> list[str]:

@@ -16,6 +16,8 @@ import json
 import sys
 from typing import Any
 
+from tests.support.wait import wait_until
+
 
 def main(bootstrap: str, topic: str, jar: str) -> None:
     from pyspark.sql import SparkSession
@@ -29,12 +31,8 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
         jvm: Any = spark._jvm
-        deadline_executors = 0
-        import time
-
-        while sc._jsc.sc().getExecutorMemoryStatus().size() < 3 and deadline_executors < 240:  # driver + 2
-            time.sleep(0.5)
-            deadline_executors += 1
+        wait_until(lambda: sc._jsc.sc().getExecutorMemoryStatus().size() >= 3, timeout=120, interval=0.2,
+                   message="the two executors of local-cluster[2,1,1024] registered")  # driver + 2
         listener = jvm.io.sparklog.spark.TaskLocality()
         sc._jsc.sc().addSparkListener(listener)
         rows = (spark.read.format("io.sparklog.spark.SparkLogProvider").option("bootstrap", bootstrap)

@@ -2,12 +2,7 @@
 kernel's ephemeral range, so no other socket's port 0 takes one before its process binds it)."""
 from __future__ import annotations
 
-from brokers.launcher.ports import unused_port, unused_ports
+from brokers.launcher.ports import unused_port as free_port
+from brokers.launcher.ports import unused_ports as free_ports
 
-
-def free_port() -> int:
-    return unused_port()
-
-
-def free_ports(count: int) -> list[int]:
-    return unused_ports(count)
+__all__ = ["free_port", "free_ports"]

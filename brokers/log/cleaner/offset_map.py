@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 
 from spark_log.errors import InvalidOffsetMapError
 
-from .key_hash import hash64
+from .key_hash import _M1, _M2, hash64  # splitmix64's multipliers, for the folds' hash too
 
 __all__ = ["OffsetMap"]
 
@@ -241,32 +241,36 @@ def _latest_per_key(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> tupl
 _MAX_SORTED_WIDTH = 32  # bytes of a key grouped by sorting (4 words of 64 bits)
 
 
-def _fixed_width_words(keys: pa.Array[Any]) -> npt.NDArray[np.uint64] | None:
-    """``keys`` as rows of 64-bit words (the last one zero-padded) when every key has the
-    same length, 1 to ``_MAX_SORTED_WIDTH`` bytes; None otherwise.  A view of the keys'
-    bytes when the length is a multiple of 8, else one copy."""
+def _one_width(keys: pa.Array[Any]) -> int | None:
+    """The length every key of ``keys`` (binary, int32 offsets) has, if they share one above
+    zero and none is null; None otherwise."""
     n = len(keys)
-    if not n or not pa.types.is_binary(keys.type) or keys.null_count:
-        return None
-    offsets_buffer, data_buffer = keys.buffers()[1:3]
-    if offsets_buffer is None or data_buffer is None:
+    offsets_buffer = keys.buffers()[1]
+    if not n or not pa.types.is_binary(keys.type) or keys.null_count or offsets_buffer is None:
         return None
     bounds = np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset: keys.offset + n + 1]
-    first, width = int(bounds[0]), int(bounds[1]) - int(bounds[0])
-    if not 0 < width <= _MAX_SORTED_WIDTH or int(bounds[-1]) - first != n * width:
+    width = int(bounds[1]) - int(bounds[0])
+    if width <= 0 or int(bounds[-1]) - int(bounds[0]) != n * width:
         return None
-    if n > 1 and not bool(np.all(np.diff(bounds) == width)):
+    return width if n == 1 or bool(np.all(np.diff(bounds) == width)) else None
+
+
+def _fixed_width_words(keys: pa.Array[Any]) -> npt.NDArray[np.uint64] | None:
+    """``keys`` as rows of 64-bit words (the last one zero-padded) when every key has the
+    same length, 1 to ``_MAX_SORTED_WIDTH`` bytes (``_one_width``); None otherwise.  A view
+    of the keys' bytes when the length is a multiple of 8, else one copy."""
+    width = _one_width(keys)
+    offsets_buffer, data_buffer = keys.buffers()[1:3]
+    if width is None or width > _MAX_SORTED_WIDTH or offsets_buffer is None or data_buffer is None:
         return None
+    n = len(keys)
+    first = int(np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset])
     data = np.frombuffer(memoryview(data_buffer), dtype=np.uint8)[first: first + n * width]
     if width % 8:
         matrix = np.zeros((n, width + (-width % 8)), dtype=np.uint8)
         matrix[:, :width] = data.reshape(n, width)
         return matrix.view(np.uint64)
     return data.view(np.uint64).reshape(n, width // 8)
-
-
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
 
 
 def _latest_by_sorting(keys: pa.Array[Any], words: npt.NDArray[np.uint64],
@@ -307,13 +311,8 @@ def _latest_by_grouping(keys: pa.Array[Any], offsets: npt.NDArray[np.int64]) -> 
     """``_latest_per_key`` by Arrow's hash aggregation (``max`` of the offsets): any keys,
     any order.  Keys of one length are grouped as fixed-size binary, which Arrow hashes about
     twice as fast as binary."""
-    grouped_keys: pa.Array[Any] = keys
-    offsets_buffer = keys.buffers()[1]
-    if len(keys) and offsets_buffer is not None:
-        bounds = np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset: keys.offset + len(keys) + 1]
-        widths = np.diff(bounds)
-        if 0 < int(widths[0]) and bool(np.all(widths == widths[0])):
-            grouped_keys = keys.cast(pa.binary(int(widths[0])))
+    width = _one_width(keys)
+    grouped_keys: pa.Array[Any] = keys if width is None else keys.cast(pa.binary(width))
     grouped = pa.table({"k": grouped_keys, "o": offsets}).group_by("k", use_threads=False).aggregate([("o", "max")])
     merged: pa.Array[Any] = grouped.column("k").combine_chunks()
     if merged.type != pa.binary():

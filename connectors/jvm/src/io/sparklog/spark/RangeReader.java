@@ -62,7 +62,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private static final boolean PROFILE = System.getenv("SPARK_LOG_JVM_PROFILE") != null;
   private final long created = System.nanoTime();
   private long fetchNanos, decodeNanos, fetchedBytes, crcNanos, loadNanos, copyNanos, loadCpuNanos;
-  private static final java.lang.management.ThreadMXBean THREADS = java.lang.management.ManagementFactory.getThreadMXBean();
+  private static final java.lang.management.ThreadMXBean THREADS =
+      PROFILE ? java.lang.management.ManagementFactory.getThreadMXBean() : null;  // JMX only when profiling
   private final long createdCpu = PROFILE ? THREADS.getCurrentThreadCpuTime() : 0;
   private int fetches;
   /** PROFILE: the reader's construction, when its first batch was handed to Spark, and the time
