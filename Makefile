@@ -52,7 +52,7 @@ debian-deps:
 	@{ command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; } || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 check-java:
-	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install it with: sudo apt-get install -y openjdk-17-jre-headless   (macOS: brew install openjdk@17)"; exit 1; }
+	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install a JDK (javac also builds the JVM connector): sudo apt-get install -y openjdk-17-jdk-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
 test: install check-java debian-deps peers-servers
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
