@@ -7,8 +7,14 @@ Reads TOPIC through the JVM implementation (class name; JAR is its jar without t
 DataSourceRegister) with ``io.sparklog.spark.TaskLocality`` listening, and prints one JSON
 object: ``preferred`` (each topic-partition's preferred locations as the scan planned
 them), ``tasks`` (every task of the read: stage, index, executor, host, Spark's task
-locality, success) and ``rows`` (rows read).  ``spark.locality.wait`` is 10 s so a task
-whose executor is busy under heavy load still waits for it rather than running ANY.
+locality, success) and ``rows`` (rows read).
+
+``spark.locality.wait`` is 10 minutes, longer than the test lets this job run: a task whose
+preferred executor is busy waits for it, never runs at a lower locality level elsewhere.
+Each executor has one core and three of the four partitions may prefer the same one, so
+tasks queue behind each other; with a wait of 10 s, an executor's first task (a new JVM
+loading the connector) outlasted it on a loaded machine, and the queued tasks ran
+NODE_LOCAL on the other executor (CI run q-1, and twice in two runs beside 6 busy loops).
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.executor.memory", "512m").config("spark.jars", jar)
-             .config("spark.locality.wait", "10s").getOrCreate())
+             .config("spark.locality.wait", "10min").getOrCreate())
     try:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
