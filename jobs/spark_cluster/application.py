@@ -216,8 +216,12 @@ def run_application(config: HostingConfig, *, stop: threading.Event | None = Non
         if spark is None:
             from pyspark.sql import SparkSession
 
+            from connectors.class_archive import java_options_conf
+
             builder = SparkSession.builder.master(config.master).appName(config.app_name)
-            for key, value in {"spark.ui.showConsoleProgress": "false", **config.spark_conf}.items():
+            settings = {"spark.ui.showConsoleProgress": "false", **config.spark_conf}
+            settings.update(java_options_conf(config.master, settings))
+            for key, value in settings.items():
                 builder = builder.config(key, value)
             spark = builder.getOrCreate()
         hosting.state.spark_app_id = spark.sparkContext.applicationId

@@ -33,6 +33,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from connectors.class_archive import java_options_conf
 from jobs.spark_cluster import control
 from jobs.spark_cluster.application import HostingConfig, run_application
 from jobs.spark_cluster.layout import BrokerMeta, ClusterState, broker_dir
@@ -84,6 +85,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.executor.memory", "512m").config("spark.sql.shuffle.partitions", "2")
+             .config(map=java_options_conf(MASTER))
              .getOrCreate())
     stop = threading.Event()
     config = HostingConfig(master=MASTER, brokers=BROKERS, data_dir=str(root), controllers=1,

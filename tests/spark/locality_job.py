@@ -28,11 +28,15 @@ from tests.support.wait import wait_until
 def main(bootstrap: str, topic: str, jar: str) -> None:
     from pyspark.sql import SparkSession
 
+    from connectors.class_archive import java_options_conf
+
     spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spark-log-locality")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.executor.memory", "512m").config("spark.jars", jar)
-             .config("spark.locality.wait", "10min").getOrCreate())
+             .config("spark.locality.wait", "10min")
+             .config(map=java_options_conf("local-cluster"))
+             .getOrCreate())
     try:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
