@@ -37,7 +37,7 @@ from typing import Mapping
 
 from spark_log.errors import InvalidConfigError
 
-__all__ = ["archive_key", "archive_dir", "archive_path", "driver_java_options", "java_options_conf", "build", "mapping_problem", "main"]
+__all__ = ["archive_key", "archive_dir", "archive_path", "with_archive", "java_options_conf", "build", "mapping_problem", "main"]
 
 _SETTING = "SPARK_LOG_CLASS_ARCHIVE"
 
@@ -92,13 +92,15 @@ def archive_path() -> Path | None:
     return None if key is None else archive_dir() / f"spark-{key}.jsa"
 
 
-def driver_java_options(existing: str = "") -> str:
-    """``existing`` driver Java options with the archive added when one exists for this JVM
-    and Spark (and ``SPARK_LOG_CLASS_ARCHIVE`` is not ``off``); else ``existing`` as it is."""
+def with_archive(existing: str = "") -> str:
+    """``existing`` JVM options (a driver's or a local executor's) with the archive added
+    when one exists for this JVM and Spark (and ``SPARK_LOG_CLASS_ARCHIVE`` is not ``off``);
+    else ``existing`` as it is.  Spark splits these options at spaces, so an archive whose
+    path has one is not used."""
     if not _enabled() or "SharedArchiveFile" in existing:
         return existing
     path = archive_path()
-    if path is None or not path.is_file():
+    if path is None or " " in str(path) or not path.is_file():
         return existing
     return f"-XX:SharedArchiveFile={path} {existing}".strip()
 
@@ -111,7 +113,7 @@ def java_options_conf(master: str, conf: Mapping[str, str] | None = None) -> dic
     keys = ["spark.driver.extraJavaOptions"]
     if master.startswith("local-cluster"):
         keys.append("spark.executor.extraJavaOptions")
-    merged = {key: driver_java_options(conf.get(key, "")) for key in keys}
+    merged = {key: with_archive(conf.get(key, "")) for key in keys}
     return {key: value for key, value in merged.items() if value != conf.get(key, "")}
 
 
