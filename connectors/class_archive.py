@@ -31,7 +31,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Mapping
 
@@ -92,17 +91,28 @@ def archive_path() -> Path | None:
     return None if key is None else archive_dir() / f"spark-{key}.jsa"
 
 
-def with_archive(existing: str = "") -> str:
-    """``existing`` JVM options (a driver's or a local executor's) with the archive added
-    when one exists for this JVM and Spark (and ``SPARK_LOG_CLASS_ARCHIVE`` is not ``off``);
-    else ``existing`` as it is.  Spark splits these options at spaces, so an archive whose
-    path has one is not used."""
-    if not _enabled() or "SharedArchiveFile" in existing:
-        return existing
+def _archive_option() -> str | None:
+    """``-XX:SharedArchiveFile=...`` when an archive exists for this JVM and Spark (and
+    ``SPARK_LOG_CLASS_ARCHIVE`` is not ``off``), else None.  Spark splits Java options at
+    spaces, so an archive whose path has one is not used."""
+    if not _enabled():
+        return None
     path = archive_path()
     if path is None or " " in str(path) or not path.is_file():
+        return None
+    return f"-XX:SharedArchiveFile={path}"
+
+
+def _added(option: str | None, existing: str) -> str:
+    if option is None or "SharedArchiveFile" in existing:  # the user's own archive wins
         return existing
-    return f"-XX:SharedArchiveFile={path} {existing}".strip()
+    return f"{option} {existing}".strip()
+
+
+def with_archive(existing: str = "") -> str:
+    """``existing`` JVM options (a driver's or a local executor's) with the archive added
+    (``_archive_option``); else ``existing`` as it is."""
+    return _added(_archive_option(), existing)
 
 
 def java_options_conf(master: str, conf: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -110,10 +120,11 @@ def java_options_conf(master: str, conf: Mapping[str, str] | None = None) -> dic
     executors run this machine's JVM and Spark, ``spark.executor.extraJavaOptions``) that map
     the archive, merged with those in ``conf``; empty when there is no archive to add."""
     conf = conf or {}
+    option = _archive_option()
     keys = ["spark.driver.extraJavaOptions"]
     if master.startswith("local-cluster"):
         keys.append("spark.executor.extraJavaOptions")
-    merged = {key: with_archive(conf.get(key, "")) for key in keys}
+    merged = {key: _added(option, conf.get(key, "")) for key in keys}
     return {key: value for key, value in merged.items() if value != conf.get(key, "")}
 
 
@@ -121,7 +132,7 @@ def java_options_conf(master: str, conf: Mapping[str, str] | None = None) -> dic
 # Python data source and a Python worker (Arrow), Parquet read and write, and a file
 # stream with a checkpoint, which are the kinds of query spark-log's jobs and tests run.
 _WARM_UP = r"""
-import os, sys, tempfile
+import os, sys
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceReader
 
@@ -140,9 +151,9 @@ spark = (SparkSession.builder.master("local[2]").appName("spark-log-class-archiv
          .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
          .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
          .config("spark.driver.extraJavaOptions", "-XX:ArchiveClassesAtExit=" + sys.argv[1]).getOrCreate())
-pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+jvm = spark.sparkContext._gateway.proc  # spark-submit execs the driver JVM: this is it
 classpath = spark.sparkContext._jvm.java.lang.System.getProperty("java.class.path")
-work = tempfile.mkdtemp(prefix="spark-log-class-archive-")
+work = sys.argv[2]
 spark.dataSource.register(Rows)
 rows = spark.read.format("class_archive_rows").load()
 rows.groupBy("key").count().collect()
@@ -155,21 +166,10 @@ stream = (spark.readStream.schema(rows.schema).parquet(os.path.join(work, "in"))
           .option("checkpointLocation", os.path.join(work, "checkpoint")).trigger(availableNow=True).start())
 stream.awaitTermination(300)
 spark.stop()
-print("CLASS_ARCHIVE_PID=%d" % pid)
+jvm.stdin.close()  # the gateway JVM exits at its stdin's end, writing the archive as it goes
+jvm.wait(timeout=300)
 print("CLASS_ARCHIVE_CLASSPATH=" + classpath)
 """
-
-
-def _wait_gone(pid: int, timeout_s: float) -> None:
-    """Wait until process ``pid`` (the JVM writing the archive as it exits) is gone."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.1)  # polling another process's exit; no handle to wait on
-    raise TimeoutError(f"the archive's JVM (pid {pid}) did not exit within {timeout_s:.0f} s")
 
 
 def build(timeout_s: float = 600) -> Path:
@@ -183,14 +183,13 @@ def build(timeout_s: float = 600) -> Path:
         aside = Path(work) / path.name
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, JAVA_TOOL_OPTIONS="")
         env.pop("PYSPARK_SUBMIT_ARGS", None)
-        run = subprocess.run([sys.executable, "-c", _WARM_UP, str(aside)], env=env, capture_output=True, text=True,
-                             timeout=timeout_s)
+        run = subprocess.run([sys.executable, "-c", _WARM_UP, str(aside), work], env=env, capture_output=True,
+                             text=True, timeout=timeout_s)
         # the JVM logs its CDS warnings (jars it skips) to the same stdout
-        found = dict(line.split("=", 1) for line in run.stdout.splitlines() if line.startswith("CLASS_ARCHIVE_"))
-        if run.returncode != 0 or len(found) != 2:
+        found = [line.partition("=")[2] for line in run.stdout.splitlines() if line.startswith("CLASS_ARCHIVE_CLASSPATH=")]
+        if run.returncode != 0 or len(found) != 1:
             raise RuntimeError(f"the archive's Spark session failed (exit {run.returncode}):\n{run.stderr[-3000:]}")
-        _wait_gone(int(found["CLASS_ARCHIVE_PID"]), timeout_s)
-        problem = mapping_problem(aside, found["CLASS_ARCHIVE_CLASSPATH"])
+        problem = mapping_problem(aside, found[0])
         if problem:
             raise RuntimeError(problem)
         os.replace(aside, path)
@@ -224,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         print(f"spark-log: built class archive {build()}")
-    except (RuntimeError, OSError, subprocess.TimeoutExpired, TimeoutError) as exc:
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
         print(f"spark-log: no class archive (Spark starts without one): {exc}", file=sys.stderr)
     return 0
 

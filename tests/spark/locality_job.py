@@ -25,17 +25,20 @@ from typing import Any
 from tests.support.wait import wait_until
 
 
+MASTER = "local-cluster[2,1,1024]"
+
+
 def main(bootstrap: str, topic: str, jar: str) -> None:
     from pyspark.sql import SparkSession
 
     from connectors.class_archive import java_options_conf
 
-    spark = (SparkSession.builder.master("local-cluster[2,1,1024]").appName("spark-log-locality")
+    spark = (SparkSession.builder.master(MASTER).appName("spark-log-locality")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
              .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
              .config("spark.executor.memory", "512m").config("spark.jars", jar)
              .config("spark.locality.wait", "10min")
-             .config(map=java_options_conf("local-cluster"))
+             .config(map=java_options_conf(MASTER))
              .getOrCreate())
     try:
         sc = spark.sparkContext
