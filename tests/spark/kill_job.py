@@ -14,11 +14,21 @@ Trigger.AvailableNow.  The task that meets row GATE_ID ("" for none) stalls ther
 JVM-side ``Thread.sleep`` in the projection, no Python UDF), after the rows before it went
 out in Arrow batches of 100: the test sees a half-written micro-batch in the topic and
 kills the process.
+
+A test restarts the last query from a killed job's checkpoint in its own session
+(``finish_in_session`` with ``read_query`` or ``write_query``): the same query, without a
+Spark application's start.
 """
 from __future__ import annotations
 
 import os
 import sys
+from typing import Any, Callable
+
+
+#: Every kill job's query cuts a task's rows into chunks of this many rows (both sinks write one
+#: frame per chunk and partition); a test that finishes a query in its own session sets it too.
+JOB_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
 
 
 def _format() -> str:
@@ -28,7 +38,7 @@ def _format() -> str:
     return JVM_CLASS if os.environ.get("SPARK_LOG_JOB_IMPL") == "jvm" else "spark-log"
 
 
-def _session() -> object:
+def _session() -> Any:
     import tempfile
 
     from connectors.session import local_session, unregistered_jvm_jar
@@ -41,47 +51,67 @@ def _session() -> object:
         conf={
             "spark.sql.shuffle.partitions": "2",
             "spark.driver.memory": "512m",
-            # both sinks cut a task's rows into chunks of this many rows (one frame per chunk and partition)
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "100",
             "spark.sql.streaming.stopTimeout": "10s",
+            **JOB_CONF,
             **({"spark.jars": jar} if jar else {}),
         },
     )
 
 
-def _read(bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -> None:
-    spark = _session()
-    df = (spark.readStream.format(_format()).option("bootstrap", bootstrap).option("subscribe", topic)  # type: ignore[attr-defined]
+def read_query(spark: Any, fmt: str, bootstrap: str, topic: str, checkpoint: str, output: str, mode: str) -> Any:
+    """The ``read`` job's query, started in ``spark`` with the format name ``fmt``."""
+    df = (spark.readStream.format(fmt).option("bootstrap", bootstrap).option("subscribe", topic)
           .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", "600").load()
           .selectExpr("cast(value as string) as value", "partition", "offset"))
     writer = df.writeStream.format("parquet").option("path", output).option("checkpointLocation", checkpoint)
     writer = writer.trigger(availableNow=True) if mode == "drain" else writer.trigger(processingTime="0 seconds")
-    writer.start().awaitTermination()
+    return writer.start()
 
 
-def _write(bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id: str, mode: str = "") -> None:
+def write_query(spark: Any, fmt: str, bootstrap: str, input_dir: str, topic: str, checkpoint: str, gate_id: str,
+                mode: str = "") -> Any:
+    """The ``write`` job's query, started in ``spark`` with the format name ``fmt``."""
     from pyspark.sql import functions as F
 
-    spark = _session()
     value = F.col("value")
     if gate_id:
         stall = F.expr("substr(reflect('java.lang.Thread', 'sleep', cast(3600000 as bigint)), 0, 0)")
         value = F.when(F.col("id") == int(gate_id), F.concat(value, stall)).otherwise(value)
-    df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)  # type: ignore[attr-defined]
+    df = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1").parquet(input_dir)
           .select(F.col("id").cast("string").alias("key"), value.alias("value")))
-    writer = (df.writeStream.format(_format()).option("bootstrap", bootstrap).option("topic", topic)
+    writer = (df.writeStream.format(fmt).option("bootstrap", bootstrap).option("topic", topic)
               .option("checkpointLocation", checkpoint).trigger(availableNow=True))
     if mode == "transactional":
         writer = writer.option("transactional", "true").option("transactionTimeoutMs", "120000")
-    query = writer.start()
-    query.awaitTermination()
+    return writer.start()
+
+
+def finish_in_session(spark: Any, start: Callable[[Any], Any], timeout: float = 300) -> None:
+    """The last restart from a killed job's checkpoint, which nothing kills, run in a test's own
+    session (saving a Spark application's start) with the jobs' ``JOB_CONF``: ``start(spark)``
+    starts the query (``read_query`` in ``drain`` mode or ``write_query`` without a gate, both
+    Trigger.AvailableNow); it must end on its own within ``timeout`` and without an error."""
+    before = {key: spark.conf.get(key) for key in JOB_CONF}
+    for key, value in JOB_CONF.items():
+        spark.conf.set(key, value)
+    try:
+        query = start(spark)
+        try:
+            finished = query.awaitTermination(timeout)
+        finally:
+            query.stop()
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
+    assert finished, f"the restarted query did not finish in {timeout} s"
+    assert query.exception() is None, query.exception()
 
 
 def main(argv: list[str]) -> None:
     if argv[0] == "read":
-        _read(*argv[1:6])
+        read_query(_session(), _format(), *argv[1:6]).awaitTermination()
     elif argv[0] == "write":
-        _write(*argv[1:7])
+        write_query(_session(), _format(), *argv[1:7]).awaitTermination()
     else:
         raise SystemExit(f"unknown mode {argv[0]!r}")
 

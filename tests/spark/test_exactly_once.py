@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.spark.job_process import kill_job, start_job
+from tests.spark.kill_job import finish_in_session, read_query, write_query
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -32,14 +33,6 @@ def _start(log: Path, *args: str, impl: str = "python") -> subprocess.Popen[byte
 
 
 _kill = kill_job
-
-
-def _finish(process: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> None:
-    try:
-        process.wait(timeout=timeout)
-    finally:
-        _kill(process)
-    assert process.returncode == 0, log.read_text(errors="replace")[-3000:]
 
 
 def _commits(checkpoint: Path) -> int:
@@ -100,7 +93,9 @@ def test_reader_killed_and_restarted_reads_every_record_once(
         stop.set()
         writer.join(timeout=60)
     assert not errors, errors
-    _finish(_start(log, "read", log_cluster.bootstrap, topic, str(checkpoint), str(output), "drain", impl=_impl(fmt)), log)
+    # the last restart from the killed jobs' checkpoint, which nothing kills, in the test's own session
+    finish_in_session(spark, lambda session: read_query(session, fmt, log_cluster.bootstrap, topic, str(checkpoint),
+                                                        str(output), "drain"))
 
     values = [r.value for r in spark.read.parquet(str(output)).select("value").collect()]
     assert len(values) == len(set(values)), "duplicates in the output"
@@ -132,7 +127,8 @@ def test_writer_killed_mid_batch_writes_every_row_once(
             assert job.poll() is None, "the writing query died on its own:\n" + log.read_text(errors="replace")[-2000:]
         finally:
             _kill(job)
-    _finish(_start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), "", impl=_impl(fmt)), log)
+    finish_in_session(spark, lambda session: write_query(session, fmt, log_cluster.bootstrap, str(inputs), topic,
+                                                         str(checkpoint), ""))
 
     out = spark.read.format("spark-log").option("bootstrap", log_cluster.bootstrap).option("subscribe", topic).load()
     keys = [int(r.key) for r in out.select("key").collect()]

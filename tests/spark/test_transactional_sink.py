@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.spark.job_process import kill_job, start_job
+from tests.spark.kill_job import finish_in_session, write_query
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark]
@@ -180,27 +181,6 @@ def _crash_at(point: str, log: Path, impl: dict[str, str], marker: Path, bootstr
         assert job.returncode == -signal.SIGKILL, f"{point}: exit {job.returncode}"
 
 
-def _run_to_end(spark: Any, fmt: str, bootstrap: str, inputs: Path, topic: str, checkpoint: Path) -> None:
-    """The last restart from the checkpoint, which nothing kills: in the test's own session (the
-    kill jobs' query, with their 100-row Arrow batches), saving a Spark session's start."""
-    before = spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch")
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "100")
-    try:
-        query = (spark.readStream.schema("id long, value string").option("maxFilesPerTrigger", "1")
-                 .parquet(str(inputs)).selectExpr("cast(id as string) as key", "value")
-                 .writeStream.format(fmt).option("bootstrap", bootstrap).option("topic", topic)
-                 .option("transactional", "true").option("transactionTimeoutMs", "120000")
-                 .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
-        try:
-            finished = query.awaitTermination(300)
-        finally:
-            query.stop()
-    finally:
-        spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", before)
-    assert finished, "the restarted query did not finish in 300 s"
-    assert query.exception() is None, query.exception()
-
-
 class CommittedReader:
     """A read_committed consumer polling beside the writer; checks after every poll that
     each micro-batch it saw part of is committed (its transaction's label reached), that
@@ -280,7 +260,9 @@ def test_writer_killed_at_each_point_appears_whole_or_not_at_all(
                 _kill_stalled_task(log, impl, bootstrap, admin, inputs, topic, checkpoint)
             else:
                 _crash_at(point, log, impl, marker, bootstrap, inputs, topic, checkpoint, jvm)
-        _run_to_end(spark, fmt, bootstrap, inputs, topic, checkpoint)
+        # the last restart from the checkpoint, which nothing kills, in the test's own session
+        finish_in_session(spark, lambda session: write_query(session, fmt, bootstrap, str(inputs), topic,
+                                                             str(checkpoint), "", "transactional"))
         total = files * ROWS_PER_FILE
         wait_until(lambda: len(reader.seen) >= total, timeout=60, message=lambda: f"reader saw {len(reader.seen)}")
     finally:
