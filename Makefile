@@ -60,9 +60,14 @@ debian-deps:
 check-java:
 	@java -version >/dev/null 2>&1 || { echo "Java 17 is required by PySpark. Install a JDK (javac also builds the JVM connector): sudo apt-get install -y openjdk-17-jdk-headless   (macOS: brew install openjdk@17)"; exit 1; }
 
+# The suite runs in TEST_WORKERS pytest processes (pytest-xdist): one per core of the 2-core
+# machines it is sized for.  Each worker first takes half of the collected tests in order (a
+# module's tests stay together, so its fixtures start once) and a worker that runs out takes
+# half of the other's remaining tests (worksteal).  TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: install check-java debian-deps peers-servers
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
-	$(PY) -m pytest -q --durations=15
+	$(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist worksteal
 
 # The JVM sink's kill-at-named-points test alone (task-stalled, before-commit, during-commit:
 # three Spark sessions started and killed); `make test` runs it too, beside the Python sink's.
