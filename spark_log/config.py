@@ -156,6 +156,9 @@ class RaftConfig:
     tick_ms: int = 50
     election_ticks: int = 20  # randomised in [election_ticks, 2 * election_ticks)
     heartbeat_ticks: int = 2  # fetch interval of followers and observers
+    #: how long the leader holds a fetch it has nothing new for (KIP-595's long poll; Kafka's
+    #: 500 ms fetch max wait): an idle follower fetches about once per this many ticks
+    fetch_wait_ticks: int = 5
     fetch_max_entries: int = 512
     snapshot_every_entries: int = 10_000
     pre_vote: bool = True
@@ -168,6 +171,13 @@ class RaftConfig:
             self.election_ticks > self.heartbeat_ticks,
             "election_ticks",
             "must be greater than heartbeat_ticks",
+        )
+        _require(self.fetch_wait_ticks >= 1, "fetch_wait_ticks", "must be >= 1")
+        _require(
+            2 * self.fetch_wait_ticks < self.election_ticks,
+            "fetch_wait_ticks",
+            "must be less than half of election_ticks (an idle follower hears from its leader at least "
+            "twice per election timeout)",
         )
         _require(self.fetch_max_entries >= 1, "fetch_max_entries", "must be >= 1")
         _require(self.snapshot_every_entries >= 1, "snapshot_every_entries", "must be >= 1")

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
     voters = parse_voters(args.voters)
     observer = args.id not in voters
     port = args.port or int(voters[args.id].rpartition(":")[2])
-    config = RaftConfig(tick_ms=args.tick_ms, election_ticks=args.election_ticks, heartbeat_ticks=2,
+    config = RaftConfig(tick_ms=args.tick_ms, election_ticks=args.election_ticks, heartbeat_ticks=2, fetch_wait_ticks=2,
                         snapshot_every_entries=args.snapshot_every)
     machine = ListStateMachine()
     blocked: set[int] = set()

@@ -160,8 +160,9 @@ class RaftNode:
         self.is_leader = False
         self.high_watermark = 0
         tick_s = config.tick_ms / 1000
-        self._call_timeout_s = (config.heartbeat_ticks + 4) * tick_s + 1.0
-        self._wait_answer_s = (config.heartbeat_ticks + 2) * tick_s + 0.2
+        wait_ticks = max(config.heartbeat_ticks, config.fetch_wait_ticks)  # a fetch's answer may be held this long
+        self._call_timeout_s = (wait_ticks + 4) * tick_s + 1.0
+        self._wait_answer_s = (wait_ticks + 2) * tick_s + 0.2
 
     # --- lifecycle -----------------------------------------------------------------
     def add_to_server(self, server: grpc.Server) -> None:

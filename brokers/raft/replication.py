@@ -6,14 +6,14 @@ start gets the snapshot id; a fetch whose epoch or offset does not match gets a
 diverging hint (the follower truncates, paper 5.3 "log matching", KIP-595
 "DivergingEpoch"); a valid fetch tells the leader that the replica holds the log up to
 ``fetch_offset`` and gets entries (or is parked until there are some, at most
-``heartbeat_ticks``: KIP-595's long poll).  The high watermark is the majority of voters'
+``fetch_wait_ticks``: KIP-595's long poll).  The high watermark is the majority of voters'
 fetch offsets (the leader counts its flushed end), and only moves once it covers this
 leader's first entry (paper 5.4.2).  Check-quorum: a leader that has not had fetches
 from a majority of voters in the last 1.5 x ``election_ticks`` resigns (KIP-595 "check
 quorum"; Kafka's LeaderState timer).
 
 Follower side (``FollowerReplication``): one fetch in flight, resent after
-``3 * heartbeat_ticks`` without an answer; any answer from the leader resets the fetch
+``fetch_wait_ticks + 2 * heartbeat_ticks`` without an answer; any answer from the leader resets the fetch
 timeout (``election_ticks``, randomised); when it fires a voter campaigns (the core
 calls ``election``) and an observer forgets the leader.
 
@@ -114,7 +114,8 @@ class LeaderReplication:
         return out.effects
 
     def on_tick(self, view: CoreView) -> list[Effect]:
-        """Check quorum, re-announce every ``heartbeat_ticks``, answer fetches parked too long."""
+        """Check quorum, re-announce every ``heartbeat_ticks``, answer fetches parked
+        ``fetch_wait_ticks``."""
         now, config, state = view.now, view.config, view.state
         if config.check_quorum:
             since = now - self.check_quorum_ticks(view)
@@ -125,7 +126,7 @@ class LeaderReplication:
         hb = config.heartbeat_ticks
         if now % hb == 0:
             out.effects += self._announce(view)
-        stale = [r for r, (at, _) in self.parked.items() if now - at >= hb]
+        stale = [r for r, (at, _) in self.parked.items() if now - at >= config.fetch_wait_ticks]
         for replica in stale:
             _, request = self.parked.pop(replica)
             self._answer(view, out, request, may_park=False)
@@ -230,8 +231,9 @@ class FollowerReplication:
 
     # --- ticks ---------------------------------------------------------------------
     def on_tick(self, view: CoreView) -> list[Effect]:
-        """Resend the fetch after ``3 * heartbeat_ticks`` without an answer."""
-        retry = 3 * view.config.heartbeat_ticks
+        """Resend the fetch after ``fetch_wait_ticks + 2 * heartbeat_ticks`` without an answer
+        (the leader holds an answer up to ``fetch_wait_ticks``)."""
+        retry = view.config.fetch_wait_ticks + 2 * view.config.heartbeat_ticks
         if self.fetch_sent_at is None or view.now - self.fetch_sent_at >= retry:
             self.snapshot_pending = False
             return self._fetch(view, view.log.end_offset, view.log.last_epoch)

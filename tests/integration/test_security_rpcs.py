@@ -81,7 +81,7 @@ def secured_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Nod
         "ssl_cafile": str(pki.ca_file), "inter_node_secret_file": str(secret_file), "authorizer_enabled": True,
         "super_users": ["User:admin"]})
     config = BrokerConfig(broker_id=1, port=free_port(), data_dir=str(root / "n1"), security=security,
-                          raft=RaftConfig(tick_ms=10, election_ticks=10))
+                          raft=RaftConfig(tick_ms=10, election_ticks=10, fetch_wait_ticks=2))
     node = Node(config, registrars=[register_broker_part, _undeclared])
     node.start()
     try:

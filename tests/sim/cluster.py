@@ -39,7 +39,7 @@ class SimSettings:
     voters: int = 3
     observers: int = 0
     raft: RaftConfig = field(default_factory=lambda: RaftConfig(
-        tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_max_entries=8, snapshot_every_entries=1))
+        tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=2, fetch_max_entries=8, snapshot_every_entries=1))
     snapshot_every: int = 0  # 0: never snapshot
     disk_delay_ms: tuple[int, int] = (0, 3)
     tear_rate: float = 0.3

@@ -15,7 +15,7 @@ from spark_log.config import RaftConfig
 from .cluster import SimSettings
 from .nemesis import Scenario, run_scenario
 
-_FAST = dict(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_max_entries=8)
+_FAST = dict(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, fetch_max_entries=8)
 
 
 @pytest.mark.sim_seeds(1000)

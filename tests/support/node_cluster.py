@@ -76,6 +76,7 @@ class NodeCluster:
             "[raft]\n"
             f"tick_ms = {tick_ms}\n"
             f"election_ticks = {election_ticks}\n"
+            "fetch_wait_ticks = 2\n"  # the leader answers an idle fetch after 2 ticks, as followers fetch
             f"snapshot_every_entries = {snapshot_every}\n"
         )
 

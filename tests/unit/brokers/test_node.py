@@ -27,7 +27,7 @@ def test_a_broker_only_node_needs_other_voters() -> None:
 def test_single_node_quorum_serves_and_stops_cleanly(tmp_path: Path) -> None:
     config = BrokerConfig(
         broker_id=1, data_dir=str(tmp_path / "n1"), process_roles=("controller",),
-        raft=RaftConfig(tick_ms=10, election_ticks=5),
+        raft=RaftConfig(tick_ms=10, election_ticks=5, fetch_wait_ticks=2),
     )
     node = Node(config)
     registrar_calls: list[Node] = []

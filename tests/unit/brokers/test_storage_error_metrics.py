@@ -44,7 +44,7 @@ class FullDisk(files.OsFiles):
 
 
 def test_a_full_disk_is_answered_logged_and_counted(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    config = BrokerConfig(broker_id=1, data_dir=str(tmp_path / "n1"), raft=RaftConfig(tick_ms=10, election_ticks=5),
+    config = BrokerConfig(broker_id=1, data_dir=str(tmp_path / "n1"), raft=RaftConfig(tick_ms=10, election_ticks=5, fetch_wait_ticks=2),
                           heartbeat_interval_ms=100, session_timeout_ms=1000)
     node = Node(config, registrars=[register])
     node.start()

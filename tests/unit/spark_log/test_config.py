@@ -94,3 +94,11 @@ def test_toml_errors_are_typed(tmp_path: Path) -> None:
     unknown.write_text("broker_id = 1\nlisteners = 'x'\n")
     with pytest.raises(InvalidConfigError, match="listeners"):
         load_toml(BrokerConfig, unknown)
+
+
+def test_raft_fetch_wait_is_at_least_a_tick_and_under_half_the_election_timeout() -> None:
+    assert RaftConfig().fetch_wait_ticks == 5  # Kafka's 500 ms fetch max wait is 10 of these 50 ms ticks
+    for bad in (0, 10):  # 2 x 10 ticks is the whole 20-tick election timeout
+        with pytest.raises(InvalidConfigError, match="fetch_wait_ticks"):
+            RaftConfig(fetch_wait_ticks=bad)
+    assert RaftConfig(fetch_wait_ticks=9).fetch_wait_ticks == 9

@@ -19,7 +19,7 @@ from brokers.raft.states import Candidate, Follower, Leader, Prospective, Resign
 from spark_log.config import RaftConfig
 from spark_log.errors import NotControllerError
 
-CFG = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_max_entries=100)
+CFG = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, fetch_max_entries=100)
 
 
 class Net:
@@ -234,7 +234,7 @@ def test_single_voter_commits_alone() -> None:
 
 
 def test_ready_must_be_advanced_before_anything_else() -> None:
-    config = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, pre_vote=False)
+    config = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, pre_vote=False)
     core = RaftCore(node_id=1, voters=[1, 2, 3], log=MemoryRaftLog(), config=config, rng=random.Random(1))
     while not isinstance(core.state, Candidate):
         core.tick()
@@ -251,7 +251,7 @@ def test_ready_must_be_advanced_before_anything_else() -> None:
 
 def test_without_pre_vote_a_candidate_bumps_the_epoch_at_once() -> None:
     """Paper 5.2 without the thesis 9.6 extension."""
-    config = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, pre_vote=False)
+    config = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, pre_vote=False)
     net = Net([1, 2, 3], config=config)
     net.campaign(1)
     assert net.cores[1].state == Candidate(1, 1, frozenset({1}))
@@ -273,3 +273,35 @@ def test_diverging_hint_older_than_the_followers_first_epoch_truncates_it() -> N
     net.campaign(1)
     net.deliver()
     assert [(e.offset, e.epoch) for e in net.cores[3].log.read(0, 10)] == [(0, 1), (1, 1), (2, 3), (3, 4)]
+
+
+def test_the_leader_holds_an_idle_fetch_for_fetch_wait_ticks_and_answers_it_at_once_with_news() -> None:
+    """KIP-595's long poll: a caught-up follower's fetch is held (``fetch_wait_ticks``) until
+    the leader has something new or the wait ends; the follower resends only after that wait
+    and two fetch intervals more."""
+    config = RaftConfig(tick_ms=10, election_ticks=20, heartbeat_ticks=1, fetch_wait_ticks=4, fetch_max_entries=100)
+    net = Net([1, 2, 3], config=config)
+    net.campaign(1)
+    net.deliver()
+    leader = net.cores[1]
+    assert leader.is_leader and net.queue == []  # every follower caught up, its fetch held
+
+    def answers_to(node: int) -> list[FetchResponse]:
+        return [m for m in net.queue if isinstance(m, FetchResponse) and m.dst == node]
+
+    net.tick(1, 3)
+    assert answers_to(2) == [] and answers_to(3) == []
+    net.tick(1)
+    assert [len(m.entries) for m in answers_to(2)] == [0] and [len(m.entries) for m in answers_to(3)] == [0]
+    net.deliver()  # the followers fetch again at once, and are held again
+    assert net.queue == []
+    leader.propose([b"news"])
+    net.drain(1)
+    assert [[e.payload for e in m.entries] for m in answers_to(2)] == [[b"news"]]  # no wait for the tick
+
+    follower = net.cores[2]
+    net.queue.clear()  # the answer is lost: node 2's fetch is in flight for good
+    net.tick(2, 5)
+    assert not [m for m in net.queue if isinstance(m, FetchRequest) and m.src == 2]
+    net.tick(2)
+    assert [m.fetch_offset for m in net.queue if isinstance(m, FetchRequest) and m.src == 2] == [follower.log.end_offset]

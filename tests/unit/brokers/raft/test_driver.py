@@ -20,7 +20,7 @@ from spark_log.errors import NotControllerError
 from tests.support.ports import free_ports
 from tests.support.wait import wait_until
 
-CONFIG = RaftConfig(tick_ms=20, election_ticks=15, heartbeat_ticks=2, snapshot_every_entries=25)
+CONFIG = RaftConfig(tick_ms=20, election_ticks=15, heartbeat_ticks=2, fetch_wait_ticks=2, snapshot_every_entries=25)
 
 
 class Cut:

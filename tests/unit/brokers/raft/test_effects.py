@@ -22,7 +22,7 @@ from brokers.raft.replication import FollowerReplication
 from brokers.raft.states import Follower, Unattached, Voted
 from spark_log.config import RaftConfig
 
-CFG = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_max_entries=100)
+CFG = RaftConfig(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, fetch_max_entries=100)
 RAFT_DIR = Path(brokers.raft.__file__).parent
 
 
