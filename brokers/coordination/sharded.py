@@ -21,7 +21,7 @@ answers: no client ever sees state a failover could lose.  Reads wait the same w
 partition refuses the append because leadership moved, the shard is dropped and the caller
 gets ``NotCoordinatorError``.  A background thread calls ``_on_tick(shard)`` for every
 loaded shard every ``tick_ms`` (or when ``_wake`` is set) and retries failed loads about
-once a second.
+once a second; with no shard loaded it wakes only for those retries.
 
 A subclass names its topic and keys and supplies ``_check_key``, ``_topic_spec``,
 ``_replay`` (a new core and the offset replayed to), ``_to_frame`` and ``_on_tick``.
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Mapping, Protocol, Sequence, TypeVar
@@ -56,6 +57,7 @@ from spark_log.errors import (
 __all__ = ["ShardedCoordinator", "Shard", "Coordinates", "PartitionSource", "CreateTopic"]
 
 log = logging.getLogger(__name__)
+_RETRY_S = 1.0  # failed shard loads are retried about this often
 
 C = TypeVar("C")
 T = TypeVar("T")
@@ -206,6 +208,8 @@ class ShardedCoordinator(ABC, Generic[C]):
         for shard in starts:
             threading.Thread(target=self._load, args=(shard,), name=f"{self.kind}-load-{shard.index}",
                              daemon=True).start()
+        if starts:
+            self._wake.set()  # the ticker may be waiting a whole retry period with no shard
 
     def _load(self, shard: Shard[C]) -> None:
         name = f"{self.topic_name}-{shard.index}"
@@ -336,15 +340,17 @@ class ShardedCoordinator(ABC, Generic[C]):
     # -- the background thread -------------------------------------------------------------
 
     def _loop(self) -> None:
-        rounds = 0
+        retried = time.monotonic()
+        shards: list[Shard[C]] = []
         while not self._stopped.is_set():
-            self._wake.wait(self._tick_ms / 1000)
+            # no shard to tick: wake only to retry loads (once a second), or when one starts
+            self._wake.wait(self._tick_ms / 1000 if shards else _RETRY_S)
             self._wake.clear()
             if self._stopped.is_set():
                 return
-            rounds += 1
             image = self._image
-            if image is not None and rounds % max(1, 1000 // self._tick_ms) == 0:
+            if image is not None and time.monotonic() - retried >= _RETRY_S:
+                retried = time.monotonic()
                 self.on_reconciled(image)  # about once a second: retry loads that failed
             with self._lock:
                 shards = list(self._shards.values())
