@@ -23,7 +23,6 @@ from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _start(log: Path, *args: str, impl: str = "python") -> subprocess.Popen[bytes]:
