@@ -7,15 +7,9 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install jvm class-archive test test-jvm-kill demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers worker-bytecode
+.PHONY: install jvm class-archive test test-jvm-kill demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers
 
-install: $(STAMP) jvm class-archive worker-bytecode
-
-# Byte code inside pyspark's python/lib/pyspark.zip and py4j's zip, which Spark puts first on
-# its Python workers' PYTHONPATH (connectors/worker_bytecode.py): pip ships them as sources
-# only, so every Spark Python worker process compiled pyspark at import (1.3-1.7 s, 0.7 s now).
-worker-bytecode: $(STAMP)
-	@$(PY) -m connectors.worker_bytecode
+install: $(STAMP) jvm class-archive
 
 # Spark's classes as a class-data-sharing archive for the driver JVM of local sessions
 # (connectors/class_archive.py): a session's start and first query in 9 s instead of 14.
