@@ -16,6 +16,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Mapping
 
 from .class_archive import java_options_conf
+from .worker_python import adopt as adopt_worker_python
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -156,5 +157,6 @@ def local_session(
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    adopt_worker_python(spark)
     register(spark)
     return spark

@@ -217,6 +217,7 @@ def run_application(config: HostingConfig, *, stop: threading.Event | None = Non
             from pyspark.sql import SparkSession
 
             from connectors.class_archive import java_options_conf
+            from connectors.worker_python import adopt
 
             builder = SparkSession.builder.master(config.master).appName(config.app_name)
             settings = {"spark.ui.showConsoleProgress": "false", **config.spark_conf}
@@ -224,6 +225,7 @@ def run_application(config: HostingConfig, *, stop: threading.Event | None = Non
             for key, value in settings.items():
                 builder = builder.config(key, value)
             spark = builder.getOrCreate()
+            adopt(spark)
         hosting.state.spark_app_id = spark.sparkContext.applicationId
         hosting.state.save(root)
         for broker_id in range(1, config.brokers + 1):

@@ -34,6 +34,7 @@ from typing import Any, Iterator
 import pytest
 
 from connectors.class_archive import java_options_conf
+from connectors.worker_python import adopt
 from jobs.spark_cluster import control
 from jobs.spark_cluster.application import HostingConfig, run_application
 from jobs.spark_cluster.layout import BrokerMeta, ClusterState, broker_dir
@@ -87,6 +88,7 @@ def hosted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
              .config("spark.executor.memory", "512m").config("spark.sql.shuffle.partitions", "2")
              .config(map=java_options_conf(MASTER))
              .getOrCreate())
+    adopt(spark)
     stop = threading.Event()
     config = HostingConfig(master=MASTER, brokers=BROKERS, data_dir=str(root), controllers=1,
                            broker_config=FAST, controller_config={"num_io_threads": 4},

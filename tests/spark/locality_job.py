@@ -32,6 +32,7 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
     from pyspark.sql import SparkSession
 
     from connectors.class_archive import java_options_conf
+    from connectors.worker_python import adopt
 
     spark = (SparkSession.builder.master(MASTER).appName("spark-log-locality")
              .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
@@ -40,6 +41,7 @@ def main(bootstrap: str, topic: str, jar: str) -> None:
              .config("spark.locality.wait", "10min")
              .config(map=java_options_conf(MASTER))
              .getOrCreate())
+    adopt(spark)
     try:
         sc = spark.sparkContext
         sc.setLogLevel("ERROR")
