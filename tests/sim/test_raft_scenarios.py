@@ -18,7 +18,7 @@ from .nemesis import Scenario, run_scenario
 _FAST = dict(tick_ms=10, election_ticks=5, heartbeat_ticks=1, fetch_wait_ticks=1, fetch_max_entries=8)
 
 
-@pytest.mark.sim_seeds(1000)
+@pytest.mark.sim_seeds(250)
 def test_mixed_faults(seed: int, replay: str) -> None:
     """Raft paper 5.2-5.4 and KIP-595 under every nemesis: partitions (VOPR's three modes),
     asymmetric cuts, clogged links, leader isolation, crash/restart losing unflushed
@@ -28,7 +28,7 @@ def test_mixed_faults(seed: int, replay: str) -> None:
     assert result.invariants.checks > 0
 
 
-@pytest.mark.sim_seeds(500)
+@pytest.mark.sim_seeds(125)
 def test_crash_restart_with_slow_disks(seed: int, replay: str) -> None:
     """Paper figure 2 "persistent state" and 5.1: crashes land while Readies wait on a slow
     disk, so votes, epochs and entries that were never flushed are lost; what was
@@ -40,7 +40,7 @@ def test_crash_restart_with_slow_disks(seed: int, replay: str) -> None:
     run_scenario(seed, scenario, replay)
 
 
-@pytest.mark.sim_seeds(150)
+@pytest.mark.sim_seeds(40)
 def test_five_voters_partitions(seed: int, replay: str) -> None:
     """Paper 5.2 with 5 voters: minority partitions never elect, majorities do (KIP-595
     "Leader election"); log matching holds across several leader changes (5.3)."""
@@ -49,7 +49,7 @@ def test_five_voters_partitions(seed: int, replay: str) -> None:
     run_scenario(seed, scenario, replay)
 
 
-@pytest.mark.sim_seeds(200)
+@pytest.mark.sim_seeds(50)
 def test_staggered_starts_five_voters(seed: int, replay: str) -> None:
     """Processes start at different times (a slow host), so early epochs leave short,
     uncommitted logs from different leaders on different nodes; later leaders must make
@@ -60,7 +60,7 @@ def test_staggered_starts_five_voters(seed: int, replay: str) -> None:
     run_scenario(seed, scenario, replay)
 
 
-@pytest.mark.sim_seeds(400)
+@pytest.mark.sim_seeds(100)
 def test_without_pre_vote_or_check_quorum(seed: int, replay: str) -> None:
     """Plain Raft (paper 5.2, no thesis 9.6 pre-vote, no check-quorum): safety must not
     depend on the optimisations; candidates go straight to epoch + 1."""
@@ -69,7 +69,7 @@ def test_without_pre_vote_or_check_quorum(seed: int, replay: str) -> None:
     run_scenario(seed, scenario, replay)
 
 
-@pytest.mark.sim_seeds(300)
+@pytest.mark.sim_seeds(75)
 def test_lossy_duplicating_network(seed: int, replay: str) -> None:
     """KIP-595 Fetch under loss, duplication and reordering only: stale and duplicate fetch
     responses are discarded by the echoed (offset, epoch); the leader keeps committing."""
@@ -79,7 +79,7 @@ def test_lossy_duplicating_network(seed: int, replay: str) -> None:
     assert result.invariants.committed, f"seed={seed}: nothing committed on a lossy network\n  replay: {replay}"
 
 
-@pytest.mark.sim_seeds(300)
+@pytest.mark.sim_seeds(75)
 def test_isolated_leader_resigns_and_is_replaced(seed: int, replay: str) -> None:
     """KIP-595 "check quorum" / thesis 6.2: a leader cut off from every voter resigns
     within 1.5 election timeouts (plus a tick), and the majority elects a new leader in a higher
