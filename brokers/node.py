@@ -87,6 +87,7 @@ from brokers.raft.driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS, Channels
 from brokers.net.registry import RecordingServer
 from brokers.security.node_security import NodeSecurity
+from brokers.stop_signal import on_stop_signals, wait_for_signal
 from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml
@@ -350,8 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # kill -USR1: thread dump to stderr
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    on_stop_signals(done.set)
     try:
         node.start()
     except (OSError, RuntimeError, SparkLogError) as exc:
@@ -371,17 +371,6 @@ def freeze_startup_heap() -> None:
     cycles among the objects made after it."""
     gc.collect()
     gc.freeze()
-
-
-def wait_for_signal(done: threading.Event, poll_s: float = 0.2) -> None:
-    """Block the main thread until a signal handler sets ``done``.  Never ``done.wait()``
-    without a timeout: the kernel may deliver SIGTERM to any thread that does not block it
-    (gRPC's and Arrow's threads among them), and then a main thread blocked in an untimed
-    lock wait is never interrupted, so the Python handler never runs (a SIGTERMed node that
-    did not stop within 15 s, 1 run in 12 of the observer test).  A timed wait returns to
-    the interpreter, which runs pending handlers."""
-    while not done.wait(poll_s):
-        pass
 
 
 def _bounded(stop: Callable[[], None], timeout_ms: int, *, code: int) -> int:

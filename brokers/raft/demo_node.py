@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -34,6 +33,7 @@ from spark_log.errors import SparkLogError
 
 from .driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS
+from brokers.stop_signal import on_stop_signals, wait_for_signal
 
 __all__ = ["ListStateMachine", "main", "parse_voters"]
 
@@ -133,11 +133,9 @@ def main(argv: list[str] | None = None) -> None:
     server.start()
     node.start()
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    on_stop_signals(done.set)
     (Path(args.data_dir) / "node.ready").write_text(str(port))
-    while not done.wait(0.2):  # a timed wait, so the handler runs (brokers.node.wait_for_signal says why)
-        pass
+    wait_for_signal(done)
     node.stop()
     server.stop(grace=1).wait()
 

@@ -21,7 +21,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 from pathlib import Path
@@ -79,6 +78,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, root: Path) -> int:
+    from brokers.stop_signal import on_stop_signals
+
     from .application import HostingConfig, run_application
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -91,8 +92,7 @@ def _run(args: argparse.Namespace, root: Path) -> int:
         spark_conf={k: str(v) for k, v in _pairs(args.conf, "--conf").items()},
     )
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    on_stop_signals(stop.set)
     code = run_application(config, stop=stop)
     # the stop is bounded (HostingConfig.stop_timeout_s); the interpreter's teardown (the
     # JVM gateway, non-daemon threads) is not: exit now, as brokers.node does

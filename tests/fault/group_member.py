@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any
 
+from brokers.stop_signal import on_stop_signals
 from spark_log import Consumer
 from spark_log.errors import FencedMemberEpochError
 
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--session-ms", type=int, default=3000)
     args = parser.parse_args(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    on_stop_signals(stop.set, (signal.SIGTERM,))
     out = open(args.out, "a", buffering=1)
     fresh: set[int] = set()
 

@@ -19,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+from brokers.stop_signal import on_stop_signals
 from tests.checkers.log_history import Send
 
 __all__ = ["read_history", "main"]
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delivery-timeout-ms", type=int, default=8000)
     args = parser.parse_args(argv)
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    on_stop_signals(stop.set, (signal.SIGTERM,))
     counter = itertools.count()
     with open(args.out, "a") as out, Producer(args.bootstrap, acks="all", linger_ms=2, request_timeout_ms=3000,
                                               delivery_timeout_ms=args.delivery_timeout_ms) as producer:
