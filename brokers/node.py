@@ -87,7 +87,7 @@ from brokers.raft.driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS, Channels
 from brokers.net.registry import RecordingServer
 from brokers.security.node_security import NodeSecurity
-from brokers.stop_signal import on_stop_signals, wait_for_signal
+from brokers.net.stop_signal import on_stop_signals, wait_for_signal
 from brokers.server import register as register_broker_part
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import BrokerConfig, load_toml

@@ -33,7 +33,7 @@ from spark_log.errors import SparkLogError
 
 from .driver import RaftNode
 from brokers.net.channels import SERVER_OPTIONS
-from brokers.stop_signal import on_stop_signals, wait_for_signal
+from brokers.net.stop_signal import on_stop_signals, wait_for_signal
 
 __all__ = ["ListStateMachine", "main", "parse_voters"]
 

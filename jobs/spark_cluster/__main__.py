@@ -78,7 +78,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace, root: Path) -> int:
-    from brokers.stop_signal import on_stop_signals
+    from brokers.net.stop_signal import on_stop_signals
 
     from .application import HostingConfig, run_application
 

@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from brokers.stop_signal import on_stop_signals
+from brokers.net.stop_signal import on_stop_signals
 from spark_log import Consumer
 from spark_log.errors import FencedMemberEpochError
 

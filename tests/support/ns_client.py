@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from brokers.stop_signal import on_stop_signals
+from brokers.net.stop_signal import on_stop_signals
 from tests.checkers.log_history import Send
 
 __all__ = ["read_history", "main"]

@@ -1,4 +1,4 @@
-"""A node's stop signals (``brokers.stop_signal``): SIGTERM ends the main thread's wait
+"""A node's stop signals (``brokers.net.stop_signal``): SIGTERM ends the main thread's wait
 whichever thread the kernel hands it to, and whatever lock the main thread holds when it
 arrives."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ REPO = Path(__file__).resolve().parents[3]
 
 _TO_ANOTHER_THREAD = """
 import signal, threading
-from brokers.stop_signal import on_stop_signals, wait_for_signal
+from brokers.net.stop_signal import on_stop_signals, wait_for_signal
 done = threading.Event()
 on_stop_signals(done.set)
 other = threading.Thread(target=lambda: threading.Event().wait(60), daemon=True)
@@ -27,7 +27,7 @@ print("stopped", flush=True)
 # right there.  HANDLER is how the stop is wired.
 _WHILE_HOLDING_THE_EVENTS_LOCK = """
 import os, signal, threading
-from brokers.stop_signal import on_stop_signals, wait_for_signal
+from brokers.net.stop_signal import on_stop_signals, wait_for_signal
 done = threading.Event()
 HANDLER
 with done._cond:
