@@ -62,11 +62,13 @@ check-java:
 
 # `make test TEST_WORKERS=2` runs the suite in two pytest-xdist workers (worksteal: each takes
 # half of the tests in order, so a module's fixtures start once, and one that runs out takes
-# half of what the other has left): 1,754 s instead of about 2,300 s on this quiet 2-core
-# machine.  It is not the default: with other load on the machine, a kill test's fresh Spark
-# job then starts its Python streaming-source worker too slowly for Spark's fixed 10 s
-# connect-back (PythonWorkerFactory.createSimpleWorker) and the query fails (2 of 2 runs beside
-# another suite).  TEST_WORKERS=0, the default, runs the suite in one process.
+# half of what the other has left).  It is not the default: on this 2-core machine the suite is
+# mostly CPU-bound, so two workers save little (1,762 s of pytest beside another suite, against
+# 1,732 s for one worker beside lighter load), and the previous session's two-worker runs
+# beside another suite failed 2 of 2 (a kill test's Spark job missed Spark's fixed 10 s wait
+# for its Python streaming-source worker, before connectors/worker_python.py made that worker
+# start in 0.6 s instead of 1.5 s; the latest such run did not hit it).  TEST_WORKERS=0, the
+# default, runs the suite in one process.
 TEST_WORKERS ?= 0
 test: install check-java debian-deps peers-servers
 	$(PY) -m compileall -q spark_log brokers connectors jobs >/dev/null
