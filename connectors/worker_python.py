@@ -22,6 +22,7 @@ differs) is left as Spark made it.  ``SPARK_LOG_WORKER_PYTHON=spark`` turns it o
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -31,7 +32,7 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from spark_log.errors import InvalidConfigError
 
@@ -82,15 +83,18 @@ def duplicate_zips(lib: Path, pyspark_version: str, py4j_version: str | None) ->
     return duplicates
 
 
-def _installed_duplicates() -> list[Path]:
+@functools.cache
+def _installed_duplicates() -> tuple[Path, ...]:
+    """Read once per process: the installed packages do not change under a running driver,
+    and every ``local_session`` call would otherwise open both zips again."""
     import py4j.version  # type: ignore[import-untyped]
     import pyspark
 
-    return duplicate_zips(Path(pyspark.__file__).parent / "python" / "lib", pyspark.__version__,
-                          getattr(py4j.version, "__version__", None))
+    return tuple(duplicate_zips(Path(pyspark.__file__).parent / "python" / "lib", pyspark.__version__,
+                                getattr(py4j.version, "__version__", None)))
 
 
-def _script(python: str, dropped: list[Path]) -> str:
+def _script(python: str, dropped: Sequence[Path]) -> str:
     spellings = sorted({str(form) for path in dropped for form in (path.absolute(), path.resolve())})
     patterns = "|".join(shlex.quote(spelling) for spelling in spellings)
     return f"""#!/bin/sh

@@ -45,11 +45,8 @@ def on_stop_signals(callback: Callable[[], object],
     threading.Thread(target=watch, name="stop-signal", daemon=True).start()
 
 
-def wait_for_signal(done: threading.Event, poll_s: float = 0.2) -> None:
-    """Block the main thread until ``done`` is set (by ``on_stop_signals``'s thread).  The wait
-    is timed, so the main thread returns to the interpreter now and then and runs pending
-    Python handlers (the kernel may deliver a signal to any thread, gRPC's and Arrow's among
-    them, and an untimed lock wait is never interrupted: a SIGTERMed node once ignored it for
-    15 s that way, 1 run in 12 of the observer test)."""
-    while not done.wait(poll_s):
-        pass
+def wait_for_signal(done: threading.Event) -> None:
+    """Block the main thread until ``done`` is set by ``on_stop_signals``'s thread.  No Python
+    handler has to run for that (the kernel may deliver the signal to any thread, and the C
+    handler's wakeup byte reaches the watcher from there), so the wait needs no timeout."""
+    done.wait()
