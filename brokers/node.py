@@ -56,6 +56,11 @@ thread's stack and exits 1.
 """
 from __future__ import annotations
 
+if __name__ == "__main__":  # python -m brokers.node: before any import can load pandas
+    from brokers.net.without_pandas import refuse_pandas
+
+    refuse_pandas()
+
 import argparse
 import faulthandler
 import gc
@@ -105,9 +110,12 @@ PORT_FILE = "broker.port"
 def _warm_up_arrow() -> None:
     """Pay pyarrow's lazy start-up costs here, not on the Raft thread.
 
-    The first ``pa.array(...)`` from Python objects imports pandas (seconds on a busy
-    machine); in a fresh process that first happens on the Raft thread at its first
-    leader append or follower decode, stalling elections and the first failover."""
+    The first ``pa.array(...)`` from Python objects asks pyarrow's pandas shim about pandas:
+    where pandas can be imported that imports it (seconds on a busy machine), and in a
+    fresh process that first happens on the Raft thread at its first leader append or
+    follower decode, stalling elections and the first failover.  ``python -m brokers.node``
+    refuses pandas (``brokers.net.without_pandas``), so there the shim's answer costs nothing;
+    a process that runs ``Node`` as a library pays it here, once."""
     import pyarrow as pa
 
     pa.array([b""], type=pa.binary())
