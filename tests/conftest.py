@@ -7,11 +7,14 @@ from typing import Iterator
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.support.jvm_options import with_suite_jvm_options
 from tests.support.secure_cluster import SecuredCluster, secured_cluster
 
 pytest_plugins = ["tests.sim.plugin"]
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# every JVM the suite starts runs C1 only with the serial collector (tests/support/jvm_options.py)
+os.environ["JAVA_TOOL_OPTIONS"] = with_suite_jvm_options(os.environ.get("JAVA_TOOL_OPTIONS", ""))
 
 # Property tests check behaviour, not timing: no per-example deadline and no "input
 # generation is slow" health check, which a loaded CI machine trips on its own (a 1 s stall
