@@ -5,6 +5,9 @@ long poll that the broker answers once data is there (or after ``fetch_max_wait_
 soon as a response is taken, the next fetch to that broker is issued, so the broker reads
 while this process decodes (prefetch).  A response is used only if its fetch offsets still
 equal the positions (a ``seek`` discards it), so positions advance exactly once per record.
+``poll(timeout)`` returns as soon as records are there, else after ``timeout``: an answer
+without records (a prefetch that waited out ``fetch_max_wait_ms`` before the records came,
+or a retriable error) does not end it, as in Kafka's ``poll``.
 
 Pushdown.  With ``columns`` and/or ``row_filter`` the brokers decode, filter and project
 and send only the selected rows and columns (``row_filter`` is a
@@ -100,6 +103,7 @@ __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
 _TIER_WINDOW = 1 << 16   # offsets read from the Delta tier per partition and poll
+_RETRY_PAUSE_S = 0.05  # within one poll, the pause after a round of fetches that met a retriable error
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +187,7 @@ class Consumer:
         self._filters: dict[tuple[str, int], bytes] = {}
         self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
+        self._retriable_errors = 0  # fetch errors met so far that a retry may fix (poll pauses after one)
         self._paused: set[TopicPartition] = set()
         self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
         self._tier_mode: dict[TopicPartition, TierInfo] = {}   # positions the Delta tier serves
@@ -439,22 +444,42 @@ class Consumer:
         if ready:
             self._issue_fetches(self._max_wait_ms)
             return ready
-        self._resolve_unset()
-        if self._tier_mode:
-            self._buffer.add(self._read_tiers())
+        deadline = time.monotonic() + max(0.0, timeout)
+        while True:
+            self._resolve_unset()
+            if self._tier_mode:
+                self._buffer.add(self._read_tiers())
+                ready = self._buffer.take(self._paused)
+                if ready:
+                    self._issue_fetches(self._max_wait_ms)
+                    return ready
+            errors_before = self._retriable_errors
+            remaining = max(0.0, deadline - time.monotonic())
+            self._issue_fetches(int(remaining * 1000))
+            # with calls out, wait for one (each is bounded by its own deadline); with none (no
+            # leader known right now), wait out the timeout and let the next poll retry
+            wait = remaining + (self._timeout_s if self._outstanding else 0.0)
+            try:
+                key = self._done.get(timeout=wait)
+            except queue.Empty:
+                return []
+            self._collect(key)
             ready = self._buffer.take(self._paused)
-            if ready:
-                self._issue_fetches(self._max_wait_ms)
+            now = time.monotonic()
+            if ready or now >= deadline:
+                self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
                 return ready
-        self._issue_fetches(int(max(0.0, timeout) * 1000))
-        # with calls out, wait for one (each is bounded by its own deadline); with none (no
-        # leader known right now), wait out the timeout and let the next poll retry
-        wait = max(0.0, timeout) + (self._timeout_s if self._outstanding else 0.0)
-        try:
-            key = self._done.get(timeout=wait)
-        except queue.Empty:
-            return []
-        keys = [key]
+            # No records yet and time is left: an answer without records (a prefetch that
+            # waited out its own wait before the records came, an error) does not end the
+            # poll; it fetches again for the rest of the timeout, after a short pause when
+            # the round met a retriable error (the leader moved), so it never spins.
+            if self._retriable_errors != errors_before:
+                time.sleep(min(_RETRY_PAUSE_S, deadline - now))
+
+    def _collect(self, first: tuple[str, str]) -> None:
+        """Take the answer of the fetch ``first`` and of every other fetch already done into
+        the buffer."""
+        keys = [first]
         while True:
             try:
                 keys.append(self._done.get_nowait())
@@ -467,9 +492,6 @@ class Consumer:
                 results.append((key, entry))
         for key, (call, offsets) in results:
             self._buffer.add(self._take(key, call, offsets))
-        ready = self._buffer.take(self._paused)
-        self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
-        return ready
 
     def poll(self, timeout: float = 1.0) -> list[ConsumerRecord]:
         """Records that arrived within ``timeout`` seconds, in offset order per partition."""
@@ -581,6 +603,7 @@ class Consumer:
             error = errors.from_rpc_error(exc, address=address)
             if error.retriable:
                 self._metrics.add("fetch_errors")
+                self._retriable_errors += 1
                 self._cluster.forget(topic)
                 return []
             raise error from None
@@ -612,6 +635,7 @@ class Consumer:
             found = describe_tier(self._cluster, [tp[0]], timeout_s=self._timeout_s).partitions.get(tp)
         except SparkLogError as exc:
             if exc.retriable:
+                self._retriable_errors += 1
                 return True   # ask again at the next poll (the position stays)
             raise
         if found is None or not found.tiered or not found.tier_start <= position < found.tiered_end:
@@ -672,6 +696,7 @@ class Consumer:
             self._positions[tp] = None
             return
         if error.retriable:
+            self._retriable_errors += 1
             self._cluster.forget(tp[0])
             return
         raise error

@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from spark_log import Admin, Consumer, Producer, errors
+from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +141,27 @@ def test_long_poll_returns_when_data_arrives(bootstrap: str, topic_name: str) ->
         timer.join()
         assert [r.value for r in records] == [b"late"]
         assert time.monotonic() - started < 8  # woken by the append, not by the 10 s timeout
+
+
+def test_an_empty_prefetch_does_not_end_a_poll_before_its_timeout(bootstrap: str, topic_name: str) -> None:
+    """A poll returns records that are there within its timeout, even when the first answer
+    it takes is an empty prefetch left by the previous poll (that answer waited out
+    ``fetch_max_wait_ms`` before the records came).  Such a poll used to return nothing at
+    once, and a reader that took an empty poll for "no records" stopped early
+    (tests/integration/test_typed_topic_without_schema.py failed so on a loaded machine)."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    with Consumer(bootstrap, auto_offset_reset="earliest", fetch_max_wait_ms=50) as consumer, \
+            Producer(bootstrap, linger_ms=0) as producer:
+        consumer.assign([(topic_name, 0)])
+        assert consumer.poll(0.2) == []  # takes the answer and leaves a prefetch of 50 ms out
+        wait_until(lambda: not consumer._done.empty(), timeout=30,  # noqa: SLF001 - the state this test is about
+                   message="the prefetch never answered")
+        producer.send(topic_name, b"there", partition=0).result(timeout=30)
+        started = time.monotonic()
+        records = consumer.poll(30.0)
+        assert [r.value for r in records] == [b"there"]
+        assert time.monotonic() - started < 20  # woken by the records, not by the 30 s timeout
 
 
 def test_seek_out_of_range(bootstrap: str, topic_name: str) -> None:
