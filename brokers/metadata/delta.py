@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from .image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, frozen_map
+from .image import BrokerInfo, MetadataImage, PartitionInfo, SchemaVersion, TopicImage, merged_map
 from .records import (
     NO_CHANGE,
     NO_LEADER,
@@ -63,11 +63,9 @@ class _TopicDelta:
     def apply(self) -> TopicImage:
         if not self.partitions and not self.schemas:
             return self.base
-        partitions = dict(self.base.partitions)
-        partitions.update(self.partitions)
         return replace(
             self.base,
-            partitions=frozen_map(dict(sorted(partitions.items()))),
+            partitions=merged_map(self.base.partitions, self.partitions),
             schemas=self.base.schemas + tuple(self.schemas),
         )
 
@@ -238,17 +236,11 @@ class MetadataDelta:
             return self._snapshot
         brokers: Mapping[int, BrokerInfo] = self.image.brokers
         if self._brokers:
-            merged = dict(self.image.brokers)
-            merged.update(self._brokers)
-            brokers = frozen_map(dict(sorted(merged.items())))
+            brokers = merged_map(self.image.brokers, self._brokers)
         topics: Mapping[str, TopicImage] = self.image.topics
         if self._topics or self._removed:
-            names = dict(self.image.topics)
-            for name in self._removed:
-                names.pop(name, None)
-            for name, delta in self._topics.items():
-                names[name] = delta.apply()
-            topics = frozen_map(dict(sorted(names.items())))
+            topics = merged_map(self.image.topics, {name: delta.apply() for name, delta in self._topics.items()},
+                                removed=self._removed)
         return MetadataImage(
             brokers=brokers,
             topics=topics,

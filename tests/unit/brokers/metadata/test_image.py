@@ -5,7 +5,9 @@ import dataclasses
 
 import pytest
 
-from brokers.metadata.image import EMPTY, MetadataImage
+from brokers.metadata.delta import MetadataDelta
+from brokers.metadata.image import EMPTY, MetadataImage, frozen_map, merged_map
+from brokers.metadata.records import PartitionChangeRecord
 
 from .helpers import broker, build, topic
 
@@ -48,3 +50,51 @@ def test_image_is_immutable() -> None:
         img.topics["c"] = img.topics["a"]  # type: ignore[index]
     with pytest.raises(TypeError):
         img.topics["a"].partitions[5] = img.topics["a"].partitions[0]  # type: ignore[index]
+
+
+def test_merged_map_keeps_keys_in_order_and_leaves_the_base_alone() -> None:
+    base = frozen_map({1: "a", 3: "c", 5: "e"})
+    changed = merged_map(base, {3: "C", 7: "g", 9: "i"})  # a change in place, new keys past the end
+    assert list(changed.items()) == [(1, "a"), (3, "C"), (5, "e"), (7, "g"), (9, "i")]
+    unordered = merged_map(base, {4: "d", 0: "z"}, removed=[5])  # new keys among the old: sorted
+    assert list(unordered.items()) == [(0, "z"), (1, "a"), (3, "c"), (4, "d")]
+    assert list(merged_map(base, {9: "i", 8: "h"}).items()) == [(1, "a"), (3, "c"), (5, "e"), (8, "h"), (9, "i")]
+    assert list(merged_map({}, {"b": 2, "a": 1}).items()) == [("a", 1), ("b", 2)]
+    assert dict(base) == {1: "a", 3: "c", 5: "e"}
+    with pytest.raises(TypeError):
+        changed[1] = "x"  # type: ignore[index]
+
+
+def test_replaying_partition_changes_does_not_sort_the_topic_each_time() -> None:
+    """Each committed entry is one delta on the last image; a change to one partition of a
+    large topic copies its map without sorting it (was quadratic in partitions on replay)."""
+    import brokers.metadata.delta as delta_module
+    import brokers.metadata.image as image_module
+
+    partitions = 3_000
+    sorts = 0
+    real_sorted = sorted
+
+    def counting_sorted(*args, **kwargs):  # type: ignore[no-untyped-def]
+        nonlocal sorts
+        sorts += 1
+        return real_sorted(*args, **kwargs)
+
+    modules = (delta_module, image_module)
+    for module in modules:
+        module.sorted = counting_sorted  # type: ignore[attr-defined]
+    try:
+        image = build([broker(1)])
+        for record in topic("t", [(1, 2, 3)] * partitions):  # one entry each, as Raft applies them
+            image = build([record], image)
+        for index in range(0, partitions, 10):
+            delta = MetadataDelta(image)
+            delta.replay(PartitionChangeRecord(topic="t", partition=index, isr=(1,), leader=1))
+            image = delta.apply()
+    finally:
+        for module in modules:
+            del module.sorted  # type: ignore[attr-defined]
+    assert sorts == 0
+    assert list(image.topics["t"].partitions) == list(range(partitions))
+    assert image.topics["t"].partitions[10].isr == (1,)
+    assert image.topics["t"].partitions[10].partition_epoch == 1
