@@ -34,6 +34,14 @@ def all_registered(cluster: NodeCluster) -> bool:
     return sorted(b.broker_id for b in image.live_brokers()) == cluster.ids
 
 
+def _topic(cluster: NodeCluster, name: str, partitions: int = 1) -> None:
+    """``name`` exists (created here unless an earlier run of the module made it) and every
+    voter's image has it."""
+    if name not in cluster.image(cluster.wait_for_active_controller()).topics:
+        cluster.client.create_topic(name, partitions=partitions, replication_factor=3)
+    cluster.wait_for_images(lambda image: name in image.topics)
+
+
 def test_one_active_controller_and_every_broker_registered(cluster: NodeCluster) -> None:
     leader = cluster.wait_for_active_controller()
     views = {i: cluster.client.describe_cluster(cluster.addresses[i]) for i in cluster.ids}
@@ -72,6 +80,9 @@ def test_followers_redirect_to_the_active_controller(cluster: NodeCluster) -> No
 
 
 def test_refusals_are_typed_and_change_nothing(cluster: NodeCluster) -> None:
+    # its own preconditions: xdist's worksteal can run it on a worker where the tests above did not run
+    wait_until(lambda: all_registered(cluster), timeout=20, message="brokers did not all register")
+    _topic(cluster, "refusals-existing")
     before = cluster.image(cluster.wait_for_active_controller()).topics
     with pytest.raises(errors.InvalidReplicationFactorError, match="3 live"):
         cluster.client.create_topic("too-wide", replication_factor=4)
@@ -80,13 +91,15 @@ def test_refusals_are_typed_and_change_nothing(cluster: NodeCluster) -> None:
     with pytest.raises(errors.InvalidConfigError):
         cluster.client.create_topic("bad-config", config={"retention.ms": "soon"})
     with pytest.raises(errors.TopicAlreadyExistsError):
-        cluster.client.create_topic("orders")
+        cluster.client.create_topic("refusals-existing")
     with pytest.raises(errors.UnknownTopicOrPartitionError):
         cluster.client.delete_topic("missing")
     assert cluster.image(cluster.wait_for_active_controller()).topics.keys() == before.keys()
 
 
 def test_killed_broker_is_fenced_and_returns_with_a_new_incarnation(cluster: NodeCluster) -> None:
+    wait_until(lambda: all_registered(cluster), timeout=20, message="brokers did not all register")
+    _topic(cluster, "fenced-leaders", partitions=6)  # leaders on every broker, whatever ran before
     leader = cluster.wait_for_active_controller()
     victim = next(i for i in cluster.ids if i != leader)
     old = cluster.image(leader).brokers[victim]
