@@ -94,7 +94,7 @@ final class Admin {
   static void registerSchema(String bootstrap, Security security, String topic, Schema schema) {
     ByteArrayOutputStream ipc = new ByteArrayOutputStream();
     try {
-      MessageSerializer.serialize(new WriteChannel(Channels.newChannel(ipc)), schema);
+      MessageSerializer.serialize(new WriteChannel(MemoryChannels.writer(ipc)), schema);
     } catch (IOException e) {
       throw new IllegalStateException(e);
     }

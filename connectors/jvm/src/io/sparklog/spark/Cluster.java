@@ -457,7 +457,7 @@ final class Cluster implements Closeable {
 
   static Schema readSchema(byte[] ipc) {
     try {
-      return MessageSerializer.deserializeSchema(new ReadChannel(Channels.newChannel(new ByteArrayInputStream(ipc))));
+      return MessageSerializer.deserializeSchema(new ReadChannel(MemoryChannels.reader(ipc)));
     } catch (IOException e) {
       throw new SparkLogException("InvalidSchemaError", 24, "cannot read a topic schema: " + e);
     }
@@ -586,8 +586,7 @@ final class Cluster implements Closeable {
     try {
       Thread.sleep(ms);
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new RuntimeException(e);
+      throw Interrupts.unchecked(e);
     }
   }
 

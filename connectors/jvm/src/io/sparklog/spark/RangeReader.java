@@ -179,8 +179,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       if (e.getCause() instanceof RuntimeException) throw (RuntimeException) e.getCause();
       throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, String.valueOf(e.getCause()));
     } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new RuntimeException(e);
+      throw Interrupts.unchecked(e);
     }
   }
 
@@ -365,7 +364,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   private void decodeStream(ArrowBuf answer, int at, int length) {
     if (length == 0) return;
     try (org.apache.arrow.vector.ipc.ArrowStreamReader reader = new org.apache.arrow.vector.ipc.ArrowStreamReader(
-        new BufferChannel(answer.nioBuffer(at, length)), allocator, Lz4Codecs.INSTANCE)) {
+        MemoryChannels.reader(answer.nioBuffer(at, length)), allocator, Lz4Codecs.INSTANCE)) {
       VectorSchemaRoot loaded = reader.getVectorSchemaRoot();
       while (reader.loadNextBatch()) {
         org.apache.arrow.vector.BigIntVector offsets = (org.apache.arrow.vector.BigIntVector) loaded.getVector("offset");
@@ -421,26 +420,6 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         + " of a fetch answer: " + what);
   }
 
-  /** A ReadableByteChannel over a ByteBuffer (the IPC message metadata of a frame body). */
-  private static final class BufferChannel implements java.nio.channels.ReadableByteChannel {
-    private final ByteBuffer src;
-
-    BufferChannel(ByteBuffer src) { this.src = src; }
-
-    @Override public int read(ByteBuffer dst) {
-      if (!src.hasRemaining()) return -1;
-      int n = Math.min(dst.remaining(), src.remaining());
-      ByteBuffer part = src.duplicate();
-      part.limit(part.position() + n);
-      dst.put(part);
-      src.position(src.position() + n);
-      return n;
-    }
-
-    @Override public boolean isOpen() { return true; }
-
-    @Override public void close() {}
-  }
 
   /** The Arrow IPC record batch at answer[bodyAt, bodyAt + bodyLength): its metadata parsed,
    *  its body a slice of the answer's off-heap buffer (no copy; LZ4 bodies decompress from it). */
@@ -455,7 +434,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     Pruned pruned = pruned(schemaId, arrow);
     VectorSchemaRoot root = VectorSchemaRoot.create(pruned.schema, allocator);
     try {
-      ReadChannel channel = new ReadChannel(new BufferChannel(answer.nioBuffer(bodyAt, bodyLength)));
+      ReadChannel channel = new ReadChannel(MemoryChannels.reader(answer.nioBuffer(bodyAt, bodyLength)));
       MessageMetadataResult message = MessageSerializer.readMessage(channel);
       if (message == null || message.getMessage().headerType() != MessageHeader.RecordBatch) {
         throw new IOException("no record batch message");

@@ -62,8 +62,7 @@ final class Txn {
           throw new SparkLogException("BrokerNotAvailableError", ErrorCodes.BROKER_NOT_AVAILABLE, e.toString());
         }
       } catch (InterruptedException e) {
-        Thread.currentThread().interrupt();
-        throw new RuntimeException(e);
+        throw Interrupts.unchecked(e);
       }
       Cluster.sleep(backoff);
       backoff = Math.min(backoff * 2, 500);

@@ -708,7 +708,7 @@ final class Writes {
       ByteArrayOutputStream body = new ByteArrayOutputStream();
       body.write(new byte[64]);
       try (ArrowRecordBatch batch = new VectorUnloader(root, true, codec, true).getRecordBatch()) {
-        MessageSerializer.serialize(new WriteChannel(Channels.newChannel(body)), batch);
+        MessageSerializer.serialize(new WriteChannel(MemoryChannels.writer(body)), batch);
       }
       byte[] frame = body.toByteArray();
       int sequence = sequences.getOrDefault(partition, 0);
