@@ -80,8 +80,7 @@ public final class Casts {
   }
 
   private static Schema schema(byte[] ipc) throws java.io.IOException {
-    return org.apache.arrow.vector.ipc.message.MessageSerializer.deserializeSchema(
-        new org.apache.arrow.vector.ipc.ReadChannel(java.nio.channels.Channels.newChannel(new java.io.ByteArrayInputStream(ipc))));
+    return Cluster.readSchema(ipc);
   }
 
   /** For tests (py4j): the Arrow IPC stream {@code ipc} cast to {@code want}'s types (an IPC

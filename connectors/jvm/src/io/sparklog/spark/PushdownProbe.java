@@ -10,8 +10,7 @@ public final class PushdownProbe {
   private PushdownProbe() {}
 
   public static boolean[] pushed(byte[] schemaIpc, Filter[] filters) throws java.io.IOException {
-    Schema schema = org.apache.arrow.vector.ipc.message.MessageSerializer.deserializeSchema(
-        new org.apache.arrow.vector.ipc.ReadChannel(java.nio.channels.Channels.newChannel(new java.io.ByteArrayInputStream(schemaIpc))));
+    Schema schema = Cluster.readSchema(schemaIpc);
     boolean[] out = new boolean[filters.length];
     for (int i = 0; i < filters.length; i++) {
       Pushdown p = new Pushdown(schema);
