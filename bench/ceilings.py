@@ -11,6 +11,12 @@ printed against what the same data reaches, in the same run, without spark-log's
   machine it is not a constant: the first write into memory the guest has not touched for a
   while costs ten times a rewrite (the host backs the page on first touch), and a log's
   appends always write new pages.
+- ``disk_write_ceiling``: writing a new file of a few GiB in 1 MiB ``pwritev`` calls and
+  ``fdatasync`` at the end: the rate the disk itself sustains once the page cache stops
+  absorbing the writes (Linux starts writing dirty pages back at
+  ``vm.dirty_background_ratio`` of memory, then throttles the writers at
+  ``vm.dirty_ratio``).  A log that writes for longer than the page cache absorbs cannot
+  store copies faster than this, whatever its CPU.
 - ``grpc_ceiling``: raw bytes through Python gRPC on loopback, 1 MiB messages, 8 calls in
   flight, to an echo-free sink in another process (``python -m bench.ceilings --serve``):
   what moving the frames' bytes through grpcio costs, in records/s of a given size.
@@ -33,7 +39,8 @@ import pyarrow.ipc as ipc
 
 from spark_log.frame import Codec, ipc_message
 
-__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling", "random_values", "cpu_s"]
+__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling", "disk_write_ceiling", "random_values",
+           "cpu_s"]
 
 _METHOD = "/bench.Sink/Put"
 
@@ -92,6 +99,31 @@ def page_cache_ceiling(record_bytes: int, directory: str, mib: int = 256) -> Cei
         os.unlink(path)
     records = mib * (1 << 20) / record_bytes
     return Ceiling("page cache append", records / elapsed, cpu / records * 1e6)
+
+
+def disk_write_ceiling(record_bytes: int, directory: str, mib: int = 2048) -> Ceiling | None:
+    """Write ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
+    calls and ``fdatasync`` it, then delete it: records/s of ``record_bytes`` the disk
+    sustains (bytes written / time to durable).  None when the disk has less than twice
+    ``mib`` free (the bench then prints no disk bound rather than fill a small disk)."""
+    import shutil
+
+    if shutil.disk_usage(directory).free < 2 * mib * (1 << 20):
+        return None
+    chunk = os.urandom(1 << 20)
+    path = os.path.join(directory, "disk-write-ceiling.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        cpu0, start = time.process_time(), time.perf_counter()
+        for i in range(mib):
+            os.pwritev(fd, [chunk], i << 20)
+        os.fdatasync(fd)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    records = mib * (1 << 20) / record_bytes
+    return Ceiling("disk write, sustained", records / elapsed, cpu / records * 1e6)
 
 
 def _serve(port_file: str) -> None:
