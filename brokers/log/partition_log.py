@@ -48,7 +48,9 @@ from . import files
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
 from .results import AppendInfo, ReadResult
+from .offset_index import ENTRY_BYTES as OFFSET_ENTRY_BYTES
 from .segment import MAX_SEGMENT_BYTES, Segment
+from .time_index import ENTRY_BYTES as TIME_ENTRY_BYTES
 
 __all__ = ["PartitionLog", "AppendInfo", "ReadResult"]
 
@@ -202,12 +204,19 @@ class PartitionLog:
         active = self._segments.active
         now = self._clock.monotonic_ms()
         last_next = infos[-1][1]
+        # segment.index.bytes bounds each index file, as Kafka's: a segment whose index could
+        # not take an entry for every frame of this append rolls first
+        index_bytes = self._config.segment_index_bytes
+        limits = (index_bytes // OFFSET_ENTRY_BYTES, index_bytes // TIME_ENTRY_BYTES)
         if active.size and (
             active.size + total > min(self._config.segment_bytes, MAX_SEGMENT_BYTES)
             or last_next - active.base_offset > _MAX_RELATIVE
             or self._segment_expired(active, now)
+            or len(active.offset_index) + len(infos) > limits[0]
+            or len(active.time_index) + len(infos) > limits[1]
         ):
             active = self._roll()
+        active.index_limits = limits
         active.append(buffers, infos, now_ms=now)
 
     def _after_append(self, infos: list[FrameInfo]) -> AppendInfo:

@@ -97,6 +97,9 @@ class Segment:
         self._now_ms = now_ms
         self._since_index = 0
         self._max_so_far = NO_TIMESTAMP
+        # (offset index, time index) entries at most (segment.index.bytes): the owner sets it
+        # on the active segment; a full index takes no more entries (lookups scan further)
+        self.index_limits: tuple[int, int] | None = None
 
     # --- opening ---------------------------------------------------------------------
 
@@ -211,7 +214,9 @@ class Segment:
     def _index_frame(self, base: int, next_offset: int, length: int, max_ts: int) -> None:
         """Account one frame appended at ``self.size`` (index entries per the interval)."""
         self._max_so_far = max(self._max_so_far, max_ts)
-        if self.size > 0 and self._since_index >= self._interval:
+        limits = self.index_limits
+        if self.size > 0 and self._since_index >= self._interval and (
+                limits is None or (len(self.offset_index) < limits[0] and len(self.time_index) < limits[1])):
             self.offset_index.append(base, self.size)
             self.time_index.maybe_append(self._max_so_far, base)
             self._since_index = 0
