@@ -43,6 +43,7 @@ from .security import ClientSecurity
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 
 
+_BROKER_DEFAULT = -1  # a CreateTopic partition count or replication factor the broker fills in (KIP-464)
 _READ_ONLY = frozenset({"DescribeTopic", "ListTopics", "DescribeUserScramCredentials", "DescribeAcls",
                         "DescribeClientQuotas", "WhoAmI", "DescribeQuorum"})
 # The generated gRPC module has no annotations; this name types its stub constructor.
@@ -227,8 +228,8 @@ class Admin:
     def create_topic(
         self,
         name: str,
-        partitions: int = 1,
-        replication_factor: int = 1,
+        partitions: int | None = None,
+        replication_factor: int | None = None,
         schema: pa.Schema | None = None,
         key_columns: Sequence[str] | None = None,
         config: Mapping[str, Any] | None = None,
@@ -243,9 +244,11 @@ class Admin:
         DataFrame's) sets it as schema id 0; until then ``Producer.send``/``send_batch``
         raise ``NoSchemaError``, consumers find nothing to read and ``get_schema`` raises
         ``NoSchemaError``.  ``kind="bytes"`` with a schema is an ``InvalidRequestError``.
-        ``config`` takes Kafka names or snake_case (``{"retention.ms": 60000}``).  Returns
-        once the topic is committed and (unless ``validate_only``) every partition's leader
-        serves it.
+        ``config`` takes Kafka names or snake_case (``{"retention.ms": 60000}``).
+        ``partitions`` / ``replication_factor`` not given (None): the broker's
+        ``default_partitions`` / ``default_replication_factor`` (1 unless configured; sent
+        as -1, as Kafka's CreateTopics does).  Returns once the topic is committed and
+        (unless ``validate_only``) every partition's leader serves it.
         """
         if schema is not None and not isinstance(schema, pa.Schema):
             raise errors.InvalidSchemaError(f"schema must be a pyarrow.Schema, got {type(schema).__name__}")
@@ -256,14 +259,15 @@ class Admin:
         if isinstance(key_columns, str):
             key_columns = [key_columns]
         request = pb.CreateTopicRequest(
-            name=name, partitions=int(partitions), replication_factor=int(replication_factor),
+            name=name, partitions=_BROKER_DEFAULT if partitions is None else int(partitions),
+            replication_factor=_BROKER_DEFAULT if replication_factor is None else int(replication_factor),
             configs={str(k): _config_text(v) for k, v in (config or {}).items()},
             arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
             key_columns=list(key_columns or ()), validate_only=validate_only, kind=kind or "",
         )
         description = _describe(self._call("CreateTopic", request))
         if not validate_only:
-            self._wait_for_leaders(name, description.num_partitions or int(partitions))
+            self._wait_for_leaders(name, description.num_partitions or max(1, request.partitions))
         return description
 
     def _wait_for_leaders(self, name: str, count: int) -> None:

@@ -314,10 +314,13 @@ class Cluster:
 
     # -- metadata ---------------------------------------------------------------------
 
-    def refresh(self, topics: Iterable[str] | None = None) -> pb.MetadataResponse:
-        """Ask a broker for metadata (of ``topics``, or all topics) and update the cache."""
+    def refresh(self, topics: Iterable[str] | None = None, *, auto_create: bool = False) -> pb.MetadataResponse:
+        """Ask a broker for metadata (of ``topics``, or all topics) and update the cache.
+        ``auto_create`` (producers): a named topic that does not exist is created by a broker
+        with ``auto_create_topics`` on (Kafka's ``allow_auto_topic_creation``)."""
         names = sorted(set(topics)) if topics is not None else []
-        request = pb.MetadataRequest(topics=names, all_topics=topics is None)
+        request = pb.MetadataRequest(topics=names, all_topics=topics is None,
+                                     allow_auto_topic_creation=auto_create and topics is not None)
         best: pb.MetadataResponse | None = None
         last: SparkLogError | None = None
         # A broker behind the metadata log is skipped if another is ahead; one that does not
@@ -413,16 +416,20 @@ class Cluster:
             known = self._newest.get((topic, partition))
         return known[1].leader_epoch if known is not None else -1
 
-    def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
-        """Cached metadata of ``name``; raises ``UnknownTopicOrPartitionError`` if absent."""
+    def topic(self, name: str, *, refresh: bool = False, auto_create: bool = False) -> TopicInfo:
+        """Cached metadata of ``name``; raises ``UnknownTopicOrPartitionError`` if absent (or
+        the typed error a broker gave for creating it, with ``auto_create``: see ``refresh``)."""
         if not refresh:
             info = self._topics.get(name)  # no lock: a dict read is atomic (the producer asks once per send)
             if info is not None:
                 return info
-        self.refresh([name])
+        response = self.refresh([name], auto_create=auto_create)
         with self._lock:
             info = self._topics.get(name)
         if info is None:
+            error = next((m.error for m in response.topics if m.name == name and m.error.code), None)
+            if error is not None and error.code != UnknownTopicOrPartitionError.code:
+                raise errors.from_code(error.code, error.message)  # e.g. auto-creation refused by the controller
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         return info
 

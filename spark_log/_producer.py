@@ -543,7 +543,8 @@ class Producer:
 
     def _topic(self, topic: str) -> TopicInfo:
         """The topic's metadata; ``NoSchemaError`` for a typed topic without a schema yet."""
-        info = self._cluster.topic(topic)
+        # a broker with auto_create_topics on creates a topic a producer names (as Kafka's)
+        info = self._cluster.topic(topic, auto_create=True)
         if info.schema_id < 0:
             info = self._cluster.topic(topic, refresh=True)
         if info.schema_id < 0:

@@ -85,8 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     actions = topics.add_subparsers(dest="action", required=True)
     create = actions.add_parser("create")
     create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=1)
-    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument("--partitions", type=int, default=None,
+                        help="default: the broker's default_partitions (1 unless configured)")
+    create.add_argument("--replication-factor", type=int, default=None,
+                        help="default: the broker's default_replication_factor (1 unless configured)")
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     create.add_argument("--typed", action="store_true",
                         help="a typed topic without a schema yet: the first Spark write (or register_schema) sets it")

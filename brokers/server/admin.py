@@ -31,6 +31,7 @@ from spark_log.errors import (
 from spark_log.proto import broker_pb2 as pb
 
 from .metadata import MetadataBuilder
+from .topic_defaults import TopicDefaults
 
 __all__ = ["AdminHandler"]
 
@@ -39,8 +40,9 @@ WaitFor = Callable[[Callable[[MetadataImage], bool], float], MetadataImage]
 
 class AdminHandler:
     def __init__(self, *, controller: ControllerClient, image: Callable[[], MetadataImage], wait_for: WaitFor,
-                 builder: MetadataBuilder, wait_s: float = 10.0) -> None:
+                 builder: MetadataBuilder, wait_s: float = 10.0, defaults: TopicDefaults = TopicDefaults()) -> None:
         self.controller = controller
+        self.defaults = defaults
         self.image = image
         self.wait_for = wait_for
         self.builder = builder
@@ -67,23 +69,25 @@ class AdminHandler:
                 schema = schema_from_bytes(request.arrow_schema)
             except Exception as exc:  # noqa: BLE001 - any parse failure is the caller's bad input
                 raise InvalidSchemaError(f"arrow_schema is not an Arrow IPC schema: {exc}") from None
+        # -1: the broker's default_partitions / default_replication_factor (topic_defaults.py)
+        partitions, replication_factor = self.defaults.fill(request.partitions, request.replication_factor)
         if request.validate_only:
-            if request.partitions < 1:
-                raise InvalidPartitionsError(f"partitions must be >= 1, got {request.partitions}")
-            if request.replication_factor < 1:
-                raise InvalidReplicationFactorError(f"replication factor must be >= 1, got {request.replication_factor}")
+            if partitions < 1:
+                raise InvalidPartitionsError(f"partitions must be >= 1, got {partitions}")
+            if replication_factor < 1:
+                raise InvalidReplicationFactorError(f"replication factor must be >= 1, got {replication_factor}")
             config = TopicConfig().with_overrides(dict(request.configs))
             kind = request.kind or ("typed" if schema is not None else "bytes")
             if kind not in ("bytes", "typed") or (kind == "bytes" and schema is not None):
                 raise InvalidRequestError(f"kind must be 'bytes' (no schema) or 'typed', got {request.kind!r}"
                                           f"{' with a schema' if schema is not None else ''}")
             return pb.TopicDescription(name=request.name, kind=kind,
-                                       configs=config.to_kafka_names(), replication_factor=request.replication_factor)
+                                       configs=config.to_kafka_names(), replication_factor=replication_factor)
         created = self.controller.create_topic(
-            request.name, partitions=request.partitions, replication_factor=request.replication_factor,
+            request.name, partitions=partitions, replication_factor=replication_factor,
             config=dict(request.configs), schema=schema, key_columns=list(request.key_columns),
             kind=request.kind or None)
-        wanted = len(created.partitions) or request.partitions
+        wanted = len(created.partitions) or partitions
         image = self._await(lambda img: (t := img.topics.get(request.name)) is not None
                             and t.topic_id == created.topic_id and len(t.partitions) >= wanted)
         return self._described(request.name, image)

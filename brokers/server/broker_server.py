@@ -58,6 +58,7 @@ from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .service import AdminServicer, BrokerServicer
+from .topic_defaults import AutoCreator, TopicDefaults
 from .wire import broker_handler
 
 __all__ = ["BrokerServer", "BrokerHost", "register"]
@@ -152,14 +153,19 @@ class BrokerServer:
         self.verifier = TxnVerifier(broker_id=broker_id, image=lambda: manager.image, local=self.transactions,
                                     peers=self.peers)
         follower_fetches = LeaderFetchHandler(manager=self.manager, faults=faults, on_expandable=self.replicas.isr.poke)
+        defaults = TopicDefaults(settings.default_partitions, settings.default_replication_factor)
+        wait_for = lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s)  # noqa: E731
+        auto_create = AutoCreator(
+            enabled=settings.auto_create_topics, defaults=defaults, wait_for=wait_for,
+            create=lambda name, partitions, replication_factor: controller.create_topic(
+                name, partitions=partitions, replication_factor=replication_factor, kind="bytes"))
         self.broker_servicer = BrokerServicer(manager=self.manager, builder=self.builder,
                                               controller_id=lambda: metadata.leader_id,
                                               follower_fetches=follower_fetches, verifier=self.verifier,
-                                              counters=self.counters)
+                                              counters=self.counters, auto_create=auto_create)
         self.admin_servicer = AdminServicer(AdminHandler(
-            controller=controller, image=lambda: metadata.image,
-            wait_for=lambda predicate, timeout_s: metadata.wait_for(predicate, timeout_s=timeout_s),
-            builder=self.builder))
+            controller=controller, image=lambda: metadata.image, wait_for=wait_for, builder=self.builder,
+            defaults=defaults))
         self.txn_servicer = TxnServicer(self.transactions)
         self.marker_servicer = MarkerServicer(self.marker_handler)
         self.collector = BrokerCollector(partitions=self.manager, isr=self.replicas.isr, groups=self.groups,

@@ -19,6 +19,7 @@ from spark_log.errors import BrokerNotAvailableError, SparkLogError, StorageErro
 from spark_log.proto import broker_pb2 as pb
 
 from .admin import AdminHandler
+from .errors import to_pb
 from .describe_partitions import DescribePartitionsHandler
 from .fetch import FetchHandler
 from .leader_fetch import LeaderFetchHandler
@@ -27,6 +28,7 @@ from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .produce import ProduceHandler, Verifier
 from .reassignment_admin import ReassignmentAdmin
+from .topic_defaults import AutoCreator
 from .wire import unary
 
 __all__ = ["BrokerServicer", "AdminServicer"]
@@ -67,8 +69,10 @@ class BrokerServicer:
 
     def __init__(self, *, manager: PartitionManager, builder: MetadataBuilder,
                  controller_id: Callable[[], int | None], follower_fetches: LeaderFetchHandler | None = None,
-                 verifier: Verifier | None = None, counters: BrokerCounters | None = None) -> None:
+                 verifier: Verifier | None = None, counters: BrokerCounters | None = None,
+                 auto_create: AutoCreator | None = None) -> None:
         self.manager = manager
+        self.auto_create = auto_create
         self.builder = builder
         self.controller_id = controller_id
         self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
@@ -80,11 +84,20 @@ class BrokerServicer:
     def Metadata(self, request: pb.MetadataRequest, context: grpc.ServicerContext) -> pb.MetadataResponse:  # noqa: N802
         """Refused with a retriable ``BrokerNotAvailableError`` while the broker catches up
         with the metadata log (``PartitionManager.caught_up``): clients ask another broker
-        rather than taking "unknown topic" from an image that is not served yet."""
+        rather than taking "unknown topic" from an image that is not served yet.  With
+        ``allow_auto_topic_creation``, named topics that do not exist are created first when
+        this broker has ``auto_create_topics`` on (``topic_defaults.py``)."""
         def answer() -> pb.MetadataResponse:
             if not self.manager.caught_up:
                 raise BrokerNotAvailableError(f"broker {self.manager.broker_id} is catching up with the metadata log")
-            return self.builder.metadata(request, self.manager.image, self.controller_id())
+            refused: dict[str, SparkLogError] = {}
+            if request.allow_auto_topic_creation and not request.all_topics and self.auto_create is not None:
+                refused = self.auto_create.create_missing(request.topics, self.manager.image)
+            response = self.builder.metadata(request, self.manager.image, self.controller_id())
+            for meta in response.topics:
+                if meta.name in refused and meta.error.code:
+                    meta.error.CopyFrom(to_pb(refused[meta.name]))
+            return response
         return _guard(context, "Metadata", answer, self.counters)
 
     def Produce(self, request: pb.ProduceRequest, context: grpc.ServicerContext) -> pb.ProduceResponse:  # noqa: N802
