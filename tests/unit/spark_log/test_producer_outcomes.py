@@ -63,7 +63,7 @@ class _FakeCluster:
         self.answers = list(answers)
         self.calls = 0
 
-    def topic(self, name: str, *, refresh: bool = False) -> TopicInfo:
+    def topic(self, name: str, *, refresh: bool = False, auto_create: bool = False) -> TopicInfo:
         return TopicInfo(name=name, kind="bytes", partitions={0: pb.PartitionMeta(partition=0, leader_id=1)},
                          schemas={0: BYTES_SCHEMA}, schema_id=0, key_columns=())
 
