@@ -83,20 +83,28 @@ def ipc_ceiling(batch: pa.RecordBatch, seconds: float = 1.0) -> tuple[Ceiling, C
     return out[0], out[1], per_record
 
 
-def page_cache_ceiling(record_bytes: int, directory: str, mib: int = 256) -> Ceiling:
-    """Append ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
-    calls (no fsync), then delete it: records/s and CPU per record of ``record_bytes``."""
+def _write_new_file(directory: str, name: str, mib: int, *, sync: bool) -> tuple[float, float]:
+    """Write ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
+    calls (``sync``: then ``fdatasync``), then delete it: (wall seconds, CPU seconds)."""
     chunk = os.urandom(1 << 20)
-    path = os.path.join(directory, "page-cache-ceiling.bin")
+    path = os.path.join(directory, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         cpu0, start = time.process_time(), time.perf_counter()
         for i in range(mib):
             os.pwritev(fd, [chunk], i << 20)
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
+        if sync:
+            os.fdatasync(fd)
+        return time.perf_counter() - start, time.process_time() - cpu0
     finally:
         os.close(fd)
         os.unlink(path)
+
+
+def page_cache_ceiling(record_bytes: int, directory: str, mib: int = 256) -> Ceiling:
+    """Append ``mib`` MiB of random bytes to a new file in ``directory`` in 1 MiB ``pwritev``
+    calls (no fsync), then delete it: records/s and CPU per record of ``record_bytes``."""
+    elapsed, cpu = _write_new_file(directory, "page-cache-ceiling.bin", mib, sync=False)
     records = mib * (1 << 20) / record_bytes
     return Ceiling("page cache append", records / elapsed, cpu / records * 1e6)
 
@@ -110,18 +118,7 @@ def disk_write_ceiling(record_bytes: int, directory: str, mib: int = 2048) -> Ce
 
     if shutil.disk_usage(directory).free < 2 * mib * (1 << 20):
         return None
-    chunk = os.urandom(1 << 20)
-    path = os.path.join(directory, "disk-write-ceiling.bin")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        cpu0, start = time.process_time(), time.perf_counter()
-        for i in range(mib):
-            os.pwritev(fd, [chunk], i << 20)
-        os.fdatasync(fd)
-        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu0
-    finally:
-        os.close(fd)
-        os.unlink(path)
+    elapsed, cpu = _write_new_file(directory, "disk-write-ceiling.bin", mib, sync=True)
     records = mib * (1 << 20) / record_bytes
     return Ceiling("disk write, sustained", records / elapsed, cpu / records * 1e6)
 
