@@ -423,15 +423,19 @@ class Cluster:
             info = self._topics.get(name)  # no lock: a dict read is atomic (the producer asks once per send)
             if info is not None:
                 return info
-        response = self.refresh([name], auto_create=auto_create)
-        with self._lock:
-            info = self._topics.get(name)
-        if info is None:
+        deadline = time.monotonic() + self.request_timeout_s
+        while True:
+            response = self.refresh([name], auto_create=auto_create)
+            with self._lock:
+                info = self._topics.get(name)
+            if info is not None:
+                return info
             error = next((m.error for m in response.topics if m.name == name and m.error.code), None)
-            if error is not None and error.code != UnknownTopicOrPartitionError.code:
+            if error is None or error.code == UnknownTopicOrPartitionError.code:
+                raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            if error.code != errors.RequestTimeoutError.code or time.monotonic() >= deadline:
                 raise errors.from_code(error.code, error.message)  # e.g. auto-creation refused by the controller
-            raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        return info
+            time.sleep(0.05)  # auto-created, not yet in that broker's metadata: polling it again
 
     def forget(self, name: str) -> None:
         with self._lock:

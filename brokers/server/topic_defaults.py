@@ -10,11 +10,14 @@
   (producers send it; admin clients, consumers and the Spark connectors do not) that names
   topics missing from the broker's image creates them with those defaults, as a bytes topic
   with the default topic settings, when the broker has ``auto_create_topics`` on, and waits
-  (at most ``wait_s``) for the broker's image to hold them, so the same answer describes
-  them.  Internal topics and illegal names are never created; a topic another client created
-  meanwhile is taken as it is.  A creation the controller refuses (a replication factor above
-  the live brokers, say) is answered as that typed error for the topic instead of "unknown
-  topic".  With ``auto_create_topics`` off nothing is created: the topic stays unknown.
+  (at most ``wait_s``, well inside the client's 10 s per-broker metadata try) for the
+  broker's image to hold them, so the same answer describes them; a topic created but not
+  in the image by then is answered with a retriable ``RequestTimeoutError`` instead of
+  "unknown topic", and the producer asks again (``Cluster.topic``).  Internal topics and
+  illegal names are never created; a topic another client created meanwhile is taken as it
+  is.  A creation the controller refuses (a replication factor above the live brokers, say)
+  is answered as that typed error for the topic.  With ``auto_create_topics`` off nothing is
+  created: the topic stays unknown.
 
 Thread-safety: called from gRPC threads; the controller client and the image wait are
 thread-safe.
@@ -57,7 +60,7 @@ class AutoCreator:
     docstring)."""
 
     def __init__(self, *, enabled: bool, defaults: TopicDefaults, create: CreateTopic, wait_for: WaitFor,
-                 wait_s: float = 10.0) -> None:
+                 wait_s: float = 5.0) -> None:
         self.enabled = enabled
         self.defaults = defaults
         self._create = create
@@ -66,8 +69,9 @@ class AutoCreator:
 
     def create_missing(self, names: Iterable[str], image: MetadataImage) -> dict[str, SparkLogError]:
         """Create each of ``names`` that ``image`` lacks (when enabled); the typed error of
-        each one that could not be created (illegal or internal names are left out: they
-        stay unknown)."""
+        each one that could not be created, or that was created but is not in this broker's
+        image within ``wait_s`` (``RequestTimeoutError``: ask again).  Illegal or internal
+        names are left out: they stay unknown."""
         if not self.enabled:
             return {}
         refused: dict[str, SparkLogError] = {}
@@ -91,5 +95,7 @@ class AutoCreator:
             try:
                 self._wait_for(lambda img: all(n in img.topics for n in created), self._wait_s)
             except RequestTimeoutError:
-                pass  # committed; this broker is behind: the client asks again and finds it
+                for name in created:  # committed; this broker is behind: the producer asks again
+                    refused[name] = RequestTimeoutError(
+                        f"topic {name!r} was created; this broker's metadata does not hold it yet")
         return refused

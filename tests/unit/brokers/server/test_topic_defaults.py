@@ -69,7 +69,8 @@ def test_a_refusal_is_returned_typed_and_a_race_is_not_one() -> None:
     assert made == [("ok", 4, 2)]
 
 
-def test_a_broker_behind_the_metadata_log_still_answers() -> None:
+def test_a_broker_behind_the_metadata_log_answers_ask_again() -> None:
     creator, made, waited = _creator(enabled=True, wait_times_out=True)
-    assert creator.create_missing(["late"], _Image(set())) == {}  # type: ignore[arg-type]
+    refused = creator.create_missing(["late"], _Image(set()))  # type: ignore[arg-type]
     assert made == [("late", 4, 2)] and waited == [True]
+    assert list(refused) == ["late"] and isinstance(refused["late"], RequestTimeoutError)  # retriable
