@@ -363,6 +363,11 @@ class BrokerConfig:
                  "must be >= 0 and below replica_lag_time_max_ms (an idle follower would leave the ISR)")
         _require(self.shutdown_timeout_ms >= 100, "shutdown_timeout_ms", "must be >= 100")
         _require(self.num_io_threads >= 1, "num_io_threads", "must be >= 1")
+        # auto-creation would let a producer with DESCRIBE on a topic create it (Kafka asks for
+        # CREATE): not built, so refused with the authorizer on rather than left unchecked
+        _require(not (self.auto_create_topics and self.security.authorizer_enabled), "auto_create_topics",
+                 "cannot be true with security.authorizer_enabled (creating a topic needs CREATE; "
+                 "create topics with Admin.create_topic or 'spark-log topics create')")
         _require(self.default_partitions >= 1, "default_partitions", "must be >= 1")
         _require(self.default_replication_factor >= 1, "default_replication_factor", "must be >= 1")
         _require(1 <= self.offsets_topic_num_partitions <= 1000, "offsets_topic_num_partitions", "must be within 1..1000")

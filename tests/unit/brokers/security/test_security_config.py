@@ -51,3 +51,13 @@ def test_accepted_settings_and_the_documented_table() -> None:
     assert mtls.tls and mtls.super_users == ("User:CN=node-1",)
     shipped = load_toml(BrokerConfig, REPO / "conf" / "broker.toml")
     assert shipped.security == SecurityConfig()  # the documented defaults: everything off
+
+
+def test_auto_created_topics_are_refused_beside_the_authorizer() -> None:
+    """Auto-creation has no CREATE check (Kafka asks for it): refused with the authorizer on."""
+    secured = from_mapping(SecurityConfig, {**TLS, "ssl_cafile": "ca.pem", "ssl_client_auth": "required",
+                                            "authorizer_enabled": True, "super_users": ["User:CN=node-1"]})
+    with pytest.raises(InvalidConfigError, match="auto_create_topics"):
+        BrokerConfig(broker_id=1, auto_create_topics=True, security=secured)
+    assert BrokerConfig(broker_id=1, auto_create_topics=True).auto_create_topics  # without it: accepted
+    assert not BrokerConfig(broker_id=1, security=secured).auto_create_topics
