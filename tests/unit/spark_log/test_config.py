@@ -83,6 +83,22 @@ def test_shipped_conf_files_load(name: str) -> None:
         assert isinstance(load_toml(TopicConfig, CONF / name), TopicConfig)
 
 
+def test_the_documented_topic_settings_are_every_setting_at_its_default() -> None:
+    """conf/topic-defaults.toml and broker.toml's [topic_defaults] document the topic settings:
+    each names every TopicConfig field, at the value the code defaults to."""
+    import tomllib
+
+    fields = {f.name for f in dataclasses.fields(TopicConfig)}
+    with open(CONF / "topic-defaults.toml", "rb") as handle:
+        documented = tomllib.load(handle)
+    with open(CONF / "broker.toml", "rb") as handle:
+        in_broker = tomllib.load(handle)["topic_defaults"]
+    for table in (documented, in_broker):
+        assert set(table) == fields, sorted(fields ^ set(table))
+    assert load_toml(TopicConfig, CONF / "topic-defaults.toml") == TopicConfig()
+    assert load_toml(BrokerConfig, CONF / "broker.toml").topic_defaults == TopicConfig()
+
+
 def test_toml_errors_are_typed(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text("broker_id = = 1\n")
