@@ -254,7 +254,10 @@ class Producer:
         Bytes topics take ``value`` (and ``key``) as bytes or str; typed topics take
         ``value`` as a row mapping column -> value (``key`` unused: the topic's key columns
         choose the partition).  ``timestamp`` is ms since the epoch (default: now).  Raises
-        at once for an unknown topic or partition; delivery errors go to the future.
+        at once for an unknown topic or partition (a broker with ``auto_create_topics`` on
+        creates a missing topic first, with its default partitions and replication factor,
+        and ``send`` waits for that, at most the request timeout); delivery errors go to the
+        future.
 
         The record joins its partition's open batch (plain lists; Arrow columns are built
         once per batch when it ships).  The batch ships when it is full, when it is
