@@ -65,6 +65,7 @@ __all__ = ["main"]
 
 FAST = {"heartbeat_interval_ms": 200, "session_timeout_ms": 2000, "replica_lag_time_max_ms": 3000}
 AIM_RATIO = 0.5
+_DISK_PROBE_BYTES = 120  # the record size the disk ceiling is measured in (rescaled to the wire's)
 AIM_RF1_RECORDS_PER_S = 5_000_000
 AIM_RF3_RECORDS_PER_S = 3_000_000
 PARTITIONS = 3
@@ -185,7 +186,8 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
     ledgers = {"rf1": Ledger(admin, "rf1", 1), "rf3": Ledger(admin, "rf3", 3)}
     cases = [(topic, acks, setting) for setting in args.settings for topic, acks in (("rf1", 1), ("rf3", "all"))]
     # before any run: the runs' own dirty pages would still be written back under it
-    sustained = disk_write_ceiling(120, str(cluster.data_dir), args.disk_mib) if args.disk_mib > 0 else None
+    sustained = (disk_write_ceiling(_DISK_PROBE_BYTES, str(cluster.data_dir), args.disk_mib)
+                 if args.disk_mib > 0 else None)
     for topic, acks, setting in cases[:2]:  # warm-up: connections, metadata, first segment files
         _throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic], setting)
     runs: dict[tuple[str, str], list[Run]] = {(t, s): [] for t, _, s in cases}
@@ -212,7 +214,7 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
           f"per copy; RF=3 stores 3)")
     disk_rate = 0.0
     if sustained is not None:
-        disk_rate = sustained.records_per_s * 120 / wire_bytes  # measured in 120-byte records
+        disk_rate = sustained.records_per_s * _DISK_PROBE_BYTES / wire_bytes  # in this run's record size
         # every record is stored once per replica: past what the page cache absorbs, RF=n cannot
         # go faster than the disk's sustained rate divided by n (all replicas share this disk)
         print(f"  disk bound, same run: {args.disk_mib:,} MiB written and fdatasync'd at "

@@ -31,6 +31,7 @@ from ._live_state import live_states
 from . import _reassignment
 from . import _security_admin as _sec
 from .acls import AclBinding, AclBindingFilter
+from .config import BROKER_DEFAULT_COUNT
 from .proto import quorum_pb2_grpc as qpb_grpc
 from .proto import security_pb2_grpc as spb_grpc
 from ._group_admin import GroupAdmin, GroupDescription, GroupListing
@@ -43,7 +44,6 @@ from .security import ClientSecurity
 __all__ = ["Admin", "TopicDescription", "PartitionDescription", "list_offsets_for"]
 
 
-_BROKER_DEFAULT = -1  # a CreateTopic partition count or replication factor the broker fills in (KIP-464)
 _READ_ONLY = frozenset({"DescribeTopic", "ListTopics", "DescribeUserScramCredentials", "DescribeAcls",
                         "DescribeClientQuotas", "WhoAmI", "DescribeQuorum"})
 # The generated gRPC module has no annotations; this name types its stub constructor.
@@ -259,8 +259,8 @@ class Admin:
         if isinstance(key_columns, str):
             key_columns = [key_columns]
         request = pb.CreateTopicRequest(
-            name=name, partitions=_BROKER_DEFAULT if partitions is None else int(partitions),
-            replication_factor=_BROKER_DEFAULT if replication_factor is None else int(replication_factor),
+            name=name, partitions=BROKER_DEFAULT_COUNT if partitions is None else int(partitions),
+            replication_factor=BROKER_DEFAULT_COUNT if replication_factor is None else int(replication_factor),
             configs={str(k): _config_text(v) for k, v in (config or {}).items()},
             arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
             key_columns=list(key_columns or ()), validate_only=validate_only, kind=kind or "",

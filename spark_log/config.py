@@ -28,7 +28,13 @@ __all__ = [
     "from_mapping",
     "load_toml",
     "to_mapping",
+    "BROKER_DEFAULT_COUNT",
 ]
+
+# A CreateTopic partition count or replication factor that leaves it to the broker's
+# ``default_partitions`` / ``default_replication_factor`` (-1 on the wire, as Kafka's
+# CreateTopics since KIP-464): the client sends it, the broker fills it in.
+BROKER_DEFAULT_COUNT = -1
 
 T = TypeVar("T")
 

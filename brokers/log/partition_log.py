@@ -47,8 +47,8 @@ from .swap import cleaned_path, commit_swaps
 from . import files
 from .durable import fsync_dir
 from .recovery import LOG_START_FILE, RECOVERY_POINT_FILE, load
-from .results import AppendInfo, ReadResult
 from .offset_index import ENTRY_BYTES as OFFSET_ENTRY_BYTES
+from .results import AppendInfo, ReadResult
 from .segment import MAX_SEGMENT_BYTES, Segment
 from .time_index import ENTRY_BYTES as TIME_ENTRY_BYTES
 
@@ -216,8 +216,7 @@ class PartitionLog:
             or len(active.time_index) + len(infos) > limits[1]
         ):
             active = self._roll()
-        active.index_limits = limits
-        active.append(buffers, infos, now_ms=now)
+        active.append(buffers, infos, now_ms=now, index_limits=limits)
 
     def _after_append(self, infos: list[FrameInfo]) -> AppendInfo:
         count = infos[-1][1] - infos[0][0]

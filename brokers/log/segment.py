@@ -97,9 +97,6 @@ class Segment:
         self._now_ms = now_ms
         self._since_index = 0
         self._max_so_far = NO_TIMESTAMP
-        # (offset index, time index) entries at most (segment.index.bytes): the owner sets it
-        # on the active segment; a full index takes no more entries (lookups scan further)
-        self.index_limits: tuple[int, int] | None = None
 
     # --- opening ---------------------------------------------------------------------
 
@@ -211,10 +208,12 @@ class Segment:
         self._max_so_far = NO_TIMESTAMP
         self._since_index = 0
 
-    def _index_frame(self, base: int, next_offset: int, length: int, max_ts: int) -> None:
-        """Account one frame appended at ``self.size`` (index entries per the interval)."""
+    def _index_frame(self, base: int, next_offset: int, length: int, max_ts: int,
+                     limits: tuple[int, int] | None = None) -> None:
+        """Account one frame appended at ``self.size`` (index entries per the interval; with
+        ``limits``, (offset index, time index) entries at most: a full index takes no more,
+        lookups scan further)."""
         self._max_so_far = max(self._max_so_far, max_ts)
-        limits = self.index_limits
         if self.size > 0 and self._since_index >= self._interval and (
                 limits is None or (len(self.offset_index) < limits[0] and len(self.time_index) < limits[1])):
             self.offset_index.append(base, self.size)
@@ -227,7 +226,8 @@ class Segment:
 
     # --- appending -------------------------------------------------------------------
 
-    def append(self, buffers: Sequence[Buffer], frames: Sequence[FrameInfo], *, now_ms: int) -> None:
+    def append(self, buffers: Sequence[Buffer], frames: Sequence[FrameInfo], *, now_ms: int,
+               index_limits: tuple[int, int] | None = None) -> None:
         """Write ``buffers`` (whole frames, described by ``frames``) at the end of the file.
 
         On an OS error the file is cut back to its old size and ``StorageError`` raised.
@@ -245,7 +245,7 @@ class Segment:
                 pass
             raise StorageError(f"{self.log_path.name}: write failed: {exc.strerror}") from exc
         for base, next_offset, length, max_ts in frames:
-            self._index_frame(base, next_offset, length, max_ts)
+            self._index_frame(base, next_offset, length, max_ts, index_limits)
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.dirty = True

@@ -19,8 +19,8 @@ from spark_log.errors import BrokerNotAvailableError, SparkLogError, StorageErro
 from spark_log.proto import broker_pb2 as pb
 
 from .admin import AdminHandler
-from .errors import to_pb
 from .describe_partitions import DescribePartitionsHandler
+from .errors import to_pb
 from .fetch import FetchHandler
 from .leader_fetch import LeaderFetchHandler
 from .list_offsets import ListOffsetsHandler

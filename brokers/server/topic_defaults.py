@@ -31,11 +31,12 @@ from brokers.controller.topics import validate_topic_name
 from brokers.groups import INTERNAL_TOPIC
 from brokers.metadata.image import MetadataImage, TopicImage
 from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
+from spark_log.config import BROKER_DEFAULT_COUNT
 from spark_log.errors import RequestTimeoutError, SparkLogError, TopicAlreadyExistsError
 
 __all__ = ["TopicDefaults", "AutoCreator", "BROKER_DEFAULT"]
 
-BROKER_DEFAULT = -1  # a CreateTopic partition count or replication factor the broker fills in
+BROKER_DEFAULT = BROKER_DEFAULT_COUNT  # what the client sends for "the broker's default"
 
 CreateTopic = Callable[[str, int, int], TopicImage]
 WaitFor = Callable[[Callable[[MetadataImage], bool], float], MetadataImage]
