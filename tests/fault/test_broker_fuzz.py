@@ -24,24 +24,24 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import grpc
-import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 from spark_log.errors import ErrorCode
-from spark_log.frame import HEADER_SIZE, crc32c, encode_batch
+from spark_log.frame import crc32c
 from spark_log.proto import broker_pb2 as pb
+from tests.support.fuzz_frames import FIELDS, damaged_frames, fuzz_settings
+from tests.support.fuzz_frames import frame as make_frame
 from tests.support.replica_logs import read_replica, replica_dir
 
 pytestmark = [pytest.mark.fault]
 
 TOPIC = "fuzzed"
 SENTINELS = [f"sentinel-{i}".encode() for i in range(40)]
-FUZZ = settings(max_examples=25, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+FUZZ = fuzz_settings(25)
 METHODS = ["/spark_log.broker.v1.Broker/" + m for m in ("Metadata", "Produce", "Fetch", "ListOffsets",
                                                            "DescribePartitions")] + \
           ["/spark_log.broker.v1.Admin/" + m for m in ("CreateTopic", "DeleteTopic", "DescribeTopic", "ListTopics",
@@ -117,49 +117,6 @@ def test_garbage_requests_get_typed_errors_or_a_closed_stream(channel: grpc.Chan
 
 # -- damaged frames -------------------------------------------------------------------------------
 
-def _frame(values: list[bytes]) -> bytes:
-    batch = pa.record_batch({"key": pa.array([None] * len(values), pa.binary()), "value": pa.array(values, pa.binary()),
-                             "headers": pa.array([[]] * len(values), pa.list_(pa.struct([("key", pa.string()),
-                                                                                          ("value", pa.binary())]))),
-                             "timestamp": pa.array([1_700_000_000_000] * len(values), pa.timestamp("ms"))})
-    return encode_batch(batch, compression="lz4")
-
-
-FIELDS = {  # header field -> (offset, struct format)
-    "base_offset": (0, "<q"), "length": (8, "<i"), "epoch": (12, "<i"), "attributes": (24, "<H"),
-    "producer_epoch": (26, "<h"), "record_count": (28, "<i"), "first_timestamp": (32, "<q"),
-    "max_timestamp": (40, "<q"), "producer_id": (48, "<q"), "base_sequence": (56, "<i"), "schema_id": (60, "<i"),
-}
-ABSURD = st.sampled_from([0, -1, 1, 2**31 - 1, -(2**31), 2**15 - 1, -(2**15), 2**62, -(2**63), 7, 65535])
-
-
-@st.composite
-def damaged_frames(draw: st.DrawFn) -> bytes:
-    frame = bytearray(_frame(draw(st.lists(st.binary(max_size=64), min_size=1, max_size=5))))
-    for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "cut", "grow", "field", "field", "field"]))
-        if kind == "flip" and frame:
-            at = draw(st.integers(0, len(frame) - 1))
-            frame[at] ^= draw(st.integers(1, 255))
-        elif kind == "cut":
-            del frame[draw(st.integers(0, len(frame))):]
-        elif kind == "grow":
-            frame += draw(st.binary(min_size=1, max_size=128))
-        elif len(frame) >= HEADER_SIZE:
-            name = draw(st.sampled_from(sorted(FIELDS)))
-            at, fmt = FIELDS[name]
-            value = draw(ABSURD)
-            size = struct.calcsize(fmt)
-            if fmt.islower():   # signed
-                low, high = -(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1
-            else:
-                low, high = 0, 2 ** (8 * size) - 1
-            struct.pack_into(fmt, frame, at, max(low, min(high, value)))
-    if len(frame) >= HEADER_SIZE and draw(st.integers(0, 3)):
-        struct.pack_into("<I", frame, 20, crc32c(memoryview(frame)[24:]))   # mostly: get past the CRC check
-    return bytes(frame)
-
-
 ABSURD_VALUES = [0, -1, 1, 2, 7, 2**15 - 1, 65535, 2**31 - 1, -(2**31), 2**62, -(2**63)]
 
 
@@ -169,7 +126,7 @@ def test_every_header_field_at_every_absurd_value_is_refused_or_harmless(channel
     (checked at the end: every stored frame decodes to as many records as it claims)."""
     for name, (at, fmt) in sorted(FIELDS.items()):
         for value in ABSURD_VALUES:
-            frame = bytearray(_frame([b"field", b"check"]))
+            frame = bytearray(make_frame([b"field", b"check"]))
             size = struct.calcsize(fmt)
             low, high = ((-(2 ** (8 * size - 1)), 2 ** (8 * size - 1) - 1) if fmt.islower() else (0, 2 ** (8 * size) - 1))
             if not low <= value <= high:
@@ -186,8 +143,7 @@ def test_every_header_field_at_every_absurd_value_is_refused_or_harmless(channel
     assert_up(channel)
 
 
-@settings(max_examples=60, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@fuzz_settings(60)
 @given(frames=st.lists(damaged_frames(), min_size=1, max_size=3), acks=st.sampled_from([-1, 1]),
        partition=st.sampled_from([0, 1]))
 def test_damaged_frames_are_refused_with_typed_errors(channel: grpc.Channel, frames: list[bytes], acks: int,
@@ -211,7 +167,7 @@ def test_damaged_frames_are_refused_with_typed_errors(channel: grpc.Channel, fra
 def test_absurd_produce_envelopes_get_typed_answers(channel: grpc.Channel, acks: int, timeout: int, topic: str,
                                                     partition: int, epoch: int, transactional: str,
                                                     empty: bool) -> None:
-    records = b"" if empty else _frame([b"envelope"])
+    records = b"" if empty else make_frame([b"envelope"])
     request = pb.ProduceRequest(acks=acks, timeout_ms=min(timeout, 2000), transactional_id=transactional, partitions=[
         pb.PartitionRecords(topic=topic, partition=partition, records=records, current_leader_epoch=epoch)])
     outcome = call(channel, "/spark_log.broker.v1.Broker/Produce", request.SerializeToString())
