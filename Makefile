@@ -7,7 +7,7 @@ export SPARK_LOCAL_IP := 127.0.0.1
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: install jvm class-archive test test-jvm-kill demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers
+.PHONY: install jvm class-archive test fuzz test-jvm-kill demo proto bench bench-compaction bench-tier tier-soak compaction-soak check-java clean sim-sweep debian-deps nemesis stop-soak group-sweep group-bench bench-peers peers-deps peers-debs peers-servers
 
 install: $(STAMP) jvm class-archive
 
@@ -144,6 +144,13 @@ SEEDS ?= 2000
 START ?= 100000
 sim-sweep: install
 	$(PY) -m pytest tests/sim -q -x -p no:randomly --sim-seeds $(SEEDS) --sim-seed-start $(START)
+
+# Random examples against a live broker's two APIs, gRPC and the data listener
+# (tests/fault/test_broker_fuzz.py, test_data_listener_fuzz.py; the suite runs 25 fixed
+# examples per test): make fuzz EXAMPLES=5000
+EXAMPLES ?= 2000
+fuzz: install
+	SPARK_LOG_FUZZ_EXAMPLES=$(EXAMPLES) $(PY) -m pytest -q -x -p no:randomly tests/fault/test_broker_fuzz.py tests/fault/test_data_listener_fuzz.py
 
 # Randomised fault schedules against brokers in network namespaces (tests/nemesis): each run
 # (~45 s) is appended to tests/nemesis/ledger.csv; runs with anomalies keep their logs in

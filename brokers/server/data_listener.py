@@ -223,7 +223,8 @@ def _subject(cert: dict[str, Any]) -> str:
 
 
 class _Reader:
-    """Parses a request payload; ``InvalidRequestError`` on truncation."""
+    """Parses a request payload; ``InvalidRequestError`` on truncation and on a string that
+    is not UTF-8."""
 
     def __init__(self, data: memoryview) -> None:
         self.data = data
@@ -257,7 +258,10 @@ class _Reader:
         return out
 
     def str(self) -> str:
-        return bytes(self.raw()).decode("utf-8")
+        try:
+            return bytes(self.raw()).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidRequestError(f"a string in a data listener request is not UTF-8: {exc}") from None
 
     def count(self) -> int:
         n = self.i32()
