@@ -1,6 +1,8 @@
 package io.sparklog.spark;
 
 import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
@@ -14,7 +16,7 @@ import org.apache.arrow.vector.compression.NoCompressionCodec;
 
 /** Arrow IPC body compression for frames: LZ4_FRAME through lz4-java (JNI, much faster than
  *  the pure-Java commons-compress codec of arrow-compression), ZSTD through arrow-compression. */
-final class Lz4Codecs implements CompressionCodec.Factory {
+public final class Lz4Codecs implements CompressionCodec.Factory {
   static final Lz4Codecs INSTANCE = new Lz4Codecs();
 
   @Override public CompressionCodec createCodec(CompressionUtil.CodecType type) {
@@ -119,21 +121,50 @@ final class Lz4Codecs implements CompressionCodec.Factory {
    *  bytes written.  Blocks are decoded into the one output buffer, so linked blocks (whose
    *  matches reach into earlier blocks: what Arrow C++, i.e. pyarrow, writes by default, and
    *  lz4-java's LZ4FrameInputStream refuses) decode like independent ones.  Checksums are not
-   *  verified (the frame's CRC-32C already covers the body).  Absolute indexing: the buffers'
-   *  positions are not moved. */
-  static int decodeFrames(byte[] in, byte[] out) throws IOException {
+   *  verified (the frame's CRC-32C already covers the body).  Public for the test that checks
+   *  it against pyarrow's frames (tests/spark/test_jvm_lz4.py). */
+  public static int decodeFrames(byte[] in, byte[] out) throws IOException {
     return decodeFrames(ByteBuffer.wrap(in), ByteBuffer.wrap(out));
   }
 
+  /** The {@code length} bytes the LZ4 frames {@code in} hold, decoded as a read task decodes an
+   *  Arrow buffer (off-heap, as its answers are); IOException when they hold another length or
+   *  are damaged.  For tests (tests/spark/test_jvm_lz4.py: py4j copies arrays, so a test
+   *  cannot read back an array it passed in). */
+  public static byte[] decoded(byte[] in, int length) throws IOException {
+    ByteBuffer source = ByteBuffer.allocateDirect(Math.max(in.length, 1));
+    source.put(0, in).limit(in.length);
+    ByteBuffer target = ByteBuffer.allocateDirect(Math.max(length, 1));
+    target.limit(length);
+    int got = decodeFrames(source, target);
+    if (got != length) throw new IOException("LZ4 frame holds " + got + " of " + length + " bytes");
+    byte[] out = new byte[length];
+    target.get(0, out);
+    return out;
+  }
+
+  /** {@link #decodeFrames(byte[], byte[])} between buffers, by absolute index (their
+   *  positions are not moved).  Stored blocks are copied straight from {@code in} to
+   *  {@code out} (an incompressible buffer, the values of most topics, is nothing else); once
+   *  a compressed block comes, the output so far and the rest are decoded on heap arrays
+   *  ({@link #decodeBlock}) and copied out once at the end: an Arrow buffer of offsets or
+   *  timestamps is a run of matches a few bytes long each, and a bulk copy between direct
+   *  buffers per literal run and per match cost about 100 ns each (most of a read task's
+   *  decoding, by JFR), against a few ns on arrays. */
   static int decodeFrames(ByteBuffer in, ByteBuffer out) throws IOException {
-    int at = in.position(), end = in.limit(), o = out.position();
-    int start = o;
+    int at = in.position(), end = in.limit(), start = out.position(), o = start;
     in = in.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+    byte[] heap = null;  // the output from start on, once a compressed block needs arrays
+    byte[] block = null;
+    int capacity = out.limit() - start;
     while (at < end) {
       if (end - at < 7) throw new IOException("truncated LZ4 frame header");
       int magic = in.getInt(at);
       if ((magic & 0xFFFFFFF0) == 0x184D2A50) {  // skippable frame
-        at += 8 + in.getInt(at + 4);
+        if (end - at < 8) throw new IOException("truncated LZ4 skippable frame");
+        int skip = in.getInt(at + 4);
+        if (skip < 0 || skip > end - at - 8) throw new IOException("truncated LZ4 skippable frame");
+        at += 8 + skip;
         continue;
       }
       if (magic != 0x184D2204) throw new IOException("not an LZ4 frame (magic " + Integer.toHexString(magic) + ")");
@@ -143,66 +174,105 @@ final class Lz4Codecs implements CompressionCodec.Factory {
           dictId = (flg & 0x01) != 0;
       at += 6 + (contentSize ? 8 : 0) + (dictId ? 4 : 0) + 1;  // magic, FLG, BD, [size], [dict], HC
       while (true) {
-        if (at + 4 > end) throw new IOException("truncated LZ4 block");
-        int block = in.getInt(at);
+        if (at < 0 || at + 4 > end) throw new IOException("truncated LZ4 block");
+        int word = in.getInt(at);
         at += 4;
-        if (block == 0) break;
-        int n = block & 0x7FFFFFFF;
+        if (word == 0) break;
+        int n = word & 0x7FFFFFFF;
         if (n > end - at) throw new IOException("truncated LZ4 block");
-        if ((block & 0x80000000) != 0) {
-          if (n > out.limit() - o) throw new IOException("LZ4 output larger than declared");
-          out.put(o, in, at, n);
+        int made = o - start;
+        if ((word & 0x80000000) != 0) {
+          if (n > capacity - made) throw new IOException("LZ4 output larger than declared");
+          if (heap == null) out.put(o, in, at, n);
+          else in.get(at, heap, made, n);
           o += n;
         } else {
-          o = decodeBlock(in, at, at + n, out, o);
+          if (heap == null) {
+            heap = scratch(OUTPUT, capacity + WILD);
+            out.get(start, heap, 0, made);
+          }
+          if (block == null || block.length < n) block = scratch(BLOCK_IN, n + WILD);
+          in.get(at, block, 0, n);
+          o = start + decodeBlock(block, 0, n, heap, made, capacity);
         }
         at += n + (blockChecksum ? 4 : 0);
       }
       if (contentChecksum) at += 4;
     }
+    if (heap != null) out.put(start, heap, 0, o - start);
     return o - start;
   }
 
-  /** One LZ4 block of in[at, end) appended to out at o (matches may reach before o). */
-  static int decodeBlock(ByteBuffer in, int at, int end, ByteBuffer out, int o) throws IOException {
-    int limit = out.limit();
+  private static final VarHandle LONGS = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  static final int WILD = 16;  // bytes a word-wise copy may write past its end (decodeBlock)
+  private static final ThreadLocal<byte[]> OUTPUT = new ThreadLocal<>();
+  private static final ThreadLocal<byte[]> BLOCK_IN = new ThreadLocal<>();
+  private static final int KEPT_SCRATCH = 16 << 20;  // a thread keeps arrays up to this size for its next buffers
+
+  /** A heap array of at least {@code size} bytes for this thread (its contents undefined):
+   *  the one it kept when big enough, so decoding a task's buffers allocates (and zeroes)
+   *  no multi-MiB arrays per buffer. */
+  private static byte[] scratch(ThreadLocal<byte[]> kept, int size) {
+    byte[] array = kept.get();
+    if (array != null && array.length >= size) return array;
+    array = new byte[size];
+    if (size <= KEPT_SCRATCH) kept.set(array);
+    return array;
+  }
+
+  /** One LZ4 block of src[at, end) appended to dst at o, at most up to {@code limit} (matches
+   *  may reach before o, into earlier blocks); the end of what it wrote.  Every length and
+   *  offset is checked against {@code end} and {@code limit} before a copy: damaged input is
+   *  an IOException.  Short literal runs and matches are copied a word (8 bytes) at a time, as
+   *  LZ4's own decoder does: up to {@link #WILD} bytes past a copy's end may be written with
+   *  bytes that a later copy overwrites (or that lie past {@code limit}, never read), so
+   *  {@code dst} needs that much room past {@code limit} to take this path (the scratch arrays
+   *  have it; a copy that would pass the array's end takes the exact path). */
+  static int decodeBlock(byte[] src, int at, int end, byte[] dst, int o, int limit) throws IOException {
     while (at < end) {
-      int token = in.get(at++) & 0xFF;
+      int token = src[at++] & 0xFF;
       int literals = token >>> 4;
       if (literals == 15) {
         int b;
         do {
-          b = in.get(at++) & 0xFF;
+          if (at >= end) throw new IOException("bad LZ4 literal run");
+          b = src[at++] & 0xFF;
           literals += b;
         } while (b == 255);
       }
-      if (literals > end - at || literals > limit - o) throw new IOException("bad LZ4 literal run");
-      out.put(o, in, at, literals);
+      if (literals < 0 || literals > end - at || literals > limit - o) throw new IOException("bad LZ4 literal run");
+      if (literals <= WILD && at + WILD <= src.length && o + WILD <= dst.length) {  // most runs: two words, no call
+        LONGS.set(dst, o, (long) LONGS.get(src, at));
+        LONGS.set(dst, o + 8, (long) LONGS.get(src, at + 8));
+      } else {
+        System.arraycopy(src, at, dst, o, literals);
+      }
       at += literals;
       o += literals;
       if (at >= end) break;  // the last sequence has literals only
-      int offset = (in.get(at) & 0xFF) | (in.get(at + 1) & 0xFF) << 8;
+      if (end - at < 2) throw new IOException("bad LZ4 match");
+      int offset = (src[at] & 0xFF) | (src[at + 1] & 0xFF) << 8;
       at += 2;
       int match = token & 0x0F;
       if (match == 15) {
         int b;
         do {
-          b = in.get(at++) & 0xFF;
+          if (at >= end) throw new IOException("bad LZ4 match");
+          b = src[at++] & 0xFF;
           match += b;
         } while (b == 255);
       }
       match += 4;
       int from = o - offset;
-      if (offset == 0 || from < 0 || match > limit - o) throw new IOException("bad LZ4 match");
-      if (offset >= match) {
-        out.put(o, out, from, match);
-        o += match;
-      } else {
-        for (int i = 0; i < match; i++) {
-          out.put(o, out.get(from + i));
-          o++;
-        }
+      if (offset == 0 || from < 0 || match < 0 || match > limit - o) throw new IOException("bad LZ4 match");
+      if (offset >= 8 && o + match + 8 <= dst.length) {  // word by word: each word read is written already
+        for (int i = 0; i < match; i += 8) LONGS.set(dst, o + i, (long) LONGS.get(dst, from + i));
+      } else if (offset >= match) {
+        System.arraycopy(dst, from, dst, o, match);
+      } else {  // the match overlaps what it writes: repeat the last `offset` bytes
+        for (int i = 0; i < match; i++) dst[o + i] = dst[from + i];
       }
+      o += match;
     }
     return o;
   }
