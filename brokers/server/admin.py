@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Callable
 
 from brokers.controller.client import ControllerClient
-from brokers.groups import INTERNAL_TOPIC
-from brokers.transactions.model import INTERNAL_TOPIC as TXN_STATE_TOPIC
+from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.metadata.image import MetadataImage
 from spark_log.schemas import schema_from_bytes
 from spark_log.config import TopicConfig
@@ -61,7 +60,7 @@ class AdminHandler:
         return self.builder.describe(topic)
 
     def create_topic(self, request: pb.CreateTopicRequest) -> pb.TopicDescription:
-        if request.name in (INTERNAL_TOPIC, TXN_STATE_TOPIC):  # their coordinators create them, with their settings
+        if request.name in COORDINATOR_TOPICS:  # their coordinators create them, with their settings
             raise InvalidTopicError(f"{request.name} is internal: its coordinator creates it")
         schema = None
         if request.arrow_schema:
@@ -93,7 +92,7 @@ class AdminHandler:
         return self._described(request.name, image)
 
     def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
-        if request.name in (INTERNAL_TOPIC, TXN_STATE_TOPIC):
+        if request.name in COORDINATOR_TOPICS:
             raise InvalidTopicError(f"{request.name} is internal: it holds coordinator state and cannot be deleted")
         self.controller.delete_topic(request.name)
         self._await(lambda img: request.name not in img.topics)

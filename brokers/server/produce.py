@@ -42,8 +42,7 @@ from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 
-from brokers.groups import INTERNAL_TOPIC
-from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
+from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.metrics.counters import BrokerCounters
 from brokers.metadata.image import MetadataImage, TopicImage
@@ -201,7 +200,7 @@ class ProduceHandler:
     def _append(self, entry: pb.PartitionRecords, records: bytes, acks: int, timeout_ms: int,
                 result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
-        if entry.topic in (INTERNAL_TOPIC, TXN_STATE_TOPIC):  # only their coordinators write them
+        if entry.topic in COORDINATOR_TOPICS:  # only their coordinators write them
             raise InvalidTopicError(f"{entry.topic} is internal: clients cannot produce to it")
         partition = self.manager.get(entry.topic, entry.partition)
         topic = self.manager.image.topics.get(entry.topic)

@@ -28,9 +28,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from brokers.controller.topics import validate_topic_name
-from brokers.groups import INTERNAL_TOPIC
+from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.metadata.image import MetadataImage, TopicImage
-from brokers.transactions import INTERNAL_TOPIC as TXN_STATE_TOPIC
 from spark_log.config import BROKER_DEFAULT_COUNT
 from spark_log.errors import RequestTimeoutError, SparkLogError, TopicAlreadyExistsError
 
@@ -78,7 +77,7 @@ class AutoCreator:
         refused: dict[str, SparkLogError] = {}
         created: list[str] = []
         for name in dict.fromkeys(names):
-            if name in image.topics or name in (INTERNAL_TOPIC, TXN_STATE_TOPIC):
+            if name in image.topics or name in COORDINATOR_TOPICS:
                 continue
             try:
                 validate_topic_name(name)
