@@ -596,7 +596,8 @@ def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa
     body = buffer.slice(start, header.frame_length - start)
     try:
         batch = read_message(body, schema, header.codec)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, StopIteration) as exc:
+    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, StopIteration, pa.ArrowMemoryError) as exc:
+        # memory: a damaged buffer length that asks for more than the machine has
         raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
     if batch.num_rows != header.record_count:
         raise CorruptRecordError(

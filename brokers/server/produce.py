@@ -91,7 +91,8 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
         try:
             batch = read_message(pa.py_buffer(frame_body(view, header, position)), schema, header.codec)
             batch.validate()
-        except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError, StopIteration) as exc:
+        except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError, StopIteration,
+                pa.ArrowMemoryError) as exc:  # memory: a damaged buffer length asking for terabytes
             raise CorruptRecordError(
                 f"frame at byte {position} does not hold an Arrow batch of schema {header.schema_id}: {exc}") from None
         if batch.num_rows != header.record_count:

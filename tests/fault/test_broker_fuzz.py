@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import struct
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import grpc
+from google.protobuf.descriptor import FieldDescriptor
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -45,7 +46,20 @@ FUZZ = fuzz_settings(25)
 METHODS = ["/spark_log.broker.v1.Broker/" + m for m in ("Metadata", "Produce", "Fetch", "ListOffsets",
                                                            "DescribePartitions")] + \
           ["/spark_log.broker.v1.Admin/" + m for m in ("CreateTopic", "DeleteTopic", "DescribeTopic", "ListTopics",
-                                                          "AlterConfigs", "RegisterSchema", "ElectLeaders")]
+                                                          "AlterConfigs", "RegisterSchema", "ElectLeaders",
+                                                          "AlterPartitionReassignments",
+                                                          "ListPartitionReassignments")] + \
+          [f"/spark_log.{service}/{m}" for service, methods in (  # the other services a broker serves its clients
+              ("compaction.v1.Compaction", ("Describe", "Compact", "OfferOffsetMap")),
+              ("groups.v1.GroupCoordinator", ("FindCoordinator", "ConsumerGroupHeartbeat", "OffsetCommit",
+                                              "TxnOffsetCommit", "OffsetFetch", "ListGroups", "DescribeGroup",
+                                              "DeleteGroup", "OffsetDelete")),
+              ("transactions.v1.TransactionCoordinator", ("FindCoordinator", "InitProducerId", "AddPartitions",
+                                                          "JoinTxn", "AddOffsets", "EndTxn", "DescribeTxn")),
+              ("security.v1.Security", ("ScramStart", "ScramFinish", "WhoAmI", "DescribeUserScramCredentials",
+                                        "DescribeAcls", "DescribeClientQuotas")),
+              ("tiering.v1.Tiering", ("DescribeTier",)),
+              ("data.v1.DataListener", ("Describe",))) for m in methods]
 CODE_KEY = "spark-log-error-code"
 
 
@@ -159,6 +173,23 @@ def test_damaged_frames_are_refused_with_typed_errors(channel: grpc.Channel, fra
     assert_up(channel)
 
 
+@pytest.mark.parametrize("claimed", [2**40, 2**48, 2**62])
+def test_a_buffer_claiming_terabytes_is_a_corrupt_record(channel: grpc.Channel, claimed: int) -> None:
+    """A compressed Arrow buffer's length prefix (the int64 before each LZ4 frame) rewritten,
+    CRC recomputed: pyarrow then asks for that much memory and fails.  Found by ``make fuzz``:
+    it was answered as STORAGE_ERROR "unexpected broker error: malloc of size ... failed"."""
+    damaged = bytearray(make_frame([b"claims", b"too much"]))
+    at = damaged.index(b"\x04\x22\x4d\x18")   # the first LZ4 frame of the body; its length prefix before it
+    struct.pack_into("<q", damaged, at - 8, claimed)
+    struct.pack_into("<I", damaged, 20, crc32c(memoryview(damaged)[24:]))
+    request = pb.ProduceRequest(acks=1, timeout_ms=2000, partitions=[
+        pb.PartitionRecords(topic=TOPIC, partition=1, records=bytes(damaged), current_leader_epoch=-1)])
+    outcome = call(channel, "/spark_log.broker.v1.Broker/Produce", request.SerializeToString())
+    assert isinstance(outcome, bytes), outcome
+    assert [code for code, _ in partition_errors(outcome, pb.ProduceResponse)] == [ErrorCode.CORRUPT_RECORD]
+    assert_up(channel)
+
+
 @FUZZ
 @given(acks=st.sampled_from([-1, 0, 1, 2, -7, 2**31 - 1]), timeout=st.sampled_from([0, -1, 1, 2**31 - 1]),
        topic=st.sampled_from([TOPIC, "", "no-such-topic", "a" * 300]),
@@ -228,6 +259,82 @@ def test_absurd_offsets_metadata_and_topics_get_typed_answers(channel: grpc.Chan
                 name=topic, partitions=partitions, replication_factor=replication, configs=configs,
                 validate_only=True))):
         assert_typed(call(channel, method, request.SerializeToString()), f"{method} {request}")
+    assert_up(channel)
+
+
+# -- the coordinators' and other services' requests ------------------------------------------------
+
+def _service(name: str) -> Any:
+    from spark_log.proto import compaction_pb2, groups_pb2, tiering_pb2, transactions_pb2
+
+    return {"groups.v1": groups_pb2, "transactions.v1": transactions_pb2, "compaction.v1": compaction_pb2,
+            "tiering.v1": tiering_pb2}[name]
+
+
+# method -> request message (every field filled by ``messages`` below); no Admin or Produce here:
+# their own tests choose which fields may change the stored records
+STRUCTURED = {f"/spark_log.{package}.{service}/{method}": (package, request) for package, service, method, request in (
+    ("groups.v1", "GroupCoordinator", "FindCoordinator", "FindCoordinatorRequest"),
+    ("groups.v1", "GroupCoordinator", "ConsumerGroupHeartbeat", "ConsumerGroupHeartbeatRequest"),
+    ("groups.v1", "GroupCoordinator", "OffsetCommit", "OffsetCommitRequest"),
+    ("groups.v1", "GroupCoordinator", "TxnOffsetCommit", "OffsetCommitRequest"),
+    ("groups.v1", "GroupCoordinator", "OffsetFetch", "OffsetFetchRequest"),
+    ("groups.v1", "GroupCoordinator", "DescribeGroup", "DescribeGroupRequest"),
+    ("groups.v1", "GroupCoordinator", "DeleteGroup", "DeleteGroupRequest"),
+    ("groups.v1", "GroupCoordinator", "OffsetDelete", "OffsetDeleteRequest"),
+    ("transactions.v1", "TransactionCoordinator", "FindCoordinator", "FindTxnCoordinatorRequest"),
+    ("transactions.v1", "TransactionCoordinator", "InitProducerId", "InitProducerIdRequest"),
+    ("transactions.v1", "TransactionCoordinator", "AddPartitions", "AddPartitionsRequest"),
+    ("transactions.v1", "TransactionCoordinator", "JoinTxn", "JoinTxnRequest"),
+    ("transactions.v1", "TransactionCoordinator", "AddOffsets", "AddOffsetsRequest"),
+    ("transactions.v1", "TransactionCoordinator", "EndTxn", "EndTxnRequest"),
+    ("transactions.v1", "TransactionCoordinator", "DescribeTxn", "DescribeTxnRequest"),
+    ("compaction.v1", "Compaction", "Describe", "DescribeCompactionRequest"),
+    ("compaction.v1", "Compaction", "Compact", "CompactRequest"),
+    ("compaction.v1", "Compaction", "OfferOffsetMap", "OffsetMapRequest"),
+    ("tiering.v1", "Tiering", "DescribeTier", "DescribeTierRequest"))}
+_FIELD = FieldDescriptor
+_SCALARS = {_FIELD.TYPE_STRING: NAMES, _FIELD.TYPE_INT32: INT32, _FIELD.TYPE_INT64: INT64, _FIELD.TYPE_BOOL: st.booleans(),
+            _FIELD.TYPE_BYTES: st.binary(max_size=256)}
+
+
+def messages(descriptor: Any, depth: int = 0) -> st.SearchStrategy[dict[str, Any]]:
+    """Every field of ``descriptor`` set from the absurd values above (nested messages and
+    repeated fields too, a few each), as a dict for ``_build``."""
+    parts: dict[str, st.SearchStrategy[Any]] = {}
+    for field in descriptor.fields:
+        one = messages(field.message_type, depth + 1) if field.message_type is not None else _SCALARS[field.type]
+        if field.message_type is not None and depth >= 2:
+            continue
+        parts[field.name] = st.lists(one, max_size=3) if field.is_repeated else one
+    return st.fixed_dictionaries(parts)
+
+
+def _build(kind: Any, values: dict[str, Any]) -> Any:
+    """The message of class ``kind`` holding ``values`` (``messages``)."""
+    message = kind()
+    for name, value in values.items():
+        field = kind.DESCRIPTOR.fields_by_name[name]
+        if field.message_type is not None:
+            items = value if field.is_repeated else [value]
+            for item in items:
+                target = getattr(message, name).add() if field.is_repeated else getattr(message, name)
+                target.CopyFrom(_build(type(target), item))
+        elif field.is_repeated:
+            getattr(message, name).extend(value)
+        else:
+            setattr(message, name, value)
+    return message
+
+
+@FUZZ
+@given(method=st.sampled_from(sorted(STRUCTURED)), data=st.data())
+def test_absurd_coordinator_compaction_and_tier_requests_get_typed_answers(channel: grpc.Channel, method: str,
+                                                                           data: st.DataObject) -> None:
+    package, request = STRUCTURED[method]
+    kind = getattr(_service(package), request)
+    message = _build(kind, data.draw(messages(kind.DESCRIPTOR)))
+    assert_typed(call(channel, method, message.SerializeToString()), f"{method} {message}")
     assert_up(channel)
 
 

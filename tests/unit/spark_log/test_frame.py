@@ -128,3 +128,16 @@ def test_timestamp_with_timezone_column() -> None:
     batch = pa.record_batch({"timestamp": pa.array([ts], pa.timestamp("us", tz="UTC"))})
     header = frame.parse_header(frame.encode_batch(batch))
     assert header.first_timestamp == int(ts.timestamp() * 1000)
+
+
+@pytest.mark.parametrize("claimed", [2**40, 2**48, 2**56])
+def test_a_compressed_buffer_claiming_terabytes_is_corrupt_not_out_of_memory(claimed: int) -> None:
+    """The int64 length before a compressed buffer (its LZ4 frame) rewritten: pyarrow asks
+    for that much memory (where the allocator refuses it depends on the process); a reader
+    gets CorruptRecordError, not pyarrow's ArrowMemoryError."""
+    batch = _batch(20)
+    data = bytearray(frame.encode_batch(batch, compression="lz4"))
+    at = data.index(b"\x04\x22\x4d\x18")
+    struct.pack_into("<q", data, at - 8, claimed)
+    with pytest.raises(CorruptRecordError):
+        frame.decode_batch(bytes(data), batch.schema)
