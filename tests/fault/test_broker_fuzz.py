@@ -15,7 +15,7 @@ or in the per-partition ``Error``), or a closed stream for a message that does n
 never an error from a handler that did not expect the input (``STORAGE_ERROR`` "... failed
 on the broker", gRPC ``UNKNOWN``).  The broker must stay up (a Metadata call after every
 example), and at the end every sentinel is still stored, byte for byte, at its offset, and
-the whole log reads back as valid frames.  About 20 s idle (``max_examples`` per test below).
+the whole log reads back as valid frames.  About 30 s idle (``max_examples`` per test below).
 """
 from __future__ import annotations
 
