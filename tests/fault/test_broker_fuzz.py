@@ -3,12 +3,15 @@
 A one-node cluster holds a topic with sentinel records written first.  Hypothesis then
 sends, through raw gRPC channels (bytes in, bytes out, no client library in between):
 
-- garbage bytes as the request of every RPC (malformed protobuf);
+- garbage bytes as the request of every RPC a broker serves its clients (malformed protobuf);
 - Produce requests whose frames are real ones damaged: bytes flipped, cut, repeated,
   the header's fields set to absurd values (with the CRC recomputed, so the damage gets
   past the CRC to the checks behind it);
 - Fetch, ListOffsets, Metadata, DescribePartitions and CreateTopic requests with absurd
-  field values (negative, huge, unknown topics and partitions, impossible configs).
+  field values (negative, huge, unknown topics and partitions, impossible configs);
+- requests of the group and transaction coordinators, Compaction and Tiering with every
+  field (nested and repeated ones too) drawn from those absurd values;
+- a compressed buffer whose length claims terabytes (once a ``make fuzz`` find).
 
 Every answer must be a success, a typed error (spark-log's code in the trailing metadata,
 or in the per-partition ``Error``), or a closed stream for a message that does not parse;
