@@ -33,18 +33,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from brokers.launcher.local import LocalCluster
-from spark_log import Admin, Consumer, Producer
 from spark_log.errors import ErrorCode
 from spark_log.frame import crc32c
 from spark_log.proto import broker_pb2 as pb
-from tests.support.fuzz_frames import FIELDS, damaged_frames, fuzz_settings
-from tests.support.fuzz_frames import frame as make_frame
-from tests.support.replica_logs import read_replica, replica_dir
+from tests.support.fuzz import FIELDS, assert_sentinels_kept, damaged_frames, fuzz_settings, write_sentinels
+from tests.support.fuzz import frame as make_frame
 
 pytestmark = [pytest.mark.fault]
 
 TOPIC = "fuzzed"
-SENTINELS = [f"sentinel-{i}".encode() for i in range(40)]
 FUZZ = fuzz_settings(25)
 METHODS = ["/spark_log.broker.v1.Broker/" + m for m in ("Metadata", "Produce", "Fetch", "ListOffsets",
                                                            "DescribePartitions")] + \
@@ -71,11 +68,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     cluster = LocalCluster(tmp_path_factory.mktemp("fuzz"), brokers=1)
     cluster.up(timeout_s=60)
     try:
-        with Admin(cluster.bootstrap) as admin:
-            admin.create_topic(TOPIC, partitions=2, replication_factor=1)
-        with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
-            stored = [(producer.send(TOPIC, v, partition=0).result(timeout=30)[1], v) for v in SENTINELS]
-        yield cluster.bootstrap, stored, cluster.node_dir(1)
+        yield cluster.bootstrap, write_sentinels(cluster.bootstrap, TOPIC), cluster.node_dir(1)
     finally:
         cluster.down(timeout_s=20)
 
@@ -347,18 +340,4 @@ def test_zz_every_sentinel_is_still_stored_and_the_log_reads_back_whole(
         broker: tuple[str, list[tuple[int, bytes]], Path]) -> None:
     """Runs after the fuzzing in this module (pytest keeps file order)."""
     bootstrap, stored, node_dir = broker
-    seen: dict[int, bytes] = {}
-    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([(TOPIC, 0), (TOPIC, 1)])
-        for _ in range(300):
-            for record in consumer.poll(0.2):
-                if record.partition == 0:
-                    seen[record.offset] = record.value
-            if len(seen) >= len(stored) and max(seen) >= stored[-1][0] and not consumer.poll(0.2):
-                break
-    missing = [(o, v) for o, v in stored if seen.get(o) != v]
-    assert not missing, f"the fuzzing lost stored records: {missing[:5]}"
-    for partition in (0, 1):   # every stored frame still verifies (CRC) and offsets stay dense
-        records = read_replica(replica_dir(node_dir, TOPIC, partition))
-        assert [o for o, _ in records] == list(range(len(records))), f"partition {partition}: offsets not dense"
-    assert read_replica(replica_dir(node_dir, TOPIC, 0))[:len(stored)] == stored
+    assert_sentinels_kept(bootstrap, node_dir, TOPIC, stored)

@@ -36,17 +36,16 @@ from hypothesis import strategies as st
 
 from brokers.launcher.local import LocalCluster
 from brokers.server import data_listener as dl
-from spark_log import Admin, Consumer, Producer
+from spark_log import Admin
 from spark_log.errors import ErrorCode
 from spark_log.proto import broker_pb2 as pb
 from tests.support.data_client import describe
-from tests.support.fuzz_frames import damaged_frames, frame, fuzz_settings
+from tests.support.fuzz import assert_sentinels_kept, damaged_frames, frame, fuzz_settings, write_sentinels
 from tests.support.replica_logs import read_replica, replica_dir
 
 pytestmark = [pytest.mark.fault]
 
 TOPIC = "fuzzed-dl"
-SENTINELS = [f"sentinel-{i}".encode() for i in range(40)]
 FUZZ = fuzz_settings(25)
 _I16, _I32, _I64, _U8, _U32 = (struct.Struct(f) for f in ("<h", "<i", "<q", "<B", "<I"))
 CATCH_ALL = b"failed on the broker"
@@ -68,10 +67,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     cluster = LocalCluster(tmp_path_factory.mktemp("dl-fuzz"), brokers=1)
     cluster.up(timeout_s=60)
     try:
-        with Admin(cluster.bootstrap) as admin:
-            admin.create_topic(TOPIC, partitions=2, replication_factor=1)
-        with Producer(cluster.bootstrap, acks="all", linger_ms=1) as producer:
-            stored = [(producer.send(TOPIC, v, partition=0).result(timeout=30)[1], v) for v in SENTINELS]
+        stored = write_sentinels(cluster.bootstrap, TOPIC)
         info = describe(cluster.bootstrap.split(",")[0])
         broker = Broker(cluster, (info.host, info.port), stored)
         yield broker
@@ -302,20 +298,7 @@ def assert_nothing_lost(broker: Broker) -> None:
     offsets, the high watermarks where the logs end, and no handler failure in the broker's log."""
     bootstrap = broker.cluster.bootstrap
     node_dir: Path = broker.cluster.node_dir(1)
-    seen: dict[int, bytes] = {}
-    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([(TOPIC, 0)])
-        for _ in range(300):
-            for record in consumer.poll(0.2):
-                seen[record.offset] = record.value
-            if len(seen) >= len(broker.stored) and max(seen) >= broker.stored[-1][0] and not consumer.poll(0.2):
-                break
-    missing = [(o, v) for o, v in broker.stored if seen.get(o) != v]
-    assert not missing, f"the fuzzing lost stored records: {missing[:5]}"
-    for partition in (0, 1):   # every stored frame still verifies (CRC) and offsets stay dense
-        records = read_replica(replica_dir(node_dir, TOPIC, partition))
-        assert [o for o, _ in records] == list(range(len(records))), f"partition {partition}: offsets not dense"
-    assert read_replica(replica_dir(node_dir, TOPIC, 0))[:len(broker.stored)] == broker.stored
+    assert_sentinels_kept(bootstrap, node_dir, TOPIC, broker.stored)
     with Admin(bootstrap) as admin:   # no fake follower moved a high watermark past what is stored
         latest = admin.list_offsets(TOPIC, "latest")
     for partition in (0, 1):

@@ -1,18 +1,22 @@
-"""Real frames and damaged ones, and the examples' settings, for the fuzz tests of the
-brokers' two APIs (``tests/fault/test_broker_fuzz.py``: gRPC; ``test_data_listener_fuzz.py``:
-the data listener)."""
+"""What the fuzz tests of the brokers' two APIs share (``tests/fault/test_broker_fuzz.py``:
+gRPC; ``test_data_listener_fuzz.py``: the data listener): real frames and damaged ones, the
+examples' settings, and the sentinel records written before the fuzzing and checked after it."""
 from __future__ import annotations
 
 import os
 import struct
+from pathlib import Path
 
 import pyarrow as pa
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from spark_log import Admin, Consumer, Producer
 from spark_log.frame import HEADER_SIZE, crc32c, encode_batch
+from tests.support.replica_logs import read_replica, replica_dir
 
-__all__ = ["ABSURD", "FIELDS", "damaged_frames", "frame", "fuzz_settings"]
+__all__ = ["ABSURD", "FIELDS", "SENTINELS", "assert_sentinels_kept", "damaged_frames", "frame", "fuzz_settings",
+           "write_sentinels"]
 
 _EXAMPLES_VARIABLE = "SPARK_LOG_FUZZ_EXAMPLES"
 
@@ -66,3 +70,34 @@ def damaged_frames(draw: st.DrawFn) -> bytes:
     if len(damaged) >= HEADER_SIZE and draw(st.integers(0, 3)):
         struct.pack_into("<I", damaged, 20, crc32c(memoryview(damaged)[24:]))   # mostly: get past the CRC check
     return bytes(damaged)
+
+
+SENTINELS = [f"sentinel-{i}".encode() for i in range(40)]
+
+
+def write_sentinels(bootstrap: str, topic: str) -> list[tuple[int, bytes]]:
+    """``topic`` created with 2 partitions, ``SENTINELS`` written to partition 0 with acks=all:
+    ``(offset, value)`` of each."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic, partitions=2, replication_factor=1)
+    with Producer(bootstrap, acks="all", linger_ms=1) as producer:
+        return [(producer.send(topic, v, partition=0).result(timeout=30)[1], v) for v in SENTINELS]
+
+
+def assert_sentinels_kept(bootstrap: str, node_dir: Path, topic: str, stored: list[tuple[int, bytes]]) -> None:
+    """After the fuzzing: every sentinel is read back at its offset, byte for byte; both
+    partitions' logs read back as valid frames (CRCs) with dense offsets, the sentinels first."""
+    seen: dict[int, bytes] = {}
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, 0)])
+        for _ in range(300):
+            for record in consumer.poll(0.2):
+                seen[record.offset] = record.value
+            if len(seen) >= len(stored) and max(seen) >= stored[-1][0] and not consumer.poll(0.2):
+                break
+    missing = [(o, v) for o, v in stored if seen.get(o) != v]
+    assert not missing, f"the fuzzing lost stored records: {missing[:5]}"
+    for partition in (0, 1):
+        records = read_replica(replica_dir(node_dir, topic, partition))
+        assert [o for o, _ in records] == list(range(len(records))), f"partition {partition}: offsets not dense"
+    assert read_replica(replica_dir(node_dir, topic, 0))[:len(stored)] == stored
