@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import Callable
 
 from brokers.controller.client import ControllerClient
-from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.metadata.image import MetadataImage
 from spark_log.schemas import schema_from_bytes
 from spark_log.config import TopicConfig
@@ -29,6 +28,7 @@ from spark_log.errors import (
 )
 from spark_log.proto import broker_pb2 as pb
 
+from .coordinator_topics import COORDINATOR_TOPICS
 from .metadata import MetadataBuilder
 from .topic_defaults import TopicDefaults
 

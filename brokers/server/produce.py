@@ -42,7 +42,6 @@ from typing import NamedTuple, Protocol
 
 import pyarrow as pa
 
-from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.metrics.counters import BrokerCounters
 from brokers.metadata.image import MetadataImage, TopicImage
@@ -61,6 +60,7 @@ from spark_log.errors import (
 from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body, iter_frames, read_message
 from spark_log.proto import broker_pb2 as pb
 
+from .coordinator_topics import COORDINATOR_TOPICS
 from .errors import to_pb
 from .partition_manager import PartitionManager
 

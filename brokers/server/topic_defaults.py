@@ -28,10 +28,11 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from brokers.controller.topics import validate_topic_name
-from brokers.coordination.topics import COORDINATOR_TOPICS
 from brokers.metadata.image import MetadataImage, TopicImage
 from spark_log.config import BROKER_DEFAULT_COUNT
 from spark_log.errors import RequestTimeoutError, SparkLogError, TopicAlreadyExistsError
+
+from .coordinator_topics import COORDINATOR_TOPICS
 
 __all__ = ["TopicDefaults", "AutoCreator", "BROKER_DEFAULT"]
 
