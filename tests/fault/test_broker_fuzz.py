@@ -17,8 +17,9 @@ Every answer must be a success, a typed error (spark-log's code in the trailing 
 or in the per-partition ``Error``), or a closed stream for a message that does not parse;
 never an error from a handler that did not expect the input (``STORAGE_ERROR`` "... failed
 on the broker", gRPC ``UNKNOWN``).  The broker must stay up (a Metadata call after every
-example), and at the end every sentinel is still stored, byte for byte, at its offset, and
-the whole log reads back as valid frames.  About 30 s idle (``max_examples`` per test below).
+example), and at the end (the module fixture's teardown, on every worker that ran some of it)
+every sentinel is still stored, byte for byte, at its offset, and the whole log reads back as
+valid frames.  About 30 s idle (``max_examples`` per test below).
 """
 from __future__ import annotations
 
@@ -68,7 +69,11 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list
     cluster = LocalCluster(tmp_path_factory.mktemp("fuzz"), brokers=1)
     cluster.up(timeout_s=60)
     try:
-        yield cluster.bootstrap, write_sentinels(cluster.bootstrap, TOPIC), cluster.node_dir(1)
+        stored = write_sentinels(cluster.bootstrap, TOPIC)
+        yield cluster.bootstrap, stored, cluster.node_dir(1)
+        # after the last test of this module on this worker (xdist may split a module across
+        # workers, each with its own cluster): a failure here is an error of that test
+        assert_sentinels_kept(cluster.bootstrap, cluster.node_dir(1), TOPIC, stored)
     finally:
         cluster.down(timeout_s=20)
 
@@ -332,12 +337,3 @@ def test_absurd_coordinator_compaction_and_tier_requests_get_typed_answers(chann
     message = _build(kind, data.draw(messages(kind.DESCRIPTOR)))
     assert_typed(call(channel, method, message.SerializeToString()), f"{method} {message}")
     assert_up(channel)
-
-
-# -- nothing stored is lost --------------------------------------------------------------------------
-
-def test_zz_every_sentinel_is_still_stored_and_the_log_reads_back_whole(
-        broker: tuple[str, list[tuple[int, bytes]], Path]) -> None:
-    """Runs after the fuzzing in this module (pytest keeps file order)."""
-    bootstrap, stored, node_dir = broker
-    assert_sentinels_kept(bootstrap, node_dir, TOPIC, stored)

@@ -65,7 +65,7 @@ def test_damaged_frames_are_refused_or_decode_without_harm(codecs: Any) -> None:
     for name in ("offsets", "mixed", "words", "timestamps"):
         data = BUFFERS[name]
         frame = pa.compress(data, codec="lz4", asbytes=True)
-        for _ in range(40):
+        for _ in range(15):
             damaged = bytearray(frame)
             if rng.random() < 0.3:
                 del damaged[rng.randrange(len(damaged)):]
@@ -78,4 +78,4 @@ def test_damaged_frames_are_refused_or_decode_without_harm(codecs: Any) -> None:
                 refused += 1
                 continue
             assert len(out) == len(data)
-    assert refused > 40, f"only {refused} of 160 damaged frames were refused"
+    assert refused > 15, f"only {refused} of 60 damaged frames were refused"
