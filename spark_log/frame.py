@@ -93,6 +93,7 @@ __all__ = [
     "VERSION_DENSE",
     "VERSION_OFFSETS",
     "Codec",
+    "DAMAGED_MESSAGE_ERRORS",
     "FrameHeader",
     "Peek",
     "encode_batch",
@@ -291,6 +292,12 @@ def ipc_message(batch: pa.RecordBatch, codec: Codec, *, use_threads: bool = Fals
     return stream.slice(start, stream.size - _EOS_SIZE - start)
 
 
+# What ``read_message`` raises for a damaged message: pyarrow's own errors, and its
+# ArrowMemoryError when a damaged buffer length asks for more memory than there is.  Its
+# callers report any of them as CorruptRecordError.
+DAMAGED_MESSAGE_ERRORS = (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowMemoryError, OSError, StopIteration)
+
+
 def read_message(body: pa.Buffer, schema: pa.Schema, codec: Codec) -> pa.RecordBatch:
     """The record batch in an encapsulated IPC message (a frame's body) of ``schema``.
 
@@ -298,7 +305,7 @@ def read_message(body: pa.Buffer, schema: pa.Schema, codec: Codec) -> pa.RecordB
     behind the schema's message with ``use_threads=False`` (``read_record_batch`` has no
     options and decompresses each buffer on Arrow's thread pool: 60 us of CPU for a 16 KiB
     frame instead of 10; the one copy of the compressed bytes costs less than that).
-    Raises what pyarrow raises for a damaged message."""
+    Raises one of ``DAMAGED_MESSAGE_ERRORS`` for a damaged message."""
     if codec == Codec.NONE:
         return ipc.read_record_batch(body, schema)
     head = _SCHEMA_MESSAGES.get(schema)
@@ -596,8 +603,7 @@ def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa
     body = buffer.slice(start, header.frame_length - start)
     try:
         batch = read_message(body, schema, header.codec)
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError, StopIteration, pa.ArrowMemoryError) as exc:
-        # memory: a damaged buffer length that asks for more than the machine has
+    except DAMAGED_MESSAGE_ERRORS as exc:
         raise CorruptRecordError(f"frame at offset {header.base_offset} does not hold a valid Arrow batch: {exc}") from None
     if batch.num_rows != header.record_count:
         raise CorruptRecordError(

@@ -57,7 +57,7 @@ from spark_log.errors import (
     StorageError,
     UnknownTopicOrPartitionError,
 )
-from spark_log.frame import ATTR_CONTROL, FrameHeader, frame_body, iter_frames, read_message
+from spark_log.frame import ATTR_CONTROL, DAMAGED_MESSAGE_ERRORS, FrameHeader, frame_body, iter_frames, read_message
 from spark_log.proto import broker_pb2 as pb
 
 from .coordinator_topics import COORDINATOR_TOPICS
@@ -91,8 +91,7 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
         try:
             batch = read_message(pa.py_buffer(frame_body(view, header, position)), schema, header.codec)
             batch.validate()
-        except (pa.ArrowInvalid, pa.ArrowIOError, pa.ArrowNotImplementedError, OSError, StopIteration,
-                pa.ArrowMemoryError) as exc:  # memory: a damaged buffer length asking for terabytes
+        except (*DAMAGED_MESSAGE_ERRORS, pa.ArrowNotImplementedError) as exc:
             raise CorruptRecordError(
                 f"frame at byte {position} does not hold an Arrow batch of schema {header.schema_id}: {exc}") from None
         if batch.num_rows != header.record_count:

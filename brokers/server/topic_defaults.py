@@ -34,9 +34,7 @@ from spark_log.errors import RequestTimeoutError, SparkLogError, TopicAlreadyExi
 
 from .coordinator_topics import COORDINATOR_TOPICS
 
-__all__ = ["TopicDefaults", "AutoCreator", "BROKER_DEFAULT"]
-
-BROKER_DEFAULT = BROKER_DEFAULT_COUNT  # what the client sends for "the broker's default"
+__all__ = ["TopicDefaults", "AutoCreator"]
 
 CreateTopic = Callable[[str, int, int], TopicImage]
 WaitFor = Callable[[Callable[[MetadataImage], bool], float], MetadataImage]
@@ -50,10 +48,10 @@ class TopicDefaults:
     replication_factor: int = 1
 
     def fill(self, partitions: int, replication_factor: int) -> tuple[int, int]:
-        """``(partitions, replication_factor)`` with each ``BROKER_DEFAULT`` replaced by the
+        """``(partitions, replication_factor)`` with each ``BROKER_DEFAULT_COUNT`` replaced by the
         broker's default; any other value is left for the controller to check."""
-        return (self.partitions if partitions == BROKER_DEFAULT else partitions,
-                self.replication_factor if replication_factor == BROKER_DEFAULT else replication_factor)
+        return (self.partitions if partitions == BROKER_DEFAULT_COUNT else partitions,
+                self.replication_factor if replication_factor == BROKER_DEFAULT_COUNT else replication_factor)
 
 
 class AutoCreator:

@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterator
 
 import grpc
 from google.protobuf.descriptor import FieldDescriptor
+from google.protobuf.message_factory import GetMessageClass
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -37,6 +38,8 @@ from brokers.launcher.local import LocalCluster
 from spark_log.errors import ErrorCode
 from spark_log.frame import crc32c
 from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import (compaction_pb2, data_listener_pb2, groups_pb2, security_pb2, tiering_pb2,
+                             transactions_pb2)
 from tests.support.fuzz import FIELDS, assert_sentinels_kept, damaged_frames, fuzz_settings, write_sentinels
 from tests.support.fuzz import frame as make_frame
 
@@ -44,23 +47,27 @@ pytestmark = [pytest.mark.fault]
 
 TOPIC = "fuzzed"
 FUZZ = fuzz_settings(25)
+# the other services a broker serves its clients: (module, service, methods, whether
+# test_absurd_coordinator_compaction_and_tier_requests_get_typed_answers fills their fields)
+CLIENT_SERVICES = (
+    (compaction_pb2, "Compaction", ("Describe", "Compact", "OfferOffsetMap"), True),
+    (groups_pb2, "GroupCoordinator", ("FindCoordinator", "ConsumerGroupHeartbeat", "OffsetCommit", "TxnOffsetCommit",
+                                      "OffsetFetch", "ListGroups", "DescribeGroup", "DeleteGroup", "OffsetDelete"), True),
+    (transactions_pb2, "TransactionCoordinator", ("FindCoordinator", "InitProducerId", "AddPartitions", "JoinTxn",
+                                                  "AddOffsets", "EndTxn", "DescribeTxn"), True),
+    (security_pb2, "Security", ("ScramStart", "ScramFinish", "WhoAmI", "DescribeUserScramCredentials", "DescribeAcls",
+                                "DescribeClientQuotas"), False),
+    (tiering_pb2, "Tiering", ("DescribeTier",), True),
+    (data_listener_pb2, "DataListener", ("Describe",), False),
+)
 METHODS = ["/spark_log.broker.v1.Broker/" + m for m in ("Metadata", "Produce", "Fetch", "ListOffsets",
                                                            "DescribePartitions")] + \
           ["/spark_log.broker.v1.Admin/" + m for m in ("CreateTopic", "DeleteTopic", "DescribeTopic", "ListTopics",
                                                           "AlterConfigs", "RegisterSchema", "ElectLeaders",
                                                           "AlterPartitionReassignments",
                                                           "ListPartitionReassignments")] + \
-          [f"/spark_log.{service}/{m}" for service, methods in (  # the other services a broker serves its clients
-              ("compaction.v1.Compaction", ("Describe", "Compact", "OfferOffsetMap")),
-              ("groups.v1.GroupCoordinator", ("FindCoordinator", "ConsumerGroupHeartbeat", "OffsetCommit",
-                                              "TxnOffsetCommit", "OffsetFetch", "ListGroups", "DescribeGroup",
-                                              "DeleteGroup", "OffsetDelete")),
-              ("transactions.v1.TransactionCoordinator", ("FindCoordinator", "InitProducerId", "AddPartitions",
-                                                          "JoinTxn", "AddOffsets", "EndTxn", "DescribeTxn")),
-              ("security.v1.Security", ("ScramStart", "ScramFinish", "WhoAmI", "DescribeUserScramCredentials",
-                                        "DescribeAcls", "DescribeClientQuotas")),
-              ("tiering.v1.Tiering", ("DescribeTier",)),
-              ("data.v1.DataListener", ("Describe",))) for m in methods]
+          [f"/{module.DESCRIPTOR.services_by_name[service].full_name}/{m}"
+           for module, service, methods, _ in CLIENT_SERVICES for m in methods]
 CODE_KEY = "spark-log-error-code"
 
 
@@ -265,35 +272,11 @@ def test_absurd_offsets_metadata_and_topics_get_typed_answers(channel: grpc.Chan
 
 # -- the coordinators' and other services' requests ------------------------------------------------
 
-def _service(name: str) -> Any:
-    from spark_log.proto import compaction_pb2, groups_pb2, tiering_pb2, transactions_pb2
-
-    return {"groups.v1": groups_pb2, "transactions.v1": transactions_pb2, "compaction.v1": compaction_pb2,
-            "tiering.v1": tiering_pb2}[name]
-
-
-# method -> request message (every field filled by ``messages`` below); no Admin or Produce here:
+# method -> request class (every field filled by ``messages`` below); no Admin or Produce here:
 # their own tests choose which fields may change the stored records
-STRUCTURED = {f"/spark_log.{package}.{service}/{method}": (package, request) for package, service, method, request in (
-    ("groups.v1", "GroupCoordinator", "FindCoordinator", "FindCoordinatorRequest"),
-    ("groups.v1", "GroupCoordinator", "ConsumerGroupHeartbeat", "ConsumerGroupHeartbeatRequest"),
-    ("groups.v1", "GroupCoordinator", "OffsetCommit", "OffsetCommitRequest"),
-    ("groups.v1", "GroupCoordinator", "TxnOffsetCommit", "OffsetCommitRequest"),
-    ("groups.v1", "GroupCoordinator", "OffsetFetch", "OffsetFetchRequest"),
-    ("groups.v1", "GroupCoordinator", "DescribeGroup", "DescribeGroupRequest"),
-    ("groups.v1", "GroupCoordinator", "DeleteGroup", "DeleteGroupRequest"),
-    ("groups.v1", "GroupCoordinator", "OffsetDelete", "OffsetDeleteRequest"),
-    ("transactions.v1", "TransactionCoordinator", "FindCoordinator", "FindTxnCoordinatorRequest"),
-    ("transactions.v1", "TransactionCoordinator", "InitProducerId", "InitProducerIdRequest"),
-    ("transactions.v1", "TransactionCoordinator", "AddPartitions", "AddPartitionsRequest"),
-    ("transactions.v1", "TransactionCoordinator", "JoinTxn", "JoinTxnRequest"),
-    ("transactions.v1", "TransactionCoordinator", "AddOffsets", "AddOffsetsRequest"),
-    ("transactions.v1", "TransactionCoordinator", "EndTxn", "EndTxnRequest"),
-    ("transactions.v1", "TransactionCoordinator", "DescribeTxn", "DescribeTxnRequest"),
-    ("compaction.v1", "Compaction", "Describe", "DescribeCompactionRequest"),
-    ("compaction.v1", "Compaction", "Compact", "CompactRequest"),
-    ("compaction.v1", "Compaction", "OfferOffsetMap", "OffsetMapRequest"),
-    ("tiering.v1", "Tiering", "DescribeTier", "DescribeTierRequest"))}
+STRUCTURED = {f"/{service.full_name}/{m}": GetMessageClass(service.methods_by_name[m].input_type)
+              for module, name, methods, structured in CLIENT_SERVICES if structured
+              for service in (module.DESCRIPTOR.services_by_name[name],) for m in methods}
 _FIELD = FieldDescriptor
 _SCALARS = {_FIELD.TYPE_STRING: NAMES, _FIELD.TYPE_INT32: INT32, _FIELD.TYPE_INT64: INT64, _FIELD.TYPE_BOOL: st.booleans(),
             _FIELD.TYPE_BYTES: st.binary(max_size=256)}
@@ -304,9 +287,9 @@ def messages(descriptor: Any, depth: int = 0) -> st.SearchStrategy[dict[str, Any
     repeated fields too, a few each), as a dict for ``_build``."""
     parts: dict[str, st.SearchStrategy[Any]] = {}
     for field in descriptor.fields:
-        one = messages(field.message_type, depth + 1) if field.message_type is not None else _SCALARS[field.type]
         if field.message_type is not None and depth >= 2:
             continue
+        one = messages(field.message_type, depth + 1) if field.message_type is not None else _SCALARS[field.type]
         parts[field.name] = st.lists(one, max_size=3) if field.is_repeated else one
     return st.fixed_dictionaries(parts)
 
@@ -332,8 +315,7 @@ def _build(kind: Any, values: dict[str, Any]) -> Any:
 @given(method=st.sampled_from(sorted(STRUCTURED)), data=st.data())
 def test_absurd_coordinator_compaction_and_tier_requests_get_typed_answers(channel: grpc.Channel, method: str,
                                                                            data: st.DataObject) -> None:
-    package, request = STRUCTURED[method]
-    kind = getattr(_service(package), request)
+    kind = STRUCTURED[method]
     message = _build(kind, data.draw(messages(kind.DESCRIPTOR)))
     assert_typed(call(channel, method, message.SerializeToString()), f"{method} {message}")
     assert_up(channel)

@@ -6,7 +6,8 @@ from typing import Callable
 
 
 from brokers.metadata.image import MetadataImage
-from brokers.server.topic_defaults import BROKER_DEFAULT, AutoCreator, TopicDefaults
+from brokers.server.topic_defaults import AutoCreator, TopicDefaults
+from spark_log.config import BROKER_DEFAULT_COUNT as BROKER_DEFAULT
 from spark_log.errors import InvalidReplicationFactorError, RequestTimeoutError, TopicAlreadyExistsError
 
 

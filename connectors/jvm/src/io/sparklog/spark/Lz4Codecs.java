@@ -104,8 +104,7 @@ public final class Lz4Codecs implements CompressionCodec.Factory {
       try {
         ByteBuffer in = compressed.nioBuffer(CompressionUtil.SIZE_OF_UNCOMPRESSED_LENGTH, size);
         ByteBuffer out = buf.nioBuffer(0, (int) length);
-        int got = decodeFrames(in, out);
-        if (got != length) throw new IOException("LZ4 frame holds " + got + " of " + length + " bytes");
+        decodeExactly(in, out);
       } catch (IOException | RuntimeException e) {
         buf.close();
         throw new SparkLogException("CorruptRecordError", 13, "cannot decompress an LZ4 body: " + e.getMessage());
@@ -117,16 +116,6 @@ public final class Lz4Codecs implements CompressionCodec.Factory {
     @Override public CompressionUtil.CodecType getCodecType() { return CompressionUtil.CodecType.LZ4_FRAME; }
   }
 
-  /** Decode LZ4 frames (the LZ4 frame format, v1.6) from {@code in} into {@code out}; the
-   *  bytes written.  Blocks are decoded into the one output buffer, so linked blocks (whose
-   *  matches reach into earlier blocks: what Arrow C++, i.e. pyarrow, writes by default, and
-   *  lz4-java's LZ4FrameInputStream refuses) decode like independent ones.  Checksums are not
-   *  verified (the frame's CRC-32C already covers the body).  Public for the test that checks
-   *  it against pyarrow's frames (tests/spark/test_jvm_lz4.py). */
-  public static int decodeFrames(byte[] in, byte[] out) throws IOException {
-    return decodeFrames(ByteBuffer.wrap(in), ByteBuffer.wrap(out));
-  }
-
   /** The {@code length} bytes the LZ4 frames {@code in} hold, decoded as a read task decodes an
    *  Arrow buffer (off-heap, as its answers are); IOException when they hold another length or
    *  are damaged.  For tests (tests/spark/test_jvm_lz4.py: py4j copies arrays, so a test
@@ -136,15 +125,26 @@ public final class Lz4Codecs implements CompressionCodec.Factory {
     source.put(0, in).limit(in.length);
     ByteBuffer target = ByteBuffer.allocateDirect(Math.max(length, 1));
     target.limit(length);
-    int got = decodeFrames(source, target);
-    if (got != length) throw new IOException("LZ4 frame holds " + got + " of " + length + " bytes");
+    decodeExactly(source, target);
     byte[] out = new byte[length];
     target.get(0, out);
     return out;
   }
 
-  /** {@link #decodeFrames(byte[], byte[])} between buffers, by absolute index (their
-   *  positions are not moved).  Stored blocks are copied straight from {@code in} to
+  /** {@link #decodeFrames} filling {@code out} from its position to its limit exactly (an
+   *  Arrow buffer's declared length); IOException when the frames hold another length. */
+  static void decodeExactly(ByteBuffer in, ByteBuffer out) throws IOException {
+    int length = out.limit() - out.position();
+    int got = decodeFrames(in, out);
+    if (got != length) throw new IOException("LZ4 frame holds " + got + " of " + length + " bytes");
+  }
+
+  /** Decode LZ4 frames (the LZ4 frame format, v1.6) from {@code in} into {@code out}; the
+   *  bytes written.  Blocks are decoded into the one output buffer, so linked blocks (whose
+   *  matches reach into earlier blocks: what Arrow C++, i.e. pyarrow, writes by default, and
+   *  lz4-java's LZ4FrameInputStream refuses) decode like independent ones.  Checksums are not
+   *  verified (the frame's CRC-32C already covers the body).  By absolute index: the buffers'
+   *  positions are not moved.  Stored blocks are copied straight from {@code in} to
    *  {@code out} (an incompressible buffer, the values of most topics, is nothing else); once
    *  a compressed block comes, the output so far and the rest are decoded on heap arrays
    *  ({@link #decodeBlock}) and copied out once at the end: an Arrow buffer of offsets or
