@@ -81,14 +81,14 @@ from typing import Any, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import errors
+from . import bytes_message, errors
 from ._client import Cluster, TopicInfo, error_from_pb
 from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
 from .fetch_wire import encode_produce_request
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
-from ._records import bytes_batch, conform
+from ._records import BYTES_SCHEMA, bytes_batch, conform
 from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .clock import Clock, SystemClock
@@ -656,8 +656,14 @@ class Producer:
             if info.kind == "typed":
                 record_batch = pa.Table.from_batches(batch.values).combine_chunks().to_batches()[0]
             else:
-                record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
-                message = ipc_message(record_batch, self._codec)
+                direct = None  # a small batch of the bytes layout without headers: written directly
+                if batch.headers is None and info.schema is BYTES_SCHEMA:
+                    direct = bytes_message.encode(batch.keys, batch.values, batch.timestamps, self._codec)
+                if direct is None:
+                    record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
+                    message: pa.Buffer | bytes = ipc_message(record_batch, self._codec)
+                else:
+                    message = direct
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
             self._lost_sequences(batch.pid)

@@ -369,7 +369,7 @@ def encode_batch(
 
 
 def encode_message(
-    message: pa.Buffer,
+    message: "pa.Buffer | bytes",
     *,
     codec: Codec,
     record_count: int,
@@ -385,7 +385,7 @@ def encode_message(
     control: bool = False,
 ) -> bytes:
     """A version-1 frame around ``message`` (``ipc_message`` of ``record_count`` records
-    compressed with ``codec``), for callers that know the records' timestamps already
+    compressed with ``codec``, or ``bytes_message.encode``'s same bytes), for callers that know the records' timestamps already
     (the producer keeps them as Python ints): ``encode_batch`` without reading them back."""
     attributes = int(codec)
     if transactional:
@@ -393,12 +393,12 @@ def encode_message(
     if control:
         attributes |= ATTR_CONTROL
     head = bytearray(HEADER_SIZE)  # the header alone, then one copy of header + message into the frame
+    body = memoryview(message)
     _HEADER.pack_into(
-        head, 0, base_offset, HEADER_SIZE + message.size, partition_leader_epoch, MAGIC, VERSION_DENSE, 0, 0,
+        head, 0, base_offset, HEADER_SIZE + body.nbytes, partition_leader_epoch, MAGIC, VERSION_DENSE, 0, 0,
         attributes, producer_epoch, record_count, first_timestamp, max_timestamp, producer_id,
         base_sequence, schema_id,
     )
-    body = memoryview(message)
     crc = _crc32c.crc32c(body, _crc32c.crc32c(memoryview(head)[_CRC_START:]))
     _CRC.pack_into(head, _CRC_AT, int(crc))
     return b"".join((head, body))

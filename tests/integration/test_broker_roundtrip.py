@@ -1,11 +1,13 @@
 """Produce/consume round trips through real brokers: bytes and typed topics, ordering."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
-from spark_log import Admin, Consumer, Producer
+from spark_log import Admin, Consumer, Producer, bytes_message
 from spark_log._partitioner import partition_for_key, partitions_for_keys
 
 pytestmark = pytest.mark.integration
@@ -50,6 +52,39 @@ def test_bytes_round_trip_keys_headers_timestamps(bootstrap: str, topic_name: st
         assert record.headers == ([("trace", headers["trace"].encode())] if headers else [])
         if key is not None:
             assert partition == partition_for_key(key, 3)
+
+
+def test_small_batches_written_directly_round_trip(bootstrap: str, topic_name: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches without headers go out through ``bytes_message`` (counted here), and what a
+    consumer reads back is what was sent: keys (absent ones too), values (null and empty
+    ones too), timestamps, offsets."""
+    written = {"direct": 0, "declined": 0}
+    encode = bytes_message.encode
+
+    def counting(*args: Any, **kwargs: Any) -> bytes | None:
+        message = encode(*args, **kwargs)
+        written["direct" if message is not None else "declined"] += 1
+        return message
+
+    monkeypatch.setattr(bytes_message, "encode", counting)
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    sent = [(f"k{i % 5}".encode() if i % 4 else None, None if i % 9 == 0 else (b"" if i % 7 == 0 else f"v{i}".encode()),
+             1_700_000_000_000 + i) for i in range(120)]
+    for half, compression in enumerate(("none", "lz4")):
+        with Producer(bootstrap, compression=compression) as producer:
+            futures = [producer.send(topic_name, value, key=key, timestamp=ts, partition=0)
+                       for key, value, ts in sent[60 * half: 60 * half + 60]]
+            producer.flush()
+            assert [f.result(timeout=30)[1] for f in futures] == list(range(60 * half, 60 * half + 60))
+    assert written["direct"] >= 2 and written["declined"] == 0
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic_name, 0)])
+        rows = [row for batch in _drain(consumer, len(sent)) for row in batch.to_pylist()]
+    assert [(r["key"], r["value"], int(r["timestamp"].timestamp() * 1000), r["offset"]) for r in rows] == \
+        [(key, value, ts, offset) for offset, (key, value, ts) in enumerate(sent)]
+    assert all(r["headers"] is None for r in rows)
 
 
 def test_order_per_partition_and_per_key(bootstrap: str, topic_name: str) -> None:
