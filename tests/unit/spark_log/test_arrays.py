@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from spark_log._records import add_reserved_columns
 from spark_log.arrays import (binary_array, binary_from_buffers, bool_array, int16_array, int32_array, int64_array,
                                repeated_int32, repeated_string, timestamp_ms_array, to_numpy)
 
@@ -68,6 +69,21 @@ def test_repeated_columns() -> None:
     assert repeated_int32(4, 2).equals(pa.array([4, 4], pa.int32()))
 
 
+@pytest.mark.parametrize("n", [1, 3, 64, 65, 300])
+def test_reserved_columns_of_small_and_large_batches(n: int) -> None:
+    batch = pa.RecordBatch.from_arrays([pa.array([b"v"] * n, pa.binary())], names=["value"])
+    offsets = int64_array(np.arange(10, 10 + n))
+    first = add_reserved_columns(batch, topic="tópic", partition=2, offsets=offsets, timestamps=None)
+    other = add_reserved_columns(batch, topic="other", partition=3, offsets=offsets, timestamps=None)
+    again = add_reserved_columns(batch, topic="tópic", partition=2, offsets=offsets, timestamps=None)
+    assert first.schema.names == ["value", "topic", "partition", "offset"]
+    assert first.column("topic").to_pylist() == ["tópic"] * n and first.column("partition").to_pylist() == [2] * n
+    assert other.column("topic").to_pylist() == ["other"] * n and other.column("partition").to_pylist() == [3] * n
+    assert first.column("offset").to_pylist() == list(range(10, 10 + n))
+    assert again.equals(first)
+    first.validate(full=True)
+
+
 def test_a_clients_data_path_does_not_import_pandas() -> None:
     code = """
 import sys
@@ -84,6 +100,9 @@ add_reserved_columns(again, topic="t", partition=0, offsets=int64_array(np.array
 from spark_log._partitioner import key_array
 key_array(batch, ["key"])
 encode_marker(True, producer_id=1, producer_epoch=0, coordinator_epoch=1, timestamp_ms=1)
+from spark_log import bytes_message
+from spark_log.frame import Codec
+assert bytes_message.encode([b"k"], [b"v"], [1], Codec.LZ4) is not None
 print(sorted(m for m in sys.modules if m.split('.')[0] == 'pandas')[:3])
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
