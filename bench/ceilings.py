@@ -17,6 +17,11 @@ printed against what the same data reaches, in the same run, without spark-log's
   ``vm.dirty_background_ratio`` of memory, then throttles the writers at
   ``vm.dirty_ratio``).  A log that writes for longer than the page cache absorbs cannot
   store copies faster than this, whatever its CPU.
+- ``cold_code``: what one record's Arrow work costs in a loop (warm) and after a pause as
+  long as the gap between records at the latency benches' rate (cold): on this kind of
+  virtual machine code that runs after a pause (its CPU idle, other guests' work in the
+  caches) costs several times its cost in a loop, and a record at a moderate rate crosses
+  every stage of the path cold.
 - ``grpc_ceiling``: raw bytes through Python gRPC on loopback, 1 MiB messages, 8 calls in
   flight, to an echo-free sink in another process (``python -m bench.ceilings --serve``):
   what moving the frames' bytes through grpcio costs, in records/s of a given size.
@@ -39,8 +44,8 @@ import pyarrow.ipc as ipc
 
 from spark_log.frame import Codec, ipc_message
 
-__all__ = ["Ceiling", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling", "disk_write_ceiling", "random_values",
-           "cpu_s"]
+__all__ = ["Ceiling", "ColdCost", "cold_code", "ipc_ceiling", "grpc_ceiling", "page_cache_ceiling",
+           "disk_write_ceiling", "random_values", "cpu_s"]
 
 _METHOD = "/bench.Sink/Put"
 
@@ -197,6 +202,58 @@ def grpc_round_trips(rate: int, seconds: float = 2.0, payload_bytes: int = 100) 
         for call in calls:
             call.exception()  # waits; a failed call (a loaded machine's GOAWAY) is left out of the times
     return times
+
+
+@dataclass
+class ColdCost:
+    name: str
+    warm_us: float  # median, in a loop
+    cold_us: float  # median, each call after a pause
+
+
+def cold_code(pause_s: float = 0.0005, samples: int = 300) -> list[ColdCost]:
+    """Median microseconds of one record's Arrow work warm and after ``pause_s`` of sleep
+    (module docstring): the producer's encode through pyarrow and through
+    ``bytes_message`` (what the producer uses), and the consumer's decode of the frame."""
+    from spark_log import bytes_message
+    from spark_log._records import add_reserved_columns, bytes_batch
+    from spark_log.arrays import int64_array
+    from spark_log.frame import decode_batch, encode_message, parse_header, record_offsets
+    from spark_log.schemas import BYTES_SCHEMA
+
+    stamps = [int(time.time() * 1000)]
+
+    def frame(message: Any) -> bytes:
+        return encode_message(message, codec=Codec.LZ4, record_count=1, first_timestamp=stamps[0],
+                              max_timestamp=stamps[0])
+
+    stored = frame(bytes_message.encode(None, [b"0123456789"], stamps, Codec.LZ4))
+
+    def decode() -> None:
+        buffer = pa.py_buffer(stored)
+        batch = decode_batch(buffer, BYTES_SCHEMA, verify=True)
+        offsets = int64_array(record_offsets(memoryview(buffer), parse_header(memoryview(buffer))))
+        add_reserved_columns(batch, topic="t", partition=0, offsets=offsets, timestamps=None)
+
+    stages = [("producer encode, pyarrow (bytes_batch + ipc_message)",
+               lambda: frame(ipc_message(bytes_batch(None, [b"0123456789"], None, stamps), Codec.LZ4))),
+              ("producer encode, direct (bytes_message, the producer's)",
+               lambda: frame(bytes_message.encode(None, [b"0123456789"], stamps, Codec.LZ4))),
+              ("consumer decode (decode_batch + reserved columns)", decode)]
+    out = []
+    for name, run in stages:
+        medians = []
+        for pause in (0.0, pause_s):
+            times = []
+            for _ in range(samples):
+                if pause:
+                    time.sleep(pause)
+                start = time.perf_counter()
+                run()
+                times.append((time.perf_counter() - start) * 1e6)
+            medians.append(float(np.median(times)))
+        out.append(ColdCost(name, *medians))
+    return out
 
 
 def send_loop_ceiling(values: list[bytes], seconds: float = 1.0) -> Ceiling:

@@ -11,8 +11,11 @@ settings (``linger_ms=None``: a record whose leader has nothing of the producer'
 goes at once, else it waits at most 5 ms behind that call; lz4) on RF=1 and on RF=3, so
 the default settings are shown next to ``linger_ms=0`` for both replication factors.
 Prints p50 / p90 / p99 / max in ms with the aims (p50 2 ms, p99 5 ms) and the ratios, the
-two stages (send to acknowledgement, acknowledgement to consumption), and the same-run
-floor: bare loopback gRPC round trips at the same rate (``ceilings.grpc_round_trips``).
+two stages (send to acknowledgement, acknowledgement to consumption), the CPU each record
+cost the client process and the brokers, and two same-run floors: bare loopback gRPC round
+trips at the same rate (``ceilings.grpc_round_trips``), and one record's Arrow work in a
+loop against after a pause as long as the gap between records (``ceilings.cold_code``: at
+a moderate rate every stage runs cold, several times its cost in a loop).
 Not part of the test pass/fail; on a shared 2-core machine the tail follows the load
 average, printed at start and end.
 """
@@ -22,9 +25,10 @@ import argparse
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from bench.ceilings import grpc_round_trips
+from bench.ceilings import cold_code, cpu_s, grpc_round_trips
 from bench.client_bench import bench_latency
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin
@@ -55,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, list[float]] = {}
     stages: dict[str, dict[str, list[float]]] = {}
     rtt = grpc_round_trips(args.rate, min(2.0, args.seconds))  # the floor on this machine, this run
+    cold = cold_code(pause_s=1.0 / args.rate)  # one record's Arrow work, warm and at this rate's gaps
+    cpu: dict[str, tuple[float, float]] = {}
     with tempfile.TemporaryDirectory(prefix="latency-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,
                                extra_config={"replica_fetch_transport": args.replica_fetch_transport})
@@ -70,8 +76,12 @@ def main(argv: list[str] | None = None) -> int:
                                               ("RF=1 defaults", "lat1", {}), ("RF=3 defaults", "lat3", {})):
                     name += suffix
                     stages[name] = {}
+                    brokers_before, client_before = [cpu_s(n.pid) for n in cluster.nodes], time.process_time()
                     results[name] = bench_latency(bootstrap, topic, args.seconds, args.rate, settings, stages[name],
                                                   transport=transport)
+                    records = max(1, len(results[name]))
+                    cpu[name] = ((time.process_time() - client_before) / records * 1e6,
+                                 sum(cpu_s(n.pid) - b for n, b in zip(cluster.nodes, brokers_before)) / records * 1e6)
         finally:
             cluster.down()
     print("load average at end: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
@@ -93,6 +103,12 @@ def main(argv: list[str] | None = None) -> int:
           f"   (same run, same rate: one loopback unary call and its callback, no broker)")
     for name, lat in results.items():
         print(f"{name}: p50 = {_pct(lat, 0.5) / r50:.1f} bare round trips, p99 = {_pct(lat, 0.99) / r99:.1f}")
+    print("CPU per record (us; the producer and consumer share the client process): "
+          + "; ".join(f"{name} client {c:.0f}, brokers {b:.0f}" for name, (c, b) in cpu.items()))
+    print(f"one record's Arrow work, same run: median us in a loop -> after a {1000 / args.rate:.1f} ms pause "
+          "(the gap between records at this rate)")
+    for stage in cold:
+        print(f"  {stage.name:58}{stage.warm_us:>8.1f} -> {stage.cold_us:>7.1f}  ({stage.cold_us / stage.warm_us:.1f}x)")
     print(f"aims: p50 {AIM_P50_MS:.0f} ms, p99 {AIM_P99_MS:.0f} ms (ratio <= 1 meets it)")
     return 0
 
