@@ -9,6 +9,8 @@ import pytest
 
 from spark_log import Admin, Consumer, Producer, bytes_message
 from spark_log._partitioner import partition_for_key, partitions_for_keys
+from spark_log._producer import COMPRESS_MIN_BYTES
+from spark_log.frame import Codec
 
 pytestmark = pytest.mark.integration
 
@@ -56,35 +58,41 @@ def test_bytes_round_trip_keys_headers_timestamps(bootstrap: str, topic_name: st
 
 def test_small_batches_written_directly_round_trip(bootstrap: str, topic_name: str,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """Batches without headers go out through ``bytes_message`` (counted here), and what a
-    consumer reads back is what was sent: keys (absent ones too), values (null and empty
-    ones too), timestamps, offsets."""
-    written = {"direct": 0, "declined": 0}
+    """Batches without headers go out through ``bytes_message`` (counted here, with the codec
+    each got: under ``COMPRESS_MIN_BYTES`` of records uncompressed whatever the producer's
+    compression, else its compression), and what a consumer reads back is what was sent:
+    keys (absent ones too), values (null, empty and large ones), timestamps, offsets."""
+    codecs: list[tuple[str, Codec, int]] = []
     encode = bytes_message.encode
 
-    def counting(*args: Any, **kwargs: Any) -> bytes | None:
-        message = encode(*args, **kwargs)
-        written["direct" if message is not None else "declined"] += 1
+    def counting(keys: Any, values: Any, timestamps: Any, codec: Codec) -> bytes | None:
+        message = encode(keys, values, timestamps, codec)
+        codecs.append(("direct" if message is not None else "declined", codec, len(values)))
         return message
 
     monkeypatch.setattr(bytes_message, "encode", counting)
     with Admin(bootstrap) as admin:
         admin.create_topic(topic_name, partitions=1)
-    sent = [(f"k{i % 5}".encode() if i % 4 else None, None if i % 9 == 0 else (b"" if i % 7 == 0 else f"v{i}".encode()),
-             1_700_000_000_000 + i) for i in range(120)]
-    for half, compression in enumerate(("none", "lz4")):
+    small = [(f"k{i % 5}".encode() if i % 4 else None, None if i % 9 == 0 else (b"" if i % 7 == 0 else f"v{i}".encode()),
+              1_700_000_000_000 + i) for i in range(60)]
+    large = [(b"big", bytes([i]) * (COMPRESS_MIN_BYTES + i), 1_700_000_001_000 + i) for i in range(4)]
+    sent = []
+    for compression, records in (("none", small), ("lz4", small), ("lz4", large)):
         with Producer(bootstrap, compression=compression) as producer:
-            futures = [producer.send(topic_name, value, key=key, timestamp=ts, partition=0)
-                       for key, value, ts in sent[60 * half: 60 * half + 60]]
-            producer.flush()
-            assert [f.result(timeout=30)[1] for f in futures] == list(range(60 * half, 60 * half + 60))
-    assert written["direct"] >= 2 and written["declined"] == 0
+            for key, value, ts in records:  # one at a time: each record is its own batch
+                assert producer.send(topic_name, value, key=key, timestamp=ts, partition=0).result(timeout=30) == \
+                    (0, len(sent))
+                sent.append((key, value, ts))
+    assert [c for c in codecs if c[0] == "declined"] == [] and all(n == 1 for _, _, n in codecs)
+    assert [codec for _, codec, _ in codecs] == [Codec.NONE] * 120 + [Codec.LZ4] * 4
     with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
         consumer.assign([(topic_name, 0)])
-        rows = [row for batch in _drain(consumer, len(sent)) for row in batch.to_pylist()]
-    assert [(r["key"], r["value"], int(r["timestamp"].timestamp() * 1000), r["offset"]) for r in rows] == \
-        [(key, value, ts, offset) for offset, (key, value, ts) in enumerate(sent)]
-    assert all(r["headers"] is None for r in rows)
+        batches = _drain(consumer, len(sent))
+    got = [row for b in batches for row in zip(b.column("key").to_pylist(), b.column("value").to_pylist(),
+                                               b.column("timestamp").cast(pa.int64()).to_pylist(),
+                                               b.column("offset").to_pylist())]
+    assert got == [(key, value, ts, offset) for offset, (key, value, ts) in enumerate(sent)]
+    assert all(b.column("headers").null_count == b.num_rows for b in batches)
 
 
 def test_order_per_partition_and_per_key(bootstrap: str, topic_name: str) -> None:
