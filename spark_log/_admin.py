@@ -31,7 +31,7 @@ from ._live_state import live_states
 from . import _reassignment
 from . import _security_admin as _sec
 from .acls import AclBinding, AclBindingFilter
-from .config import BROKER_DEFAULT_COUNT
+from .config import BROKER_DEFAULT_COUNT, TopicConfig
 from .proto import quorum_pb2_grpc as qpb_grpc
 from .proto import security_pb2_grpc as spb_grpc
 from ._group_admin import GroupAdmin, GroupDescription, GroupListing
@@ -209,8 +209,10 @@ class Admin:
         self._groups = GroupAdmin(self._cluster, timeout_s=self._timeout_s, list_offsets=lambda tps, spec, deadline_s:
                                   list_offsets_for(self._cluster, tps, spec, deadline_s=deadline_s))
 
-    def _call(self, method: str, request: Any, topics: Sequence[str] = ()) -> Any:
-        """One Admin RPC through any broker, retried (see ``_client.retry``)."""
+    def _call(self, method: str, request: Any, topics: Sequence[str] = (),
+              on_attempt: Callable[[], None] | None = None) -> Any:
+        """One Admin RPC through any broker, retried (see ``_client.retry``); ``on_attempt``
+        is called before each attempt."""
         # An unknown topic is nearly always definitive (Kafka's AdminClient reports it at
         # once), but a broker that just restarted answers it until its metadata catches up:
         # retried briefly, not for the whole request timeout.
@@ -219,6 +221,8 @@ class Admin:
         timeout_s = min(self._timeout_s, _client.READ_TRY_S) if read_only else self._timeout_s
 
         def once() -> Any:
+            if on_attempt is not None:
+                on_attempt()
             return self._cluster.call_any(
                 lambda address: getattr(self._cluster.admin(address), method)(request, timeout=timeout_s),
                 read_only=read_only)
@@ -265,10 +269,41 @@ class Admin:
             arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
             key_columns=list(key_columns or ()), validate_only=validate_only, kind=kind or "",
         )
-        description = _describe(self._call("CreateTopic", request))
+        attempts = [0]
+        try:
+            description = _describe(self._call("CreateTopic", request,
+                                               on_attempt=lambda: attempts.__setitem__(0, attempts[0] + 1)))
+        except errors.TopicAlreadyExistsError as exc:
+            if attempts[0] < 2 or validate_only:
+                raise
+            description = self._created_by_an_earlier_attempt(request, exc)
         if not validate_only:
             self._wait_for_leaders(name, description.num_partitions or max(1, request.partitions))
         return description
+
+    def _created_by_an_earlier_attempt(self, request: pb.CreateTopicRequest,
+                                       error: errors.TopicAlreadyExistsError) -> TopicDescription:
+        """A retried CreateTopic found its topic existing.  An earlier attempt may have created
+        it and lost its answer (the broker's wait for the controller timed out under load,
+        its metadata lagged behind the commit, the connection dropped): if the topic is the
+        one this call asked for (kind, partitions and replication factor where given, key
+        columns, schema, every config it set), that is this call's success and its
+        description is returned; any other topic raises ``error``."""
+        existing = self.describe_topic(request.name, live=False)
+        schema = schema_from_bytes(request.arrow_schema) if request.arrow_schema else None
+        kind = request.kind or ("typed" if schema is not None else "bytes")
+        defaults = TopicConfig().to_kafka_names()
+        asked = {k: v for k, v in TopicConfig().with_overrides(dict(request.configs)).to_kafka_names().items()
+                 if defaults.get(k) != v}
+        same = (existing.kind == kind
+                and request.partitions in (BROKER_DEFAULT_COUNT, existing.num_partitions)
+                and request.replication_factor in (BROKER_DEFAULT_COUNT, existing.replication_factor)
+                and existing.key_columns == tuple(request.key_columns)
+                and (schema is None or (existing.schema is not None and existing.schema.equals(schema)))
+                and all(existing.config.get(k) == v for k, v in asked.items()))
+        if not same:
+            raise error
+        return existing
 
     def _wait_for_leaders(self, name: str, count: int) -> None:
         deadline = time.monotonic() + self._timeout_s
