@@ -269,12 +269,16 @@ class Admin:
             arrow_schema=schema_to_bytes(schema) if schema is not None else b"",
             key_columns=list(key_columns or ()), validate_only=validate_only, kind=kind or "",
         )
-        attempts = [0]
+        attempts = 0
+
+        def attempt() -> None:
+            nonlocal attempts
+            attempts += 1
+
         try:
-            description = _describe(self._call("CreateTopic", request,
-                                               on_attempt=lambda: attempts.__setitem__(0, attempts[0] + 1)))
+            description = _describe(self._call("CreateTopic", request, on_attempt=attempt))
         except errors.TopicAlreadyExistsError as exc:
-            if attempts[0] < 2 or validate_only:
+            if attempts < 2 or validate_only:
                 raise
             description = self._created_by_an_earlier_attempt(request, exc)
         if not validate_only:

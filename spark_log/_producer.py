@@ -81,14 +81,14 @@ from typing import Any, Mapping, Sequence
 import grpc
 import pyarrow as pa
 
-from . import bytes_message, errors
+from . import errors
 from ._client import Cluster, TopicInfo, error_from_pb
 from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
 from .fetch_wire import encode_produce_request
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, partition_for_key
-from ._records import BYTES_SCHEMA, bytes_batch, conform
+from ._records import bytes_ipc_message, conform
 from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .clock import Clock, SystemClock
@@ -100,7 +100,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch, encode_message, ipc_message
+from .frame import Codec, encode_batch, encode_message
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -665,14 +665,8 @@ class Producer:
                 record_batch = pa.Table.from_batches(batch.values).combine_chunks().to_batches()[0]
             else:
                 codec = self._codec if batch.size >= COMPRESS_MIN_BYTES else Codec.NONE
-                direct = None  # a small batch of the bytes layout without headers: written directly
-                if batch.headers is None and info.schema is BYTES_SCHEMA:
-                    direct = bytes_message.encode(batch.keys, batch.values, batch.timestamps, codec)
-                if direct is None:
-                    record_batch = bytes_batch(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema)
-                    message: pa.Buffer | bytes = ipc_message(record_batch, codec)
-                else:
-                    message = direct
+                message = bytes_ipc_message(batch.keys, batch.values, batch.headers, batch.timestamps, info.schema,
+                                            codec)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
             self._lost_sequences(batch.pid)

@@ -1,6 +1,8 @@
 """Arrow shaping shared by the producer and the consumer (no I/O).
 
-- ``bytes_batch``: Python lists of keys/values/headers/timestamps -> a bytes-topic batch.
+- ``bytes_batch``: Python lists of keys/values/headers/timestamps -> a bytes-topic batch;
+  ``bytes_ipc_message``: the same lists -> that batch's IPC message (``bytes_message`` writes
+  small ones directly).
 - ``conform``: a user's table or batch -> the topic's current schema, or
   ``SchemaMismatchError`` naming the difference (bytes topics accept ``value`` alone, str
   for binary, and fill ``key``/``headers``/``timestamp``).
@@ -18,8 +20,10 @@ from typing import Any, Iterable, Sequence, cast
 import numpy as np
 import pyarrow as pa
 
+from . import bytes_message
 from .arrays import binary_array, bool_array, int32_array, repeated_int32, repeated_string, timestamp_ms_array
 from .errors import SchemaMismatchError
+from .frame import Codec, ipc_message
 from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
 __all__ = [
@@ -29,6 +33,7 @@ __all__ = [
     "conform",
     "widen",
     "add_reserved_columns",
+    "bytes_ipc_message",
 ]
 
 
@@ -96,6 +101,18 @@ def bytes_batch(
         return pa.RecordBatch.from_arrays([columns["key"], columns["value"], columns["headers"],
                                            columns["timestamp"]], schema=schema)
     return pa.RecordBatch.from_arrays([columns[f.name] for f in schema], schema=schema)
+
+
+def bytes_ipc_message(keys: list[bytes | None] | None, values: list[bytes | None], headers: list[Any] | None,
+                      timestamps: Sequence[int], schema: pa.Schema, codec: Codec) -> "pa.Buffer | bytes":
+    """The IPC message of ``bytes_batch(keys, values, headers, timestamps, schema)`` compressed
+    with ``codec``: written directly by ``bytes_message`` for a small batch of the bytes layout
+    without headers (the same bytes, a fraction of the cost), else through pyarrow."""
+    if headers is None and schema is BYTES_SCHEMA:
+        direct = bytes_message.encode(keys, values, timestamps, codec)
+        if direct is not None:
+            return direct
+    return ipc_message(bytes_batch(keys, values, headers, timestamps, schema), codec)
 
 
 def _as_table(data: pa.Table | pa.RecordBatch) -> pa.Table:

@@ -36,8 +36,11 @@ from itertools import accumulate
 from typing import Any, Sequence
 
 import lz4.frame  # type: ignore[import-untyped]
+import pyarrow as pa
 
-from .frame import Codec
+from .arrays import binary_array, timestamp_ms_array
+from .frame import Codec, ipc_message
+from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
 __all__ = ["encode", "MAX_RECORDS", "MAX_BYTES"]
 
@@ -83,10 +86,10 @@ def _template(codec: Codec) -> _Template:
     found = _TEMPLATES.get(codec)
     if found is not None:
         return found
-    from ._records import bytes_batch  # pyarrow's writer, once per codec
-    from .frame import ipc_message
-
-    message = ipc_message(bytes_batch([b"k"], [b"v"], None, [1]), codec).to_pybytes()
+    one = pa.RecordBatch.from_arrays(  # a one-record batch of the layout, written by pyarrow once per codec
+        [binary_array([b"k"]), binary_array([b"v"]), pa.nulls(1, HEADERS_TYPE), timestamp_ms_array([1])],
+        schema=BYTES_SCHEMA)
+    message = ipc_message(one, codec).to_pybytes()
     length = int.from_bytes(message[4:8], "little", signed=True)
     metadata = message[8: 8 + length]
     root = _u32(metadata, 0)

@@ -155,7 +155,7 @@ def schema_to_bytes(schema: pa.Schema) -> bytes:
     return bytes(schema.serialize().to_pybytes())
 
 
-_BYTES_SCHEMA_MESSAGE = BYTES_SCHEMA.serialize().to_pybytes()
+_BYTES_SCHEMA_MESSAGE = schema_to_bytes(BYTES_SCHEMA)
 
 
 def schema_from_bytes(data: bytes | bytearray | memoryview) -> pa.Schema:
