@@ -4,7 +4,9 @@ Changes (create/delete topic, alter configs, register schema) go through
 ``ControllerClient``, which finds the active controller and follows NOT_CONTROLLER.  When
 the controller has committed the change, this broker waits (up to ``wait_s``) until its own
 metadata image shows it, so that a describe, produce or fetch sent to this broker right
-after the answer sees the change.  Describe and list are served from the local image.
+after the answer sees the change; a create still missing from the image after that wait is
+described from the controller's answer (never "unknown topic" for a committed create).
+Describe and list are served from the local image.
 
 Errors are the controller's typed errors, passed through unchanged.  ``validate_only``
 creates check the request here (names, counts, configs, schema) without a round trip.
@@ -89,7 +91,13 @@ class AdminHandler:
         wanted = len(created.partitions) or partitions
         image = self._await(lambda img: (t := img.topics.get(request.name)) is not None
                             and t.topic_id == created.topic_id and len(t.partitions) >= wanted)
-        return self._described(request.name, image)
+        topic = image.topics.get(request.name)
+        if topic is None or topic.topic_id != created.topic_id:
+            # committed, but this broker's image is still behind after wait_s: the controller's
+            # own answer describes it (answering "unknown topic" made clients retry a create
+            # that had succeeded, and the retry find the topic existing)
+            topic = created
+        return self.builder.describe(topic)
 
     def delete_topic(self, request: pb.DeleteTopicRequest) -> pb.DeleteTopicResponse:
         if request.name in COORDINATOR_TOPICS:
