@@ -261,6 +261,12 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             if shard.core is None or shard.closed:
                 return
             pending = shard.core.preparing()
+            end = shard.written_end
+        if pending:
+            # markers only for decisions a failover cannot lose: a PREPARE_* record appended a
+            # moment ago (its EndTxn still waiting for the high watermark) is not durable yet,
+            # and rows a marker commits must never outlive a coordinator state that forgot them
+            self._wait_durable(shard, end)
         for meta in pending:
             crash_point("txn-prepared")  # tests: the coordinator dies with a prepared transaction
             if self._write_markers(shard, meta):
