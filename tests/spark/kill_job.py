@@ -23,12 +23,35 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, Callable
 
 
 #: Every kill job's query cuts a task's rows into chunks of this many rows (both sinks write one
 #: frame per chunk and partition); a test that finishes a query in its own session sets it too.
 JOB_CONF = {"spark.sql.execution.arrow.maxRecordsPerBatch": "100"}
+
+
+def write_input_files(folder: Path, files: int, rows_per_file: int, *, value_bytes: int) -> None:
+    """The ``write`` job's input: file ``k`` holds ids ``k * rows_per_file`` up to the next
+    file's first, values ``v<id>-`` and ``value_bytes`` of ``x``.  ``maxFilesPerTrigger=1``
+    makes file ``k`` micro-batch ``k`` only when the files' modification times are in that
+    order: Spark's file source sorts by them, and breaks a tie in the directory's listing
+    order (hash order on ext4: part-001 before part-000).  Files written back to back often
+    share a time (the kernel stamps them from a clock that ticks every few milliseconds), so
+    each gets its own second, in order."""
+    import time
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    first = int(time.time()) - files
+    for k in range(files):
+        ids = list(range(k * rows_per_file, (k + 1) * rows_per_file))
+        path = folder / f"part-{k:03d}.parquet"
+        pq.write_table(pa.table({"id": ids, "value": [f"v{i}-" + "x" * value_bytes for i in ids]}), path)
+        os.utime(path, (first + k, first + k))
 
 
 def _format() -> str:

@@ -14,11 +14,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from tests.spark.job_process import kill_job, start_job
-from tests.spark.kill_job import finish_in_session, read_query, write_query
+from tests.spark.kill_job import finish_in_session, read_query, write_input_files, write_query
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -107,14 +106,10 @@ def test_writer_killed_mid_batch_writes_every_row_once(
     topic = topic_name()
     admin.create_topic(topic, partitions=3)
     inputs, checkpoint, log = tmp_path / "in", tmp_path / "checkpoint", tmp_path / "job.log"
-    inputs.mkdir()
     rows_per_file, files = 500, 4
-    for k in range(files):  # one file per micro-batch, written in order
-        ids = list(range(k * rows_per_file, (k + 1) * rows_per_file))
-        # 1 KiB values: an Arrow batch of 100 rows overflows Spark's 64 KiB socket buffer to
-        # the Python writer, so the rows before a stall really reach the writer
-        values = [f"v{i}-" + "x" * 1024 for i in ids]
-        pq.write_table(pa.table({"id": ids, "value": values}), inputs / f"part-{k}.parquet")
+    # one file per micro-batch, in order; 1 KiB values: an Arrow batch of 100 rows overflows
+    # Spark's 64 KiB socket buffer to the Python writer, so the rows before a stall really reach it
+    write_input_files(inputs, files, rows_per_file, value_bytes=1024)
 
     for gate in (700, 1850):  # row 200 of the 2nd file, row 350 of the 4th
         job = _start(log, "write", log_cluster.bootstrap, str(inputs), topic, str(checkpoint), str(gate), impl=_impl(fmt))

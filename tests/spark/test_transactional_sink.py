@@ -18,12 +18,10 @@ import threading
 from pathlib import Path
 from typing import Any, Callable
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from tests.spark.job_process import kill_job, start_job
-from tests.spark.kill_job import finish_in_session, write_query
+from tests.spark.kill_job import finish_in_session, write_input_files, write_query
 from tests.support.wait import wait_until
 
 pytestmark = [pytest.mark.spark]
@@ -33,11 +31,7 @@ ROWS_PER_FILE = 400
 
 
 def _inputs(folder: Path, files: int, *, value_bytes: int = 16) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for k in range(files):
-        ids = list(range(k * ROWS_PER_FILE, (k + 1) * ROWS_PER_FILE))
-        pq.write_table(pa.table({"id": ids, "value": [f"v{i}-" + "x" * value_bytes for i in ids]}),
-                       folder / f"part-{k:03d}.parquet")
+    write_input_files(folder, files, ROWS_PER_FILE, value_bytes=value_bytes)  # file k is micro-batch k
 
 
 def _committed_keys(bootstrap: str, topic: str, partitions: int) -> list[int]:
@@ -220,7 +214,8 @@ class CommittedReader:
             for batch in batches:
                 # a row of batch B is visible only once B's commit was taken: committed, or its markers being written
                 if batch > label and not (state.get("state") == "PrepareCommit" and state.get("label") == batch):
-                    self.violations.append(f"read a row of batch {batch} before it committed (committed: {label})")
+                    self.violations.append(f"read a row of batch {batch} before it committed (committed: {label}, "
+                                           f"state {state.get('state')} of batch {state.get('label')})")
 
     def stop(self) -> None:
         self._stop.set()
