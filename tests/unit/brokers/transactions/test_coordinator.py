@@ -1,0 +1,156 @@
+"""``TransactionCoordinator`` (the shell) over a real ``__transaction_state`` partition on
+disk, with a simulated follower (broker 2) whose fetches the test holds back: markers are
+written only for a decision the high watermark has passed.  Real brokers and failover:
+tests/integration/test_transactions.py and tests/fault/."""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable, Iterator
+
+import pytest
+
+from brokers.metadata.image import MetadataImage
+from brokers.partition import FollowerFetch, LeaderAndIsr, Partition
+from brokers.coordination.sharded import Shard
+from brokers.transactions import TransactionCoordinator
+from brokers.transactions.core import TxnShard
+from brokers.transactions.model import INTERNAL_TOPIC, Participant, TopicPartition, TxnConfig, TxnState
+from spark_log.config import TopicConfig
+from spark_log.errors import NotLeaderError
+from tests.support.wait import wait_until
+
+from ..metadata.helpers import broker, build, topic
+
+ME, FOLLOWER = 1, 2
+
+
+class Source:
+    """The one internal partition, led by ``ME`` with ``FOLLOWER`` in the ISR: nothing is
+    durable until the follower fetched it, and it fetches only while ``replicating``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.image: MetadataImage = build([broker(ME), broker(FOLLOWER), *topic("t", [(ME,)]),
+                                           *topic(INTERNAL_TOPIC, [(ME, FOLLOWER)])])
+        self.epoch = self.image.topics[INTERNAL_TOPIC].partitions[0].leader_epoch
+        self.partition = Partition(topic=INTERNAL_TOPIC, partition=0, topic_id="id-txn", directory=directory,
+                                   config=TopicConfig(cleanup_policy="compact", retention_ms=-1), broker_id=ME)
+        self.partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=self.epoch, partition_epoch=0,
+                                           replicas=(ME, FOLLOWER), isr=(ME, FOLLOWER)), config=self.partition.config)
+        self.replicating = threading.Event()
+        self.replicating.set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, daemon=True)
+        self._thread.start()
+
+    def _follow(self) -> None:
+        """The follower's fetch loop: it asks from the leader's log end, so every answer
+        counts everything appended so far as replicated."""
+        while not self._stop.is_set():
+            if self.replicating.wait(0.05):
+                end = self.partition.offsets().log_end_offset
+                self.partition.answer_follower_fetch(
+                    FollowerFetch(FOLLOWER, end, self.epoch, self.epoch if end else -1), max_bytes=0)
+                self._stop.wait(0.002)
+
+    def get(self, topic_name: str, index: int, *, leader: bool = True) -> Partition:
+        if (topic_name, index) != (INTERNAL_TOPIC, 0):
+            raise NotLeaderError(f"no {topic_name}-{index} here")
+        return self.partition
+
+    def close(self) -> None:
+        self._stop.set()
+        self.replicating.set()
+        self._thread.join(timeout=10)
+        self.partition.close()
+
+
+class Markers:
+    """The marker sender: records the high watermark of the state partition at each send."""
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.sent: list[tuple[int, bool, int]] = []  # (producer id, commit, high watermark then)
+
+    def send(self, participant: Participant, commit: bool, coordinator_epoch: int,
+             partitions: Iterable[TopicPartition]) -> set[TopicPartition]:
+        self.sent.append((participant.producer_id, commit, self.partition.high_watermark))
+        return set(partitions)
+
+
+class PausingCoordinator(TransactionCoordinator):
+    """Holds its ticker, when asked, between the timeout pass and the completion pass of one
+    tick: the window in which an EndTxn can prepare a transaction the completion pass then
+    finds (the timeout pass waits for the high watermark of everything written before it)."""
+
+    def __init__(self, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.pause, self.paused, self.resume = threading.Event(), threading.Event(), threading.Event()
+
+    def _timeouts(self, shard: Shard[TxnShard]) -> None:
+        super()._timeouts(shard)
+        if self.pause.is_set():
+            self.pause.clear()
+            self.paused.set()
+            self.resume.wait(30)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Source, Markers, PausingCoordinator]]:
+    source = Source(tmp_path / "txn-0")
+    markers = Markers(source.partition)
+    coordinator = PausingCoordinator(broker_id=ME, partitions=source, create_topic=lambda *a: None,
+                                         markers=markers,  # type: ignore[arg-type]
+                                         config=TxnConfig(partitions=1), tick_ms=10, commit_timeout_ms=30_000)
+    coordinator.start()
+    coordinator.on_reconciled(source.image)
+    try:
+        wait_until(lambda: coordinator.loaded_partitions() == [0], timeout=10, message="never loaded")
+        yield source, markers, coordinator
+    finally:
+        coordinator.stop()
+        source.close()
+
+
+def test_markers_wait_until_the_prepared_decision_is_durable(
+        cluster: tuple[Source, Markers, PausingCoordinator]) -> None:
+    """EndTxn appends PREPARE_COMMIT and waits for the high watermark; the ticker sees the
+    prepared transaction at once.  A marker written before the follower has the record
+    would commit rows that a coordinator failover forgets (the new leader's log lacks the
+    decision): the ticker waits for the same high watermark first."""
+    source, markers, coordinator = cluster
+    pid, epoch, _ = coordinator.init_producer_id("tx", 60_000)
+    coordinator.add_partitions("tx", pid, epoch, [("t", 0)])
+    prepared_end = source.partition.offsets().log_end_offset + 1  # after the PREPARE_COMMIT record
+
+    ticker_waits: list[int] = []  # offsets the ticker waits for the high watermark to pass
+    real_wait = source.partition.wait_for_high_watermark
+
+    def recorded_wait(offset: int, timeout_ms: int, *, leader_epoch: int | None = None) -> bool:
+        if threading.current_thread().name.startswith("txn-ticker"):
+            ticker_waits.append(offset)
+        return real_wait(offset, timeout_ms, leader_epoch=leader_epoch)
+
+    source.partition.wait_for_high_watermark = recorded_wait  # type: ignore[method-assign]
+    coordinator.pause.set()
+    wait_until(coordinator.paused.is_set, timeout=10, message="the ticker never ticked")
+    source.replicating.clear()
+    answers: list[int] = []
+    ender = threading.Thread(target=lambda: answers.append(coordinator.end("tx", pid, epoch, True)))
+    ender.start()
+    try:
+        wait_until(lambda: source.partition.offsets().log_end_offset == prepared_end, timeout=10,
+                   message="EndTxn never appended its PREPARE_COMMIT")
+        coordinator.resume.set()  # the completion pass finds the prepared transaction
+        wait_until(lambda: markers.sent or prepared_end - 1 in ticker_waits, timeout=10,
+                   message="the ticker neither wrote markers nor waited for the decision")
+        assert markers.sent == [], "markers written while the decision was only on the leader"
+        assert source.partition.high_watermark < prepared_end
+    finally:
+        coordinator.resume.set()
+        source.replicating.set()
+        ender.join(timeout=30)
+    assert answers == [epoch + 1]
+    assert markers.sent and all(hw >= prepared_end for _, _, hw in markers.sent)
+    described = coordinator.describe("tx")
+    assert described is not None and described.state is TxnState.COMPLETE_COMMIT
