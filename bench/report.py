@@ -384,10 +384,30 @@ def write_report(figures: dict, out: Path) -> Path:
             lines.append(f"| {b['name']} | `{b.get('command', b['name'])}` | {b['seconds']:.0f} | {b['rc']} |")
         lines.append("")
         for b in benches:
-            lines += [f"### {b['name']}", "", "```", b["output"].rstrip(), "```", ""]
+            lines += [f"### {b['name']}", "", "```", elide_stack_frames(b["output"]).rstrip(), "```", ""]
     path = out / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def elide_stack_frames(output: str) -> str:
+    """A bench's output with each run of Java stack frames (``\tat ...``, ``\t... N more``)
+    cut to one line: Spark logs a whole trace for every task a query's stop interrupts (the
+    benches stop their rate-source queries on purpose), hundreds of lines that hid the
+    figures.  The ERROR line and the exception's message above each run stay."""
+    kept: list[str] = []
+    frames = 0
+    for line in output.splitlines():
+        if line.startswith("\tat ") or (line.startswith("\t... ") and line.endswith(" more")):
+            frames += 1
+            continue
+        if frames:
+            kept.append(f"\t[{frames} stack frame lines elided]")
+            frames = 0
+        kept.append(line)
+    if frames:
+        kept.append(f"\t[{frames} stack frame lines elided]")
+    return "\n".join(kept) + ("\n" if output.endswith("\n") else "")
 
 
 def _jsonable(figures: dict) -> dict:

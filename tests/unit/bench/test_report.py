@@ -6,7 +6,7 @@ from pathlib import Path
 from bench.peers import compare
 from bench.peers import nats as nats_peer
 from bench.peers import redis as redis_peer
-from bench.report import write_report
+from bench.report import elide_stack_frames, write_report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -62,3 +62,17 @@ def test_report_without_figures_writes_no_plots(tmp_path: Path) -> None:
     path = write_report({"meta": {}}, tmp_path)
     assert "# spark-log benchmark report" in path.read_text()
     assert not list(tmp_path.glob("*.png"))
+
+
+def test_java_stack_frames_are_cut_to_one_line_and_the_error_stays(tmp_path: Path) -> None:
+    trace = ("26/11/28 15:25:07 ERROR Utils: Aborting task\njava.io.InterruptedIOException: interrupted\n"
+             "\tat org.apache.hadoop.util.Shell.runCommand(Shell.java:1074)\n\tat org.apache.hadoop.util.Shell.run(Shell.java:960)\n"
+             "Caused by: java.lang.InterruptedException\n\t... 39 more\n")
+    assert elide_stack_frames(trace) == (
+        "26/11/28 15:25:07 ERROR Utils: Aborting task\njava.io.InterruptedIOException: interrupted\n"
+        "\t[2 stack frame lines elided]\nCaused by: java.lang.InterruptedException\n\t[1 stack frame lines elided]\n")
+    figures = tiny_figures()
+    figures["benches"][0]["output"] = "rate 5 rows/s\n" + trace + "ratio 1.2x\n"
+    text = write_report(figures, tmp_path).read_text()
+    assert "rate 5 rows/s" in text and "ratio 1.2x" in text and "ERROR Utils: Aborting task" in text
+    assert "Shell.java" not in text
