@@ -39,6 +39,7 @@ class Source:
                                            replicas=(ME, FOLLOWER), isr=(ME, FOLLOWER)), config=self.partition.config)
         self.replicating = threading.Event()
         self.replicating.set()
+        self._fetching = threading.Lock()  # held for one fetch: ``hold`` never cuts one in half
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, daemon=True)
         self._thread.start()
@@ -47,11 +48,18 @@ class Source:
         """The follower's fetch loop: it asks from the leader's log end, so every answer
         counts everything appended so far as replicated."""
         while not self._stop.is_set():
-            if self.replicating.wait(0.05):
-                end = self.partition.offsets().log_end_offset
-                self.partition.answer_follower_fetch(
-                    FollowerFetch(FOLLOWER, end, self.epoch, self.epoch if end else -1), max_bytes=0)
-                self._stop.wait(0.002)
+            self.replicating.wait(0.05)
+            with self._fetching:
+                if self.replicating.is_set() and not self._stop.is_set():
+                    end = self.partition.offsets().log_end_offset
+                    self.partition.answer_follower_fetch(
+                        FollowerFetch(FOLLOWER, end, self.epoch, self.epoch if end else -1), max_bytes=0)
+            self._stop.wait(0.002)
+
+    def hold(self) -> None:
+        """No fetch from now on (none half done either) until ``replicating`` is set."""
+        with self._fetching:
+            self.replicating.clear()
 
     def get(self, topic_name: str, index: int, *, leader: bool = True) -> Partition:
         if (topic_name, index) != (INTERNAL_TOPIC, 0):
@@ -134,7 +142,7 @@ def test_markers_wait_until_the_prepared_decision_is_durable(
     source.partition.wait_for_high_watermark = recorded_wait  # type: ignore[method-assign]
     coordinator.pause.set()
     wait_until(coordinator.paused.is_set, timeout=10, message="the ticker never ticked")
-    source.replicating.clear()
+    source.hold()
     answers: list[int] = []
     ender = threading.Thread(target=lambda: answers.append(coordinator.end("tx", pid, epoch, True)))
     ender.start()
