@@ -37,9 +37,9 @@ def write_input_files(folder: Path, files: int, rows_per_file: int, *, value_byt
     file's first, values ``v<id>-`` and ``value_bytes`` of ``x``.  ``maxFilesPerTrigger=1``
     makes file ``k`` micro-batch ``k`` only when the files' modification times are in that
     order: Spark's file source sorts by them, and breaks a tie in the directory's listing
-    order (hash order on ext4: part-001 before part-000).  Files written back to back often
-    share a time (the kernel stamps them from a clock that ticks every few milliseconds), so
-    each gets its own second, in order."""
+    order (hash order on ext4: part-001 before part-000).  Files written back to back can
+    share a time (the kernel stamps them from a clock that ticks every 4 ms here, and one of
+    the kill tests' files takes 4-16 ms to write), so each gets its own second, in order."""
     import time
 
     import pyarrow as pa
