@@ -80,28 +80,57 @@ def test_folds_agree_with_a_model_whether_keys_share_a_length_or_not(width: int 
     assert table.column("offset").to_pylist() == sorted(model.values())  # the map stays in offset order
 
 
-def test_grouping_by_sorting_agrees_with_arrows_grouping_and_never_rests_on_a_hash(
+def test_grouping_by_hashing_agrees_with_arrows_grouping_and_never_rests_on_a_hash(
         monkeypatch: pytest.MonkeyPatch) -> None:
     rng = np.random.default_rng(11)
     keys = _keys(*[f"{n:016d}" for n in rng.integers(0, 5000, 60_000)])
     offsets = np.arange(100, 60_100, dtype=np.int64)
     words = offset_map._fixed_width_words(keys)
     assert words is not None and words.shape == (60_000, 2)
-    sorted_keys, sorted_offsets = offset_map._latest_by_sorting(keys, words, offsets) or (None, None)
+    hashed_keys, hashed_offsets = offset_map._latest_by_hashing(keys, words, offsets) or (None, None)
     grouped_keys, grouped_offsets = offset_map._latest_by_grouping(keys, offsets)
-    assert sorted_keys is not None and sorted_offsets is not None
-    assert sorted_keys.to_pylist() == grouped_keys.to_pylist() and sorted_offsets.tolist() == grouped_offsets.tolist()
+    assert hashed_keys is not None and hashed_offsets is not None
+    assert hashed_keys.to_pylist() == grouped_keys.to_pylist() and hashed_offsets.tolist() == grouped_offsets.tolist()
     # a hash that maps every key to one value: the comparison of the keys catches it, and the
     # fold answers by Arrow's grouping instead
     monkeypatch.setattr(offset_map, "_M1", np.uint64(0))
-    assert offset_map._latest_by_sorting(keys, words, offsets) is None
+    assert offset_map._latest_by_hashing(keys, words, offsets) is None
     fallback_keys, fallback_offsets = offset_map._latest_per_key(keys, offsets)
     assert fallback_keys.to_pylist() == grouped_keys.to_pylist() and fallback_offsets.tolist() == grouped_offsets.tolist()
 
 
+@pytest.mark.parametrize("numbering", ["by-value", "reversed"])
+def test_grouping_by_hashing_never_rests_on_the_hash_tables_numbering(
+        monkeypatch: pytest.MonkeyPatch, numbering: str) -> None:
+    # the fold reads a hash's last row off the order in which Arrow numbers new hashes; a
+    # table that numbered them otherwise must send the fold to the exact path, not answer
+    rng = np.random.default_rng(5)
+    keys = _keys(*[f"{n:08d}" for n in rng.integers(0, 300, 5000)])
+    offsets = np.arange(5000, dtype=np.int64)
+    words = offset_map._fixed_width_words(keys)
+    assert words is not None
+    real = offset_map.pc.dictionary_encode
+
+    def renumbered(values: pa.Array[Any]) -> pa.DictionaryArray[Any, Any]:
+        encoded = real(values)
+        count = len(encoded.dictionary)
+        if numbering == "by-value":
+            order = np.argsort(np.argsort(encoded.dictionary.to_numpy()))
+        else:
+            order = np.arange(count)[::-1]
+        indices = order[encoded.indices.to_numpy()].astype(np.int32)
+        return pa.DictionaryArray.from_arrays(pa.array(indices), encoded.dictionary.take(np.argsort(order)))
+
+    monkeypatch.setattr(offset_map.pc, "dictionary_encode", renumbered)
+    assert offset_map._latest_by_hashing(keys, words, offsets) is None
+    exact_keys, exact_offsets = offset_map._latest_by_grouping(keys, offsets)
+    fallback_keys, fallback_offsets = offset_map._latest_per_key(keys, offsets)
+    assert fallback_keys.to_pylist() == exact_keys.to_pylist() and fallback_offsets.tolist() == exact_offsets.tolist()
+
+
 @pytest.mark.parametrize("names, wanted", [
     (["a", "bb"], None), (["ab", "cd"], (2, 1)), (["a" * 33] * 2, None), ([], None)])
-def test_only_keys_of_one_length_are_sorted_as_words(names: list[str], wanted: tuple[int, int] | None) -> None:
+def test_only_keys_of_one_length_are_grouped_as_words(names: list[str], wanted: tuple[int, int] | None) -> None:
     words = offset_map._fixed_width_words(_keys(*names) if names else pa.nulls(0, pa.binary()))
     assert (None if words is None else words.shape) == wanted
 
