@@ -69,6 +69,7 @@ class PartitionLog:
         self._config = config
         self._clock = clock
         self._closed = False
+        self._retired: list[Segment] = []  # out of the log, files deleted, still open (take_retired)
         self.directory.mkdir(parents=True, exist_ok=True)
         self._lock_fd = files.open_fd(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -443,18 +444,23 @@ class PartitionLog:
         return self._segments.active.base_offset
 
     def _delete_oldest_segments(self, deleted: int) -> int:
+        """Retention: the oldest ``deleted`` segments go, retired (``take_retired``)."""
         for _ in range(deleted):
-            self._delete_oldest()
+            self._delete_oldest(retire=True)
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self._segments.first.base_offset)
             checkpoint.write_offset(self.directory / LOG_START_FILE, self.log_start_offset)
             self._epochs.truncate_from_start(self.log_start_offset)
         return deleted
 
-    def _delete_oldest(self) -> None:
+    def _delete_oldest(self, *, retire: bool = False) -> None:
         oldest = self._segments.first
         self._segments.remove(oldest)
-        oldest.delete()
+        if retire:
+            oldest.delete_files()
+            self._retired.append(oldest)
+        else:
+            oldest.delete()
 
     # --- compaction (brokers/log/cleaner) ----------------------------------------------
 
@@ -483,15 +489,13 @@ class PartitionLog:
             raise StorageError(f"{self.directory}: cannot open a segment for cleaning: {exc.strerror}") from exc
         return LogSnapshot(self.directory, self.log_start_offset, segment_files, self._config.segment_bytes, self._generation)
 
-    def replace_segments(self, groups: Sequence[CleanedGroup]) -> list[Segment] | None:
+    def replace_segments(self, groups: Sequence[CleanedGroup]) -> bool:
         """Swap every prepared cleaned group of a clean in, at once (``swap.py``: crash-safe
-        renames; a crash leaves all old segments or all new ones).  Returns the replaced
-        segments, their files already deleted, for the caller to close once it has let go of
-        the partition's lock: the last close of a deleted file frees its pages, 31 ms for
-        127 MiB here, which would otherwise stall the partition's appends and reads.  None,
-        and the cleaned files deleted, when any group's segments are no longer this log's
-        closed segments as they were (retention, a reopen) or the log was truncated since the
-        snapshot.  ``StorageError`` if the disk fails mid-swap (reopening completes or drops it)."""
+        renames; a crash leaves all old segments or all new ones); the replaced segments are
+        retired (``take_retired``).  False, and the cleaned files deleted, when any group's
+        segments are no longer this log's closed segments as they were (retention, a reopen)
+        or the log was truncated since the snapshot.  ``StorageError`` if the disk fails
+        mid-swap (reopening completes or drops it)."""
         self._check_open()
         active = self._segments.active
         olds: list[list[Segment]] = []
@@ -501,7 +505,7 @@ class PartitionLog:
                     or sum(s.size for s in old) != group.bytes_before):
                 for stale in groups:
                     files.unlink(cleaned_path(self.directory, stale.base_offset), missing_ok=True)
-                return None
+                return False
             olds.append(old)
         try:
             commit_swaps(self.directory, [(g.base_offset, g.old_bases) for g in groups])
@@ -513,8 +517,18 @@ class PartitionLog:
                                "completes or drops the clean") from exc
         for old, replacement in zip(olds, replacements):
             self._segments.replace(old, replacement)
+            self._retired += old  # their files are gone (commit_swaps)
             replacement.write_indexes(fsync=False)
-        return [segment for old in olds for segment in old]
+        return True
+
+    def take_retired(self) -> list[Segment]:
+        """The segments a clean replaced or retention deleted since the last call: out of the
+        log, their files deleted, still open.  The caller closes them once it has let go of
+        its lock: the last close of a deleted file frees its pages (31 ms for 127 MiB here),
+        which under the partition's lock stalls its appends and reads.  ``close`` and
+        ``delete`` close any not taken."""
+        retired, self._retired = self._retired, []
+        return retired
 
     def offset_bytes(self, start: int, end: int) -> int:
         """Stored bytes of the frames holding offsets in ``[start, end)`` (``Segments.offset_bytes``)."""
@@ -541,7 +555,7 @@ class PartitionLog:
         try:
             self.flush(checkpoint=True)
         finally:
-            for segment in self._segments:
+            for segment in [*self._segments, *self.take_retired()]:
                 segment.close()
             self._closed = True
             self._release()
@@ -549,7 +563,7 @@ class PartitionLog:
     def delete(self) -> None:
         """Close without flushing and remove the directory with everything in it."""
         if not self._closed:
-            for segment in self._segments:
+            for segment in [*self._segments, *self.take_retired()]:
                 segment.close()
             self._closed = True
             self._release()

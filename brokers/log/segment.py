@@ -370,6 +370,10 @@ class Segment:
     def delete(self) -> None:
         """Close and remove all three files."""
         self.close()
+        self.delete_files()
+
+    def delete_files(self) -> None:
+        """Remove all three files; the open descriptor still reads the data until ``close``."""
         files.unlink(self.log_path, missing_ok=True)
         self.offset_index.delete()
         self.time_index.delete()

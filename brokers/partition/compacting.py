@@ -170,12 +170,12 @@ class CompactingPartition:
             return f"planned a clean below {plan.end_offset} ({job.reason}) at offset {at.offset}"
         prepared = run_apply(job, throttle=throttle, stop=stop)
         with self._cond:
-            replaced = [] if self._core.removed or not prepared.groups else self._log.replace_segments(prepared.groups)
-            if self._core.removed or replaced is None:
+            if self._core.removed or (prepared.groups and not self._log.replace_segments(prepared.groups)):
                 abandon(self.directory, prepared)
                 return None
             self._cleaning.on_applied(job, prepared)
-        for segment in replaced:  # outside the lock: closing frees the deleted files' pages
+            retired = self._log.take_retired()
+        for segment in retired:  # outside the lock: closing frees the deleted files' pages
             segment.close()
         stats = prepared.stats
         return (f"applied the plan at offset {job.at.offset} (below {job.at.plan.end_offset}): kept "

@@ -457,6 +457,9 @@ class Partition(CompactingPartition, TieredPartition):
                 self._log.apply_retention()
             self._core.trim_transactions(self._log.log_start_offset)
             self._core.expire_producers(self._clock.wall_ms())
+            retired = self._log.take_retired()
+        for segment in retired:  # outside the lock: closing frees the deleted files' pages
+            segment.close()
 
     def close(self) -> None:
         """Close the log (flushed); requests still holding the replica get a retriable error."""

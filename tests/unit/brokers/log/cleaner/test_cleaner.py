@@ -59,8 +59,9 @@ def _clean(log: PartitionLog, plan: CompactionPlan, offsets: OffsetMap, *, check
     finally:
         snapshot.close()
     if prepared.groups:
-        replaced = log.replace_segments(prepared.groups)
-        assert replaced is not None and len(replaced) >= len(prepared.groups)
+        assert log.replace_segments(prepared.groups)
+        replaced = log.take_retired()
+        assert len(replaced) >= len(prepared.groups) and not log.take_retired()
         for segment in replaced:  # the old segments, out of the log: the caller closes them
             assert segment.base_offset in log.segment_base_offsets or not segment.log_path.exists()
             segment.close()
@@ -123,7 +124,7 @@ def test_a_swap_is_refused_when_the_log_moved_on(written: tuple[PartitionLog, li
                        checking=False, last_frame_of={}, throttle=FREE, stop=lambda: False)
     snapshot.close()
     log.truncate_to(end - 1)  # a truncation since the snapshot: records the map counted may be gone
-    assert prepared.groups and log.replace_segments(prepared.groups) is None
+    assert prepared.groups and not log.replace_segments(prepared.groups)
     assert log_records(log) == [r for r in records if r.offset < log.log_end_offset]
     assert not list(log.directory.glob("*.cleaned"))
 
