@@ -12,7 +12,6 @@ import pytest
 from brokers.log.append import check_frames
 from brokers.log.cleaner.records import KeySpec
 from brokers.log.cleaner.throttle import Throttler
-from brokers.log.segment import Segment
 from brokers.partition import FetchedData, FollowerFetch, LeaderAndIsr, Partition
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
@@ -20,6 +19,7 @@ from spark_log.errors import CompactionConflictError, NotLeaderError, TopicNotCo
 from spark_log.frame import iter_frames, marker_of, parse_header
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.compaction import Record, expected, keyed_frame, log_records
+from tests.support.segment_closes import removed, watch_closes
 
 A, B = 1, 2
 SPEC = KeySpec("bytes", (), "", lambda schema_id: BYTES_SCHEMA if schema_id == 0 else None)
@@ -145,19 +145,11 @@ def test_the_swap_closes_the_replaced_segments_after_letting_go_of_the_lock(
     partition = _open(tmp_path / "p", clock, A, _config(4096))
     _lead(partition, A, 1, (A,))
     Writer(clock).rounds(partition, 120)
-    closes: list[tuple[Segment, bool]] = []
-    real_close = Segment.close
-
-    def watched(segment: Segment) -> None:
-        if segment._fd >= 0:
-            closes.append((segment, partition._cond._is_owned()))  # type: ignore[attr-defined]
-        real_close(segment)
-
     old = list(partition._log._segments)
-    monkeypatch.setattr(Segment, "close", watched)
+    closes = watch_closes(monkeypatch, partition)
     done = _clean_all(partition)
     assert any("applied" in d for d in done)
-    replaced = [s for s in old if all(s is not kept for kept in partition._log._segments)]
+    replaced = removed(old, partition)
     assert replaced and {id(s) for s, _ in closes} >= {id(s) for s in replaced}  # every replaced one closed
     assert not [s for s, locked in closes if locked]
     assert all(s._fd < 0 for s in replaced)

@@ -19,13 +19,13 @@ import pytest
 
 import spark_log.frame as frame_module
 from brokers.log.append import CheckedFrames, check_frames
-from brokers.log.segment import Segment
 from brokers.partition import FetchedData, FollowerFetch, LeaderAndIsr, Partition
 from brokers.partition.producer_state import PRODUCER_ID_EXPIRATION_MS
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.errors import CorruptRecordError, NotEnoughReplicasError, OutOfOrderSequenceError
 from spark_log.frame import encode_batch
+from tests.support.segment_closes import removed, watch_closes
 
 ME, FOLLOWER = 1, 2
 WATCHED = "watched-by-the-clock"
@@ -263,22 +263,14 @@ def test_retention_closes_the_segments_it_deletes_after_letting_go_of_the_lock(
     partition = _open(tmp_path / "p", clock, ME, config)
     partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=1, partition_epoch=1, replicas=(ME,), isr=(ME,)),
                      config=config)
-    closes: list[tuple[Segment, bool]] = []
-    real_close = Segment.close
-
-    def watched(segment: Segment) -> None:
-        if segment._fd >= 0:
-            closes.append((segment, partition._cond._is_owned()))  # type: ignore[attr-defined]
-        real_close(segment)
-
     try:
         for _ in range(40):
             partition.append_as_leader(_checked(_frame(20)))
         before = list(partition._log._segments)
-        monkeypatch.setattr(Segment, "close", watched)
+        closes = watch_closes(monkeypatch, partition)
         partition.maintenance()
         kept = list(partition._log._segments)
-        deleted = [s for s in before if all(s is not k for k in kept)]
+        deleted = removed(before, partition)
         assert len(deleted) >= 3 and partition.offsets().log_start_offset == kept[0].base_offset > 0
         assert {id(s) for s, _ in closes} == {id(s) for s in deleted}  # each deleted one closed, once
         assert not [s for s, locked in closes if locked]
