@@ -147,3 +147,40 @@ def test_is_latest_answers_by_offset_inside_the_range_and_false_outside(keys: in
     expected = [int(o) in set(latest.values()) for o in asked]
     assert m.is_latest(asked).tolist() == expected
     assert sum(expected) == keys
+
+
+@pytest.mark.parametrize("spread", ["random", "crowded"])
+def test_the_bucketed_search_answers_as_a_binary_search(spread: str) -> None:
+    # a lookup steps through its hash's bucket; a crowded bucket (more entries than the steps)
+    # is binary-searched: either way the position is numpy's searchsorted's
+    rng = np.random.default_rng(3)
+    m = OffsetMap(start=0, budget_bytes=1 << 30)
+    names = [f"{n:016d}" for n in range(3000)]
+    m.add(_keys(*names), np.arange(3000), end=3000)
+    assert m.fold()
+    m.latest(_keys("0"))  # builds the lookup
+    hashes = m._hashes
+    assert hashes is not None
+    if spread == "crowded":  # every hash in the first bucket, some repeated
+        m._hashes = hashes = np.sort(np.concatenate([hashes[:1500] >> np.uint64(20), hashes[:1500] >> np.uint64(20)]))
+        m._starts = np.searchsorted(hashes >> m._shift, np.arange(len(m._starts), dtype=np.uint64)).astype(np.int32)
+        assert int(m._starts[1]) == len(hashes) > offset_map._BUCKET_STEPS
+    wanted = np.concatenate([hashes[rng.integers(0, len(hashes), 500)], rng.integers(0, 2**63, 500).astype(np.uint64),
+                             np.array([0, hashes[0], hashes[-1], 2**64 - 1], dtype=np.uint64)])
+    expected = np.minimum(np.searchsorted(hashes, wanted), len(hashes) - 1)
+    assert m._search(wanted).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("width", [8, 12, 16, None], ids=["one-word", "padded-words", "two-words", "mixed-lengths"])
+def test_lookups_find_every_key_of_the_map_and_no_other(width: int | None) -> None:
+    # keys compared word by word when map and asked keys share a length that is a whole
+    # number of words, by Arrow otherwise; a key one byte longer never matches
+    names = [f"{n:0{width}d}" if width else "k" * (n % 3) + str(n) for n in range(2000)]
+    m = OffsetMap(start=0, budget_bytes=1 << 30)
+    m.add(_keys(*names), np.arange(2000), end=2000)
+    assert m.fold()
+    asked = names[::7] + [name + "x" for name in names[:50]] + ["absent"]
+    expected = [names.index(a) if a in names else -1 for a in asked]
+    assert m.latest(_keys(*asked)).tolist() == expected
+    same_length = [a for a in asked if len(a) == len(names[0])]
+    assert m.latest(_keys(*same_length)).tolist() == [names.index(a) if a in names else -1 for a in same_length]
