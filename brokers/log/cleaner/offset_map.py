@@ -195,7 +195,7 @@ class OffsetMap:
         buckets = np.arange((1 << bits) + 1, dtype=np.uint64)
         self._starts = np.searchsorted(self._hashes >> self._shift, buckets).astype(np.int32)
         width = _one_width(self._keys)  # words only as a view of the keys (no memory beyond nbytes)
-        self._words = _fixed_width_words(self._keys) if width is not None and width % 8 == 0 else None
+        self._words = _words(self._keys, width) if width is not None and width % 8 == 0 else None
         self._width = width
 
     def _search(self, wanted: npt.NDArray[np.uint64]) -> npt.NDArray[np.intp]:
@@ -220,9 +220,10 @@ class OffsetMap:
     def _same_keys(self, keys: pa.Array[Any], rows: npt.NDArray[np.intp],
                    candidates: npt.NDArray[np.int32]) -> npt.NDArray[np.bool_]:
         """Whether ``keys[rows]`` equals the map's keys at ``candidates``: word by word when
-        both have one length (``_fixed_width_words``), else by Arrow."""
-        if self._words is not None and _one_width(keys) == self._width:
-            words = _fixed_width_words(keys)
+        both have one length (``_words``), else by Arrow."""
+        width = self._width
+        if self._words is not None and width is not None and _one_width(keys) == width:
+            words = _words(keys, width)  # the asked keys' length is measured once, not again
             if words is not None:
                 asked, held = np.take(words, rows, axis=0), np.take(self._words, candidates, axis=0)
                 equal: npt.NDArray[np.bool_] = asked[:, 0] == held[:, 0]
@@ -311,12 +312,18 @@ def _one_width(keys: pa.Array[Any]) -> int | None:
 
 
 def _fixed_width_words(keys: pa.Array[Any]) -> npt.NDArray[np.uint64] | None:
-    """``keys`` as rows of 64-bit words (the last one zero-padded) when every key has the
-    same length, 1 to ``_MAX_WORDS_WIDTH`` bytes (``_one_width``); None otherwise.  A view
-    of the keys' bytes when the length is a multiple of 8, else one copy."""
+    """``keys`` as rows of 64-bit words (``_words``) when every key has the same length, 1
+    to ``_MAX_WORDS_WIDTH`` bytes (``_one_width``); None otherwise."""
     width = _one_width(keys)
+    return None if width is None or width > _MAX_WORDS_WIDTH else _words(keys, width)
+
+
+def _words(keys: pa.Array[Any], width: int) -> npt.NDArray[np.uint64] | None:
+    """``keys``, every one ``width`` bytes long (``_one_width`` said so), as rows of 64-bit
+    words, the last one zero-padded: a view of the keys' bytes when ``width`` is a multiple
+    of 8, else one copy.  None for an array without buffers."""
     offsets_buffer, data_buffer = keys.buffers()[1:3]
-    if width is None or width > _MAX_WORDS_WIDTH or offsets_buffer is None or data_buffer is None:
+    if offsets_buffer is None or data_buffer is None:
         return None
     n = len(keys)
     first = int(np.frombuffer(memoryview(offsets_buffer), dtype=np.int32)[keys.offset])
