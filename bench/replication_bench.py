@@ -33,6 +33,15 @@
    followers and the client add.  The killed node is restarted and rejoins the ISR before
    the next kill.  ``--controller-kills`` does the same for a leader that is also the active
    controller: a Raft election (``election_ticks``) comes before the fencing.
+3. ``--memory-limit-mib N``: the brokers run in a memory cgroup of N MiB
+   (``bench.memory_limit``; as root, else the bench exits 2 saying why), and before the
+   measured runs the bench produces, alternating the topics as the runs do, until the cgroup
+   has reached its limit: from there on every append lands in a page the kernel recycled,
+   as on a broker host in steady state (page cache full) or under a container's memory
+   limit, instead of in memory the host backs on first touch (on this kind of virtual
+   machine, ten times the CPU per stored byte: the page-cache ceiling prints both).  Without
+   it the figures are those of a machine with free memory.  The peers are not run in this
+   mode (they would not share the condition).
 
 Brokers run with ``session_timeout_ms=2000`` / ``heartbeat_interval_ms=200``.  Prints the
 load average at the start and the end (the machine may be shared).  Not part of the test
@@ -54,6 +63,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.ceilings import disk_write_ceiling, grpc_ceiling, ipc_ceiling, page_cache_ceiling
+from bench.memory_limit import MemoryCgroup, MemoryCgroupUnavailable
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
 from spark_log._client import Cluster
@@ -177,7 +187,26 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
     return Run(f"{topic} acks={acks} {settings}", sum(acked.values()), elapsed, broker_s, producer_s)
 
 
-def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace) -> dict:
+def _fill(cluster: LocalCluster, cgroup: MemoryCgroup, cases: list[tuple[str, str | int, str]],
+          batch: pa.RecordBatch, window: int, ledgers: dict[str, "Ledger"], deadline_s: float = 240.0) -> None:
+    """Produce (the runs' cases in turn, a second each) until ``cgroup`` has reached its limit
+    and reclaims: the steady state the measured runs then see.  Raises ``SparkLogError`` if
+    it has not within ``deadline_s``."""
+    started = time.monotonic()
+    records = 0
+    while cgroup.limit_hits() == 0:
+        if time.monotonic() - started > deadline_s:
+            raise SparkLogError(f"the brokers' memory cgroup did not reach its {cgroup.limit_bytes >> 20} MiB limit "
+                                f"within {deadline_s:.0f} s ({cgroup.usage_bytes() >> 20} MiB charged)")
+        for topic, acks, setting in cases:
+            records += _throughput(cluster, topic, acks, 1.0, batch, window, ledgers[topic], setting).records
+    print(f"memory: the brokers in a memory cgroup of {cgroup.limit_bytes >> 20:,} MiB (cgroup v{cgroup.version}), "
+          f"filled by {records:,} records in {time.monotonic() - started:.1f} s: {cgroup.usage_bytes() >> 20:,} MiB "
+          f"charged, limit reached {cgroup.limit_hits():,} times; from here on appends recycle pages (steady state)")
+
+
+def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace,
+                  cgroup: MemoryCgroup | None = None) -> dict:
     admin.create_topic("rf1", partitions=PARTITIONS, replication_factor=1)
     admin.create_topic("rf3", partitions=PARTITIONS, replication_factor=3, config={"min.insync.replicas": "2"})
     wait_until(lambda: all(len(p.isr) == 3 for p in admin.describe_topic("rf3", live=False).partitions.values()),
@@ -190,6 +219,8 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
                  if args.disk_mib > 0 else None)
     for topic, acks, setting in cases[:2]:  # warm-up: connections, metadata, first segment files
         _throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic], setting)
+    if cgroup is not None:
+        _fill(cluster, cgroup, cases, batch, args.window, ledgers)
     runs: dict[tuple[str, str], list[Run]] = {(t, s): [] for t, _, s in cases}
     for _ in range(args.rounds):
         for topic, acks, setting in cases:
@@ -201,7 +232,7 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
                   f"CPU per record: brokers {broker_us:.3f} us, producer {producer_us:.3f} us)")
     encode, _, wire_bytes = ipc_ceiling(batch)
     wire = grpc_ceiling(wire_bytes)
-    disk = page_cache_ceiling(wire_bytes, str(cluster.data_dir))
+    first_write, recycled = page_cache_ceiling(wire_bytes, str(cluster.data_dir))
     values = batch.column("value").buffers()[2]
     lz4_ratio = values.size / max(1, len(pa.compress(values, codec="lz4", asbytes=True)))
     print(f"produce 100-byte {args.payload} records (LZ4 shrinks their values {lz4_ratio:.1f}x), Arrow batches of "
@@ -210,8 +241,9 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
                                       for s in args.settings))
     print(f"  ceilings, same run: Arrow IPC encode {encode.records_per_s:,.0f} rec/s; loopback gRPC raw bytes "
           f"{wire.records_per_s:,.0f} rec/s of {wire_bytes} bytes ({wire.cpu_us_per_record:.3f} us CPU/rec both ends); "
-          f"page cache appends (new pages) {disk.records_per_s:,.0f} rec/s ({disk.cpu_us_per_record:.3f} us CPU/rec "
-          f"per copy; RF=3 stores 3)")
+          f"page cache appends, per copy (RF=3 stores 3): first write {first_write.records_per_s:,.0f} rec/s "
+          f"({first_write.cpu_us_per_record:.3f} us CPU/rec), into recycled pages {recycled.records_per_s:,.0f} rec/s "
+          f"({recycled.cpu_us_per_record:.3f} us CPU/rec)")
     disk_rate = 0.0
     if sustained is not None:
         disk_rate = sustained.records_per_s * _DISK_PROBE_BYTES / wire_bytes  # in this run's record size
@@ -246,7 +278,8 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace)
     return {"rf1": means[("rf1", best)], "rf3": means[("rf3", best)],
             "ratio": means[("rf3", best)] / means[("rf1", best)], "cpu_us": cpu, "rows": args.rows,
             "window": args.window, "settings": best, "means": {f"{t} {s}": v for (t, s), v in means.items()},
-            "disk_records_per_s": disk_rate or None}
+            "disk_records_per_s": disk_rate or None,
+            "memory_limit_mib": cgroup.limit_bytes >> 20 if cgroup is not None else None}
 
 
 def _active_controller(cluster: LocalCluster) -> int:
@@ -362,17 +395,34 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
                         help="how followers fetch: the leaders' data listeners (auto, the default) or gRPC")
     parser.add_argument("--disk-mib", type=int, default=2048,
                         help="MiB written and fdatasync'd for the sustained disk ceiling (0: skip it)")
+    parser.add_argument("--memory-limit-mib", type=int, default=0,
+                        help="run the brokers in a memory cgroup of this many MiB, filled before the runs (the steady "
+                             "state of a broker host: appends recycle pages); 0: off")
     args = parser.parse_args(argv)
+    if args.memory_limit_mib < 0:
+        parser.error(f"--memory-limit-mib must be 0 or more, got {args.memory_limit_mib}")
+    if args.memory_limit_mib and args.peers:
+        parser.error("--memory-limit-mib runs no peers: they would not share the memory condition")
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,
                                extra_config={**FAST, "replica_fetch_transport": args.replica_fetch_transport})
         print(f"followers fetch over: {'the data listener' if args.replica_fetch_transport == 'auto' else 'gRPC'}")
+        cgroup: MemoryCgroup | None = None
         try:
+            if args.memory_limit_mib:
+                try:
+                    cgroup = MemoryCgroup(args.memory_limit_mib << 20, "replication-bench")
+                except MemoryCgroupUnavailable as exc:
+                    print(f"replication_bench: --memory-limit-mib needs a memory cgroup: {exc}", file=sys.stderr)
+                    return 2
             cluster.up(timeout_s=60)
+            if cgroup is not None:
+                for node in cluster.nodes:
+                    cgroup.add(node.pid)
             with Admin(cluster.bootstrap) as admin:
                 try:
-                    figures.update(_produce_runs(cluster, admin, args))
+                    figures.update(_produce_runs(cluster, admin, args, cgroup))
                 except CountCheckError as exc:
                     print(f"COUNT CHECK FAILED: {exc}")
                     return 1
@@ -382,6 +432,8 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
                     _failovers(cluster, admin, args.controller_kills, controller=True)
         finally:
             cluster.down(timeout_s=15)
+            if cgroup is not None:
+                cgroup.close()
     if args.peers:  # issue 19: the peers on the same record sizes, after spark-log's cluster is down
         from bench.peers import compare
         figures["peers"] = compare.replication(figures, seconds=min(args.seconds / args.rounds, 3.0))
