@@ -6,6 +6,9 @@
 
 1. the client bench (``bench.client_bench --peers``, reduced) and the replication bench
    (``bench.replication_bench --peers``, reduced), in this process, for their figures as data;
+   then the replication bench again in the steady state of a broker host
+   (``--memory-limit-mib 4096``: the brokers' page cache recycled, ``bench.memory_limit``),
+   without peers (``--only replication-steady``);
 2. a sweep: spark-log's ``send_batch`` on a one-node cluster and the peers' publish (NATS
    JetStream, Redis Streams) against record size (100 B, 1 KiB, 4 KiB) and batch size (records
    per Arrow batch for spark-log, publishes in flight for the peers), 100-byte random values;
@@ -48,6 +51,7 @@ OTHER_BENCHES: list[tuple[str, list[str], float]] = [
     ("bench.compaction_bench", ["--mib", "128", "--repeats", "1", "--pairs", "3", "--no-spark"], 120),
     ("bench.connector_bench", ["--rows", "80000", "--rounds", "1"], 300),
 ]
+STEADY_MEMORY_MIB = 4096  # the brokers' memory cgroup in the replication bench's steady-state run
 UNKNOWN_BENCH_TIMEOUT_S = 150  # a bench/*_bench.py not listed above runs with its defaults
 SWEEP_SIZES = (100, 1024, 4096)
 SWEEP_ROWS = (100, 1_000, 10_000, 100_000)   # spark-log: records per Arrow batch
@@ -190,6 +194,14 @@ def collect(budget_s: float, only: set[str] | None, out_dir: Path) -> dict:
         figures["benches"].append(run)
         if rep:
             figures["replication"] = rep
+    if wanted("replication-steady"):
+        steady: dict = {}
+        args = ["--seconds", "6", "--rounds", "2", "--kills", "0", "--memory-limit-mib", str(STEADY_MEMORY_MIB)]
+        _, run = _in_process("bench.replication_bench --memory-limit-mib", lambda: replication_bench.main(args, steady))
+        run["command"] = "python -m bench.replication_bench " + " ".join(args)
+        figures["benches"].append(run)
+        if steady:
+            figures["replication_steady"] = steady
     if wanted("sweep"):
         result, run = _in_process("sweep", sweep)
         run["command"] = "bench.report.sweep() (send_batch and peer publish against record and batch size)"
@@ -353,12 +365,16 @@ def write_report(figures: dict, out: Path) -> Path:
                          f"{_num(value / aim if value and aim else None, True)} |")
         lines.append("")
     rep = figures.get("replication")
-    if rep:
+    steady = figures.get("replication_steady")
+    if rep or steady:
         lines += ["## Replication: 3 brokers, 3 partitions (`bench.replication_bench`)", ""]
+    if rep:
         if rep.get("peers"):
             lines += _table(rep["peers"].get("rows") or compare.rows_replication(rep, rep["peers"])) + [""]
         if rep.get("ratio") is not None:
             lines += [f"RF=3 acks=all / RF=1 acks=1: {rep['ratio']:.2f} (aim 0.5).", ""]
+    if rep or steady:
+        lines += memory_states_table(rep or {}, steady or {})
     plots = _plots(figures, out)
     if plots:
         lines += ["## Plots", ""]
@@ -388,6 +404,34 @@ def write_report(figures: dict, out: Path) -> Path:
     path = out / "REPORT.md"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def memory_states_table(free: dict, steady: dict) -> list[str]:
+    """The replication figures on a machine with free memory (``free``: appends take pages
+    the host backs on first touch) next to those of the steady state (``steady``: the
+    brokers' page cache full and recycled), each against its aim, from the two runs'
+    ``means``; [] when neither has them."""
+    from bench.replication_bench import AIM_RF1_RECORDS_PER_S, AIM_RF3_RECORDS_PER_S
+
+    free_means, steady_means = free.get("means") or {}, steady.get("means") or {}
+    keys = [k for k in ("rf1 default", "rf1 tuned", "rf3 default", "rf3 tuned") if k in free_means or k in steady_means]
+    if not keys:
+        return []
+    limit = steady.get("memory_limit_mib")
+    lines = ["Records/s in two memory states: free memory (each append takes a page the host backs on first touch) "
+             "and the steady state of a broker host (the brokers' page cache full and recycled"
+             + (f": a {limit:,} MiB memory cgroup" if limit else "") + "):", "",
+             "| figure | settings | free memory | steady state | aim | free vs aim | steady vs aim |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for key in keys:
+        topic, setting = key.split()
+        aim = AIM_RF1_RECORDS_PER_S if topic == "rf1" else AIM_RF3_RECORDS_PER_S
+        name = "RF=1 acks=1" if topic == "rf1" else "RF=3 acks=all"
+        got_free, got_steady = free_means.get(key), steady_means.get(key)
+        lines.append(f"| {name} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
+                     f"{_num(got_free / aim if got_free else None, True)} | "
+                     f"{_num(got_steady / aim if got_steady else None, True)} |")
+    return lines + [""]
 
 
 def elide_stack_frames(output: str) -> str:

@@ -76,3 +76,18 @@ def test_java_stack_frames_are_cut_to_one_line_and_the_error_stays(tmp_path: Pat
     text = write_report(figures, tmp_path).read_text()
     assert "rate 5 rows/s" in text and "ratio 1.2x" in text and "ERROR Utils: Aborting task" in text
     assert "Shell.java" not in text
+
+
+def test_replication_in_both_memory_states_against_the_aims(tmp_path: Path) -> None:
+    figures = tiny_figures()
+    figures["replication"]["means"] = {"rf1 default": 3_000_000.0, "rf3 default": 1_200_000.0}
+    figures["replication_steady"] = {"means": {"rf1 default": 5_500_000.0, "rf3 default": 2_400_000.0},
+                                     "memory_limit_mib": 4096}
+    text = write_report(figures, tmp_path).read_text()
+    assert "a 4,096 MiB memory cgroup" in text
+    assert "| RF=1 acks=1 | default | 3,000,000 | 5,500,000 | 5,000,000 | 0.60x | 1.10x |" in text
+    assert "| RF=3 acks=all | default | 1,200,000 | 2,400,000 | 3,000,000 | 0.40x | 0.80x |" in text
+    # the steady state alone (``--only replication-steady``) still gets its section
+    del figures["replication"]
+    text = write_report(figures, tmp_path).read_text()
+    assert "## Replication: 3 brokers" in text and "| RF=1 acks=1 | default | n/a | 5,500,000 |" in text
