@@ -48,6 +48,7 @@ import grpc
 
 from .errors import BrokerNotAvailableError, CorruptRecordError, RequestTimeoutError, SparkLogError, from_code
 from .proto import data_listener_pb2 as dpb
+from .unfilled import unfilled_bytearray
 
 __all__ = ["DataTransport", "DataCall", "PB_PRODUCE", "PB_FETCH", "CLIENT_ID", "RETRY_S", "describe_listener"]
 
@@ -143,7 +144,7 @@ class _Conn:
                 (size,) = _U32.unpack(self._head)
                 if size < _ANSWER_HEAD.size or size > _MAX_ANSWER_BYTES:
                     raise ConnectionError(f"the broker sent a {size}-byte answer")
-                self._buffer, self._got = bytearray(size), 0
+                self._buffer, self._got = unfilled_bytearray(size), 0  # handed out once every byte came
             buffer = self._buffer
             n = sock.recv_into(memoryview(buffer)[self._got:], len(buffer) - self._got, socket.MSG_DONTWAIT)
             if n == 0:

@@ -84,6 +84,7 @@ import pyarrow.ipc as ipc
 
 from .arrays import binary_array, int16_array, to_numpy
 from .errors import CorruptRecordError, InvalidRequestError
+from .unfilled import unfilled_bytearray
 
 __all__ = [
     "HEADER_SIZE",
@@ -313,7 +314,10 @@ def read_message(body: pa.Buffer, schema: pa.Schema, codec: Codec) -> pa.RecordB
         head = _SCHEMA_MESSAGES[schema] = schema.serialize().to_pybytes()
         if len(_SCHEMA_MESSAGES) > 256:  # topics' schemas: a handful; never unbounded
             _SCHEMA_MESSAGES.clear()
-    reader = ipc.open_stream(pa.py_buffer(head + memoryview(body).tobytes()), options=_READ_OPTIONS)
+    stream = unfilled_bytearray(len(head) + body.size)  # one copy of the body behind the schema (each byte written)
+    stream[:len(head)] = head
+    stream[len(head):] = memoryview(body)
+    reader = ipc.open_stream(pa.py_buffer(stream), options=_READ_OPTIONS)
     batch = reader.read_next_batch()
     return batch
 

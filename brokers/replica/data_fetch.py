@@ -34,6 +34,7 @@ from brokers.net.node_auth import HEADER as NODE_HEADER
 from brokers.net.tls import load_chain
 from brokers.partition.messages import Diverging
 from spark_log.errors import CorruptRecordError, from_code
+from spark_log.unfilled import unfilled_bytearray
 
 from .replica_wire import FETCH_HEAD, I32, OFFSETS, PART, WANTED, ReplicaWanted, name_bytes, read_name
 
@@ -176,7 +177,7 @@ class DataFetchClient:
         return view[at + 4 + length:]
 
     def _exact(self, size: int) -> bytearray:
-        out = bytearray(size)
+        out = unfilled_bytearray(size)  # every byte is received into it before it is returned
         view = memoryview(out)
         got = 0
         sock = self._sock

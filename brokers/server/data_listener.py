@@ -155,6 +155,7 @@ from spark_log.errors import (
 )
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import data_listener_pb2 as dpb
+from spark_log.unfilled import unfilled_bytearray
 
 from . import data_pushdown
 from .fetch import FetchHandler
@@ -447,7 +448,7 @@ def _send_chunks(sock: socket.socket, chunks: list[bytes | memoryview]) -> None:
 
 
 def _recv_exact(sock: socket.socket, size: int) -> bytearray | None:
-    out = bytearray(size)
+    out = unfilled_bytearray(size)  # every byte is received into it before it is returned
     view = memoryview(out)
     got = 0
     while got < size:
@@ -668,16 +669,21 @@ class DataListener:
             if not any(authorizer.authorize(image.security, caller.principal, caller.host, op, res) for op, res in check):
                 raise _denied(check, caller.principal)
 
-    def _quota(self, key: str, caller: Caller, nbytes: int) -> int:
-        """Charge ``nbytes`` to ``caller``'s byte-rate quota and delay the answer as the gRPC
-        listener does (refusing a caller whose bucket already has too many delayed answers);
-        the delay in ms (0: none)."""
-        if self.security is None or not nbytes:
+    def _quota(self, key: str, caller: Caller, measure: Callable[[], int]) -> int:
+        """Charge the bytes ``measure()`` counts to ``caller``'s byte-rate quota and delay the
+        answer as the gRPC listener does (refusing a caller whose bucket already has too many
+        delayed answers); the delay in ms (0: none).  Bytes are counted only where a quota
+        applies: counting a produce request's reads each partition's records out of its
+        protobuf message, a copy of every byte."""
+        if self.security is None:
             return 0
         from brokers.security.principal import is_node
 
         security = self.manager.image.security
         if not security.quotas or is_node(caller.principal):
+            return 0
+        nbytes = measure()
+        if not nbytes:
             return 0
         quotas = self.security.quotas
         user = caller.principal.partition(":")[2]
@@ -829,7 +835,7 @@ class DataListener:
             parts = self.tier_fetch.collect(message)
         else:
             parts = self.fetch.collect(message, is_active=is_active)
-        self._quota("consumer_byte_rate", caller, sum(len(payload) for _r, _f, payload in parts if payload))
+        self._quota("consumer_byte_rate", caller, lambda: sum(len(payload) for _r, _f, payload in parts if payload))
         out.i32(len(parts))
         for result, _field, payload in parts:
             out.str(result.topic)
@@ -880,7 +886,7 @@ class DataListener:
         """``Broker.Produce``'s rule, the producer's quota (its delay in ``throttle_time_ms``)
         and ``ProduceHandler``: PRODUCE, PRODUCE_TXN and PB_PRODUCE all go this way."""
         self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
-        throttle_ms = self._quota("producer_byte_rate", caller, sum(len(p.records) for p in message.partitions))
+        throttle_ms = self._quota("producer_byte_rate", caller, lambda: sum(len(p.records) for p in message.partitions))
         response = self.produce.handle(message)
         if throttle_ms:
             response.throttle_time_ms = throttle_ms
@@ -894,7 +900,8 @@ class DataListener:
             raise InvalidRequestError("PB_FETCH is for consumers (replica_id -1); followers send REPLICA_FETCH")
         self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
         parts = self.fetch.collect(message, is_active=is_active)
-        throttle_ms = self._quota("consumer_byte_rate", caller, sum(len(payload) for _r, _f, payload in parts if payload))
+        throttle_ms = self._quota("consumer_byte_rate", caller,
+                                  lambda: sum(len(payload) for _r, _f, payload in parts if payload))
         out.chunks.append(encode_fetch_response(parts, throttle_ms))
 
 
@@ -904,7 +911,8 @@ _Message = TypeVar("_Message", pb.ProduceRequest, pb.FetchRequest)
 def _parse_pb(kind: type[_Message], request: _Reader) -> _Message:
     """The rest of ``request`` as a ``kind`` message; ``InvalidRequestError`` if it does not parse."""
     try:
-        message = kind.FromString(bytes(request.data[request.at:]))
+        # parsed from the view, without a copy first: protobuf's parsers take any buffer (its stubs say bytes)
+        message = kind.FromString(memoryview(request.data)[request.at:])  # type: ignore[arg-type]
     except DecodeError as exc:
         raise InvalidRequestError(f"malformed {kind.__name__} in a data listener request: {exc}") from None
     request.at = len(request.data)

@@ -61,7 +61,7 @@ BROKERS_MAY_IMPORT: dict[str, frozenset[str]] = _doc_table("brokers-table")
 # The shared kernel: public modules of spark_log that brokers, connectors and jobs build on.
 KERNEL = ("spark_log.errors", "spark_log.config", "spark_log.clock", "spark_log.frame", "spark_log.schemas",
           "spark_log.filters", "spark_log.compaction", "spark_log.proto", "spark_log.acls", "spark_log.scram",
-          "spark_log.security", "spark_log.tier", "spark_log.fetch_wire", "spark_log.arrays")
+          "spark_log.security", "spark_log.tier", "spark_log.fetch_wire", "spark_log.arrays", "spark_log.unfilled")
 
 
 @dataclass(frozen=True)
