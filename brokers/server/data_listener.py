@@ -164,6 +164,7 @@ from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from . import replica_listener
 from .produce import ProduceHandler
+from .produce_request import ProduceEntry, ProduceRequestLike, ProduceView, parse_produce_request
 from .replica_listener import NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION
 from .tier_fetch import TierFetchHandler
 from .wire import encode_fetch_response
@@ -862,9 +863,8 @@ class DataListener:
         entries = []
         for _ in range(n):
             topic, partition, epoch = request.str(), request.i32(), request.i32()
-            entries.append(pb.PartitionRecords(topic=topic, partition=partition, current_leader_epoch=epoch,
-                                               records=bytes(request.raw())))
-        message = pb.ProduceRequest(acks=acks, timeout_ms=timeout_ms, partitions=entries, transactional_id=transactional_id)
+            entries.append(ProduceEntry(topic, partition, request.raw(), epoch))  # the records: a view
+        message = ProduceView(acks, timeout_ms, transactional_id, tuple(entries))
         response = self._handle_produce(message, caller)
         out.i32(len(response.partitions))
         for part in response.partitions:
@@ -879,10 +879,13 @@ class DataListener:
     # --- the Python clients' transport: gRPC's own messages, this framing ---------------------
 
     def _pb_produce(self, request: _Reader, out: _Writer, caller: Caller) -> None:
-        """PB_PRODUCE: ``Broker.Produce`` with its protobuf request and answer as they are."""
-        out.chunks.append(self._handle_produce(_parse_pb(pb.ProduceRequest, request), caller).SerializeToString())
+        """PB_PRODUCE: ``Broker.Produce`` with its protobuf request and answer as they are (the
+        request read by ``parse_produce_request``: its records stay views of the request)."""
+        message = parse_produce_request(request.data[request.at:])
+        request.at = len(request.data)
+        out.chunks.append(self._handle_produce(message, caller).SerializeToString())
 
-    def _handle_produce(self, message: pb.ProduceRequest, caller: Caller) -> pb.ProduceResponse:
+    def _handle_produce(self, message: ProduceRequestLike, caller: Caller) -> pb.ProduceResponse:
         """``Broker.Produce``'s rule, the producer's quota (its delay in ``throttle_time_ms``)
         and ``ProduceHandler``: PRODUCE, PRODUCE_TXN and PB_PRODUCE all go this way."""
         self._check("/spark_log.broker.v1.Broker/Produce", message, caller)
@@ -905,7 +908,7 @@ class DataListener:
         out.chunks.append(encode_fetch_response(parts, throttle_ms))
 
 
-_Message = TypeVar("_Message", pb.ProduceRequest, pb.FetchRequest)
+_Message = TypeVar("_Message", bound=pb.FetchRequest)
 
 
 def _parse_pb(kind: type[_Message], request: _Reader) -> _Message:

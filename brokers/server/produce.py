@@ -62,6 +62,7 @@ from spark_log.proto import broker_pb2 as pb
 
 from .coordinator_topics import COORDINATOR_TOPICS
 from .errors import to_pb
+from .produce_request import ProduceEntryLike, ProduceRequestLike
 from .partition_manager import PartitionManager
 
 __all__ = ["ProduceHandler", "validate_frames"]
@@ -108,7 +109,7 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
 class _Replicating(NamedTuple):
     """An acks=all entry appended and waiting for the high watermark."""
 
-    entry: pb.PartitionRecords
+    entry: ProduceEntryLike
     partition: Partition
     outcome: AppendOutcome
     result: pb.PartitionProduceResult
@@ -132,7 +133,7 @@ class ProduceHandler:
         self._verifier = verifier
         self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
 
-    def handle(self, request: pb.ProduceRequest) -> pb.ProduceResponse:
+    def handle(self, request: ProduceRequestLike) -> pb.ProduceResponse:
         if request.acks not in (-1, 0, 1):
             raise InvalidRequestError(f"acks must be -1 (all), 0 or 1, got {request.acks}")
         timeout_ms = request.timeout_ms if request.timeout_ms > 0 else 30_000
@@ -179,7 +180,8 @@ class ProduceHandler:
                 waiting.result.error.CopyFrom(to_pb(exc))
         return response
 
-    def _newer_schema_image(self, name: str, records: bytes, topic: TopicImage, wait_ms: int) -> TopicImage | None:
+    def _newer_schema_image(self, name: str, records: bytes | memoryview, topic: TopicImage,
+                            wait_ms: int) -> TopicImage | None:
         """The topic's image once it knows every schema id of ``records``' frames, when one
         of them is newer than every version ``topic`` knows (rule 4: this broker's image
         may be behind the writer's); None when none is, or after ``wait_ms`` without it."""
@@ -197,7 +199,7 @@ class ProduceHandler:
         image = self.manager.wait_for_image(knows, wait_ms / 1000)
         return image.topics.get(name) if image is not None else None
 
-    def _append(self, entry: pb.PartitionRecords, records: bytes, acks: int, timeout_ms: int,
+    def _append(self, entry: ProduceEntryLike, records: bytes | memoryview, acks: int, timeout_ms: int,
                 result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
         if entry.topic in COORDINATOR_TOPICS:  # only their coordinators write them
