@@ -315,8 +315,10 @@ def read_message(body: pa.Buffer, schema: pa.Schema, codec: Codec) -> pa.RecordB
         if len(_SCHEMA_MESSAGES) > 256:  # topics' schemas: a handful; never unbounded
             _SCHEMA_MESSAGES.clear()
     stream = unfilled_bytearray(len(head) + body.size)  # one copy of the body behind the schema (each byte written)
-    stream[:len(head)] = head
-    stream[len(head):] = memoryview(body)
+    view = memoryview(stream)  # a bytearray's own slice assignment from a view copies the view first
+    view[:len(head)] = head
+    view[len(head):] = memoryview(body).cast("B")
+    view.release()
     reader = ipc.open_stream(pa.py_buffer(stream), options=_READ_OPTIONS)
     batch = reader.read_next_batch()
     return batch
@@ -441,17 +443,17 @@ def encode_v2(
         raise InvalidRequestError("a v2 frame has an Arrow message exactly when it holds records")
     body = memoryview(message) if message is not None else memoryview(b"")
     start = V2_HEADER_SIZE + _deltas_bytes(count)
-    frame = bytearray(start + len(body))
-    frame[V2_HEADER_SIZE: V2_HEADER_SIZE + 4 * count] = offsets.astype("<u4").tobytes()
-    frame[start:] = body
+    head = bytearray(start)  # header and deltas, then one copy of them and the body into the frame
+    head[V2_HEADER_SIZE: V2_HEADER_SIZE + 4 * count] = offsets.astype("<u4").tobytes()
     _HEADER.pack_into(
-        frame, 0, base_offset, len(frame), partition_leader_epoch, MAGIC, VERSION_OFFSETS, 0, 0,
+        head, 0, base_offset, start + body.nbytes, partition_leader_epoch, MAGIC, VERSION_OFFSETS, 0, 0,
         attributes, producer_epoch, count, first_timestamp, max_timestamp, producer_id,
         base_sequence, schema_id,
     )
-    _V2_EXTENSION.pack_into(frame, HEADER_SIZE, last_offset_delta, 0)
-    _CRC.pack_into(frame, _CRC_AT, crc32c(memoryview(frame)[_CRC_START:]))
-    return bytes(frame)
+    _V2_EXTENSION.pack_into(head, HEADER_SIZE, last_offset_delta, 0)
+    crc = _crc32c.crc32c(body, _crc32c.crc32c(memoryview(head)[_CRC_START:]))
+    _CRC.pack_into(head, _CRC_AT, int(crc))
+    return b"".join((head, body))
 
 
 def _bad(position: int, what: str) -> CorruptRecordError:
