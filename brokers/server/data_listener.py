@@ -155,6 +155,7 @@ from spark_log.errors import (
 )
 from spark_log.proto import broker_pb2 as pb
 from spark_log.proto import data_listener_pb2 as dpb
+from spark_log.fetch_wire import ProduceEntry, ProduceView, parse_produce_request
 from spark_log.unfilled import unfilled_bytearray
 
 from . import data_pushdown
@@ -163,8 +164,7 @@ from .list_offsets import ListOffsetsHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from . import replica_listener
-from .produce import ProduceHandler
-from .produce_request import ProduceEntry, ProduceRequestLike, ProduceView, parse_produce_request
+from .produce import ProduceHandler, ProduceRequestLike
 from .replica_listener import NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION
 from .tier_fetch import TierFetchHandler
 from .wire import encode_fetch_response

@@ -38,7 +38,7 @@ with ``NotLeaderError`` if this broker stopped leading in the epoch the entry wa
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, Sequence
 
 import pyarrow as pa
 
@@ -62,10 +62,9 @@ from spark_log.proto import broker_pb2 as pb
 
 from .coordinator_topics import COORDINATOR_TOPICS
 from .errors import to_pb
-from .produce_request import ProduceEntryLike, ProduceRequestLike
 from .partition_manager import PartitionManager
 
-__all__ = ["ProduceHandler", "validate_frames"]
+__all__ = ["ProduceHandler", "ProduceEntryLike", "ProduceRequestLike", "validate_frames"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +103,40 @@ def validate_frames(data: bytes | memoryview, topic: TopicImage) -> CheckedFrame
                 f"needs a key; frame at byte {position} has {batch.column('key').null_count} without one")
 
     return check_frames(data, max_message_bytes=topic.config.max_message_bytes, rule=producer_rules, topic=topic.name)
+
+
+class ProduceEntryLike(Protocol):
+    """One partition's records: gRPC's ``pb.PartitionRecords``, or the data listener's
+    ``spark_log.fetch_wire.ProduceEntry`` (its records a view of the request: no copy)."""
+
+    @property
+    def topic(self) -> str: ...
+
+    @property
+    def partition(self) -> int: ...
+
+    @property
+    def records(self) -> bytes | memoryview: ...
+
+    @property
+    def current_leader_epoch(self) -> int: ...
+
+
+class ProduceRequestLike(Protocol):
+    """A produce request: gRPC's ``pb.ProduceRequest`` or the data listener's
+    ``spark_log.fetch_wire.ProduceView``."""
+
+    @property
+    def acks(self) -> int: ...
+
+    @property
+    def timeout_ms(self) -> int: ...
+
+    @property
+    def transactional_id(self) -> str: ...
+
+    @property
+    def partitions(self) -> Sequence[ProduceEntryLike]: ...
 
 
 class _Replicating(NamedTuple):
