@@ -24,6 +24,11 @@ default settings 400,000, poll_arrow 5,000,000, p99 < 10 ms), the ratio, the rat
 ceiling that bounds it, and the CPU microseconds per record of the client and the broker
 (what the code costs, whatever else the shared machine is doing).  The settings of each
 column are printed above the table.  Bounded to about a minute with ``--seconds 2``.
+``--memory-limit-mib N`` runs the broker in a memory cgroup of N MiB and fills it (tuned
+``send_batch`` into a topic of its own) before the measured runs: the steady state of a
+broker host, whose appends recycle page-cache pages instead of taking memory the host
+backs on first touch (``bench.memory_limit``; ``bench.replication_bench`` has the same
+option).  Without it, whichever run writes into memory the machine left free pays for it.
 Never a test: asserts nothing.
 """
 from __future__ import annotations
@@ -43,6 +48,7 @@ import pyarrow as pa
 
 from bench import storage_bench
 from bench.ceilings import cpu_s, grpc_ceiling, ipc_ceiling, random_values, send_loop_ceiling
+from bench.memory_limit import MemoryCgroup, MemoryCgroupUnavailable
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 
@@ -255,7 +261,43 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", choices=("send",), default=None,
                         help="only the per-record send() rows (with their ceiling), no ceilings of the other rows")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
+    parser.add_argument("--memory-limit-mib", type=int, default=0,
+                        help="run the broker in a memory cgroup of this many MiB, filled before the runs (the steady "
+                             "state of a broker host: appends recycle pages); 0: off")
     args = parser.parse_args(argv)
+    if args.memory_limit_mib < 0:
+        parser.error(f"--memory-limit-mib must be 0 or more, got {args.memory_limit_mib}")
+    if args.memory_limit_mib and args.peers:
+        parser.error("--memory-limit-mib runs no peers: they would not share the memory condition")
+    cgroup: MemoryCgroup | None = None
+    if args.memory_limit_mib:
+        try:
+            cgroup = MemoryCgroup(args.memory_limit_mib << 20, "client-bench")
+        except MemoryCgroupUnavailable as exc:
+            parser.exit(2, f"client_bench: --memory-limit-mib needs a memory cgroup: {exc}\n")
+    try:
+        return _run(args, cgroup)
+    finally:
+        if cgroup is not None:
+            cgroup.close()
+
+
+def _fill(bootstrap: str, cgroup: MemoryCgroup, table: pa.Table, deadline_s: float = 240.0) -> None:
+    """Tuned ``send_batch`` into a topic of its own until ``cgroup`` has reached its limit
+    and reclaims.  Raises ``RuntimeError`` if it has not within ``deadline_s``."""
+    started = time.monotonic()
+    records = 0
+    while cgroup.limit_hits() == 0:
+        if time.monotonic() - started > deadline_s:
+            raise RuntimeError(f"the broker's memory cgroup did not reach its {cgroup.limit_bytes >> 20} MiB limit "
+                               f"within {deadline_s:.0f} s ({cgroup.usage_bytes() >> 20} MiB charged)")
+        records += bench_send_batch(bootstrap, "fill", table, 1.0, PRODUCER["tuned"])
+    print(f"memory: the broker in a memory cgroup of {cgroup.limit_bytes >> 20:,} MiB (cgroup v{cgroup.version}), "
+          f"filled by {records:,} records in {time.monotonic() - started:.1f} s: {cgroup.usage_bytes() >> 20:,} MiB "
+          f"charged, limit reached {cgroup.limit_hits():,} times; from here on appends recycle pages (steady state)")
+
+
+def _run(args: argparse.Namespace, cgroup: MemoryCgroup | None) -> dict:
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     root = Path(args.dir or tempfile.mkdtemp(prefix="client-bench-"))
     root.mkdir(parents=True, exist_ok=True)
@@ -273,9 +315,12 @@ def main(argv: list[str] | None = None) -> dict:
     try:
         bootstrap = cluster.up(timeout_s=90)
         with Admin(bootstrap) as admin:
-            for name in ("b-default", "b-tuned", "s-default", "s-tuned", "s-grpc", "lat"):
+            for name in ("b-default", "b-tuned", "s-default", "s-tuned", "s-grpc", "lat", "fill"):
                 admin.create_topic(name, config={"max.message.bytes": 64 << 20, "segment.bytes": 1 << 30})
         pid = cluster.nodes[0].pid
+        if cgroup is not None:
+            cgroup.add(pid)
+            _fill(bootstrap, cgroup, table)
         written = {}
         for setting, opts in ({} if only_send else PRODUCER).items():
             n, secs, c, b = _measure(pid, lambda: bench_send_batch(bootstrap, f"b-{setting}", table, args.seconds, opts))
@@ -331,7 +376,8 @@ def main(argv: list[str] | None = None) -> dict:
                      "poll_arrow": {100: rate[("poll_arrow 100 B", "tuned")]}, "p50_ms": p50, "p99_ms": p99,
                      "latency_ms": lat, "raw_disk": raw_rps, "partition_log": log_rps, "aims": AIMS,
                      "cpu": {f"{r.figure} {r.setting}": (r.records, r.client_s, r.broker_s) for r in rows},
-                     "rows": [(r.figure, r.setting, r.rate) for r in rows]}
+                     "rows": [(r.figure, r.setting, r.rate) for r in rows],
+                     "memory_limit_mib": cgroup.limit_bytes >> 20 if cgroup is not None else None}
     if args.peers:
         from bench.peers import compare
         figures["peers"] = compare.client(figures, seconds=min(args.seconds, 3.0))

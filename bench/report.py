@@ -6,9 +6,9 @@
 
 1. the client bench (``bench.client_bench --peers``, reduced) and the replication bench
    (``bench.replication_bench --peers``, reduced), in this process, for their figures as data;
-   then the replication bench again in the steady state of a broker host
-   (``--memory-limit-mib 4096``: the brokers' page cache recycled, ``bench.memory_limit``),
-   without peers (``--only replication-steady``);
+   then both again in the steady state of a broker host (``--memory-limit-mib 4096``: the
+   brokers' page cache recycled, ``bench.memory_limit``), without peers (``--only
+   client-steady,replication-steady``);
 2. a sweep: spark-log's ``send_batch`` on a one-node cluster and the peers' publish (NATS
    JetStream, Redis Streams) against record size (100 B, 1 KiB, 4 KiB) and batch size (records
    per Arrow batch for spark-log, publishes in flight for the peers), 100-byte random values;
@@ -194,6 +194,13 @@ def collect(budget_s: float, only: set[str] | None, out_dir: Path) -> dict:
         figures["benches"].append(run)
         if rep:
             figures["replication"] = rep
+    if wanted("client-steady"):
+        args = ["--seconds", "3", "--memory-limit-mib", str(STEADY_MEMORY_MIB)]
+        result, run = _in_process("bench.client_bench --memory-limit-mib", lambda: client_bench.main(args))
+        run["command"] = "python -m bench.client_bench " + " ".join(args)
+        figures["benches"].append(run)
+        if result:
+            figures["client_steady"] = result
     if wanted("replication-steady"):
         steady: dict = {}
         args = ["--seconds", "6", "--rounds", "2", "--kills", "0", "--memory-limit-mib", str(STEADY_MEMORY_MIB)]
@@ -352,8 +359,9 @@ def write_report(figures: dict, out: Path) -> Path:
              "the Go client) and Redis Streams (Debian's redis-server, append-only file with fsync every "
              "second; the Go client redigo, pipelined). Ratios above 1 mean spark-log is better.", ""]
     client = figures.get("client")
-    if client:
+    if client or figures.get("client_steady"):
         lines += ["## Client: one producer, one consumer, one partition (`bench.client_bench`)", ""]
+    if client:
         if client.get("peers"):
             lines += _table(client["peers"].get("rows") or compare.rows_client(client, client["peers"])) + [""]
         aims = client.get("aims", {})
@@ -364,6 +372,8 @@ def write_report(figures: dict, out: Path) -> Path:
             lines.append(f"| {label} | {_num(value)} | {_num(aim)} | "
                          f"{_num(value / aim if value and aim else None, True)} |")
         lines.append("")
+    if client or figures.get("client_steady"):
+        lines += client_states_table(client or {}, figures.get("client_steady") or {})
     rep = figures.get("replication")
     steady = figures.get("replication_steady")
     if rep or steady:
@@ -431,6 +441,30 @@ def memory_states_table(free: dict, steady: dict) -> list[str]:
         lines.append(f"| {name} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
                      f"{_num(got_free / aim if got_free else None, True)} | "
                      f"{_num(got_steady / aim if got_steady else None, True)} |")
+    return lines + [""]
+
+
+def client_states_table(free: dict, steady: dict) -> list[str]:
+    """Every row of the client bench (figure and settings) on a machine with free memory
+    next to the steady state of a broker host, each against its aim (``rows`` and ``aims``
+    of the two runs' figures); [] when neither has rows."""
+    free_rows = {(f, s): r for f, s, r in free.get("rows") or []}
+    steady_rows = {(f, s): r for f, s, r in steady.get("rows") or []}
+    keys = list(dict.fromkeys([*free_rows, *steady_rows]))
+    if not keys:
+        return []
+    aims = free.get("aims") or steady.get("aims") or {}
+    limit = steady.get("memory_limit_mib")
+    lines = ["Every client row in two memory states: free memory and the steady state of a broker host (its page "
+             "cache full and recycled" + (f": a {limit:,} MiB memory cgroup" if limit else "") + "):", "",
+             "| figure | settings | free memory | steady state | aim | free vs aim | steady vs aim |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for figure, setting in keys:
+        aim = aims.get(figure.split()[0].removesuffix("()"))  # "send_batch 100 B" -> "send_batch", "send()" -> "send"
+        got_free, got_steady = free_rows.get((figure, setting)), steady_rows.get((figure, setting))
+        lines.append(f"| {figure} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
+                     f"{_num(got_free / aim if got_free and aim else None, True)} | "
+                     f"{_num(got_steady / aim if got_steady and aim else None, True)} |")
     return lines + [""]
 
 

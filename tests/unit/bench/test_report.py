@@ -91,3 +91,16 @@ def test_replication_in_both_memory_states_against_the_aims(tmp_path: Path) -> N
     del figures["replication"]
     text = write_report(figures, tmp_path).read_text()
     assert "## Replication: 3 brokers" in text and "| RF=1 acks=1 | default | n/a | 5,500,000 |" in text
+
+
+def test_every_client_row_in_both_memory_states(tmp_path: Path) -> None:
+    figures = tiny_figures()
+    figures["client"]["rows"] = [("send_batch 100 B", "default", 2_400_000.0), ("send() 100 B", "default", 200_000.0)]
+    figures["client_steady"] = {"rows": [("send_batch 100 B", "default", 6_000_000.0),
+                                         ("poll_arrow 100 B", "tuned", 4_000_000.0)],
+                                "aims": figures["client"]["aims"], "memory_limit_mib": 4096}
+    text = write_report(figures, tmp_path).read_text()
+    assert "Every client row in two memory states" in text and "a 4,096 MiB memory cgroup" in text
+    assert "| send_batch 100 B | default | 2,400,000 | 6,000,000 | 2,000,000 | 1.20x | 3.00x |" in text
+    assert "| send() 100 B | default | 200,000 | n/a | 300,000 | 0.67x | n/a |" in text
+    assert "| poll_arrow 100 B | tuned | n/a | 4,000,000 | 5,000,000 | n/a | 0.80x |" in text
