@@ -78,8 +78,15 @@ def test_java_stack_frames_are_cut_to_one_line_and_the_error_stays(tmp_path: Pat
     assert "Shell.java" not in text
 
 
+def _without_plots(figures: dict) -> dict:
+    """The figures without what the plots draw (matplotlib costs seconds): for table tests."""
+    figures.pop("sweep", None)
+    figures.pop("latency", None)
+    return figures
+
+
 def test_replication_in_both_memory_states_against_the_aims(tmp_path: Path) -> None:
-    figures = tiny_figures()
+    figures = _without_plots(tiny_figures())
     figures["replication"]["means"] = {"rf1 default": 3_000_000.0, "rf3 default": 1_200_000.0}
     figures["replication_steady"] = {"means": {"rf1 default": 5_500_000.0, "rf3 default": 2_400_000.0},
                                      "memory_limit_mib": 4096}
@@ -94,7 +101,7 @@ def test_replication_in_both_memory_states_against_the_aims(tmp_path: Path) -> N
 
 
 def test_every_client_row_in_both_memory_states(tmp_path: Path) -> None:
-    figures = tiny_figures()
+    figures = _without_plots(tiny_figures())
     figures["client"]["rows"] = [("send_batch 100 B", "default", 2_400_000.0), ("send() 100 B", "default", 200_000.0)]
     figures["client_steady"] = {"rows": [("send_batch 100 B", "default", 6_000_000.0),
                                          ("poll_arrow 100 B", "tuned", 4_000_000.0)],
