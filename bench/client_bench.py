@@ -48,7 +48,8 @@ import pyarrow as pa
 
 from bench import storage_bench
 from bench.ceilings import cpu_s, grpc_ceiling, ipc_ceiling, random_values, send_loop_ceiling
-from bench.memory_limit import MemoryCgroup, MemoryCgroupUnavailable
+from bench.memory_limit import (MemoryCgroup, MemoryCgroupUnavailable, add_memory_limit_option,
+                                check_memory_limit_option)
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer
 
@@ -261,14 +262,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--only", choices=("send",), default=None,
                         help="only the per-record send() rows (with their ceiling), no ceilings of the other rows")
     parser.add_argument("--peers", action="store_true", help="also NATS JetStream and Redis Streams (bench/peers)")
-    parser.add_argument("--memory-limit-mib", type=int, default=0,
-                        help="run the broker in a memory cgroup of this many MiB, filled before the runs (the steady "
-                             "state of a broker host: appends recycle pages); 0: off")
+    add_memory_limit_option(parser, "the broker")
     args = parser.parse_args(argv)
-    if args.memory_limit_mib < 0:
-        parser.error(f"--memory-limit-mib must be 0 or more, got {args.memory_limit_mib}")
-    if args.memory_limit_mib and args.peers:
-        parser.error("--memory-limit-mib runs no peers: they would not share the memory condition")
+    check_memory_limit_option(parser, args)
     cgroup: MemoryCgroup | None = None
     if args.memory_limit_mib:
         try:
@@ -280,21 +276,6 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         if cgroup is not None:
             cgroup.close()
-
-
-def _fill(bootstrap: str, cgroup: MemoryCgroup, table: pa.Table, deadline_s: float = 240.0) -> None:
-    """Tuned ``send_batch`` into a topic of its own until ``cgroup`` has reached its limit
-    and reclaims.  Raises ``RuntimeError`` if it has not within ``deadline_s``."""
-    started = time.monotonic()
-    records = 0
-    while cgroup.limit_hits() == 0:
-        if time.monotonic() - started > deadline_s:
-            raise RuntimeError(f"the broker's memory cgroup did not reach its {cgroup.limit_bytes >> 20} MiB limit "
-                               f"within {deadline_s:.0f} s ({cgroup.usage_bytes() >> 20} MiB charged)")
-        records += bench_send_batch(bootstrap, "fill", table, 1.0, PRODUCER["tuned"])
-    print(f"memory: the broker in a memory cgroup of {cgroup.limit_bytes >> 20:,} MiB (cgroup v{cgroup.version}), "
-          f"filled by {records:,} records in {time.monotonic() - started:.1f} s: {cgroup.usage_bytes() >> 20:,} MiB "
-          f"charged, limit reached {cgroup.limit_hits():,} times; from here on appends recycle pages (steady state)")
 
 
 def _run(args: argparse.Namespace, cgroup: MemoryCgroup | None) -> dict:
@@ -320,7 +301,7 @@ def _run(args: argparse.Namespace, cgroup: MemoryCgroup | None) -> dict:
         pid = cluster.nodes[0].pid
         if cgroup is not None:
             cgroup.add(pid)
-            _fill(bootstrap, cgroup, table)
+            cgroup.fill(lambda: bench_send_batch(bootstrap, "fill", table, 1.0, PRODUCER["tuned"]), "the broker")
         written = {}
         for setting, opts in ({} if only_send else PRODUCER).items():
             n, secs, c, b = _measure(pid, lambda: bench_send_batch(bootstrap, f"b-{setting}", table, args.seconds, opts))

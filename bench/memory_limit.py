@@ -15,10 +15,13 @@ Bench-only code: not part of the product.
 """
 from __future__ import annotations
 
+import argparse
 import os
+import time
 from pathlib import Path
+from typing import Callable
 
-__all__ = ["MemoryCgroup", "MemoryCgroupUnavailable"]
+__all__ = ["MemoryCgroup", "MemoryCgroupUnavailable", "add_memory_limit_option", "check_memory_limit_option"]
 
 _ROOT = Path("/sys/fs/cgroup")
 
@@ -98,6 +101,22 @@ class MemoryCgroup:
                 return int(value)
         return 0
 
+    def fill(self, produce: Callable[[], int], who: str, deadline_s: float = 240.0) -> None:
+        """Call ``produce`` (a second of writes; records written) until the cgroup has reached
+        its limit and reclaims: the steady state the measured runs then see.  Prints what it
+        took, naming the processes ``who``.  Raises ``RuntimeError`` if it has not within
+        ``deadline_s``."""
+        started = time.monotonic()
+        records = 0
+        while self.limit_hits() == 0:
+            if time.monotonic() - started > deadline_s:
+                raise RuntimeError(f"the memory cgroup of {who} did not reach its {self.limit_bytes >> 20} MiB limit "
+                                   f"within {deadline_s:.0f} s ({self.usage_bytes() >> 20} MiB charged)")
+            records += produce()
+        print(f"memory: {who} in a memory cgroup of {self.limit_bytes >> 20:,} MiB (cgroup v{self.version}), "
+              f"filled by {records:,} records in {time.monotonic() - started:.1f} s: {self.usage_bytes() >> 20:,} MiB "
+              f"charged, limit reached {self.limit_hits():,} times; from here on appends recycle pages (steady state)")
+
     def close(self) -> None:
         """Every process still alive goes back to this process's cgroup; the cgroup is removed."""
         for pid in self._pids:
@@ -119,3 +138,18 @@ class MemoryCgroup:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def add_memory_limit_option(parser: argparse.ArgumentParser, who: str) -> None:
+    """A bench's ``--memory-limit-mib`` (``who``: the processes it limits)."""
+    parser.add_argument("--memory-limit-mib", type=int, default=0,
+                        help=f"run {who} in a memory cgroup of this many MiB, filled before the runs (the steady "
+                             "state of a broker host: appends recycle pages); 0: off")
+
+
+def check_memory_limit_option(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Refuse (``parser.error``) a negative limit, and a limit with ``--peers``."""
+    if args.memory_limit_mib < 0:
+        parser.error(f"--memory-limit-mib must be 0 or more, got {args.memory_limit_mib}")
+    if args.memory_limit_mib and args.peers:
+        parser.error("--memory-limit-mib runs no peers: they would not share the memory condition")

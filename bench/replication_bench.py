@@ -63,7 +63,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from bench.ceilings import disk_write_ceiling, grpc_ceiling, ipc_ceiling, page_cache_ceiling
-from bench.memory_limit import MemoryCgroup, MemoryCgroupUnavailable
+from bench.memory_limit import (MemoryCgroup, MemoryCgroupUnavailable, add_memory_limit_option,
+                                check_memory_limit_option)
 from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Producer
 from spark_log._client import Cluster
@@ -187,24 +188,6 @@ def _throughput(cluster: LocalCluster, topic: str, acks: str | int, seconds: flo
     return Run(f"{topic} acks={acks} {settings}", sum(acked.values()), elapsed, broker_s, producer_s)
 
 
-def _fill(cluster: LocalCluster, cgroup: MemoryCgroup, cases: list[tuple[str, str | int, str]],
-          batch: pa.RecordBatch, window: int, ledgers: dict[str, "Ledger"], deadline_s: float = 240.0) -> None:
-    """Produce (the runs' cases in turn, a second each) until ``cgroup`` has reached its limit
-    and reclaims: the steady state the measured runs then see.  Raises ``SparkLogError`` if
-    it has not within ``deadline_s``."""
-    started = time.monotonic()
-    records = 0
-    while cgroup.limit_hits() == 0:
-        if time.monotonic() - started > deadline_s:
-            raise SparkLogError(f"the brokers' memory cgroup did not reach its {cgroup.limit_bytes >> 20} MiB limit "
-                                f"within {deadline_s:.0f} s ({cgroup.usage_bytes() >> 20} MiB charged)")
-        for topic, acks, setting in cases:
-            records += _throughput(cluster, topic, acks, 1.0, batch, window, ledgers[topic], setting).records
-    print(f"memory: the brokers in a memory cgroup of {cgroup.limit_bytes >> 20:,} MiB (cgroup v{cgroup.version}), "
-          f"filled by {records:,} records in {time.monotonic() - started:.1f} s: {cgroup.usage_bytes() >> 20:,} MiB "
-          f"charged, limit reached {cgroup.limit_hits():,} times; from here on appends recycle pages (steady state)")
-
-
 def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace,
                   cgroup: MemoryCgroup | None = None) -> dict:
     admin.create_topic("rf1", partitions=PARTITIONS, replication_factor=1)
@@ -219,8 +202,9 @@ def _produce_runs(cluster: LocalCluster, admin: Admin, args: argparse.Namespace,
                  if args.disk_mib > 0 else None)
     for topic, acks, setting in cases[:2]:  # warm-up: connections, metadata, first segment files
         _throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic], setting)
-    if cgroup is not None:
-        _fill(cluster, cgroup, cases, batch, args.window, ledgers)
+    if cgroup is not None:  # each case in turn, a second each
+        cgroup.fill(lambda: sum(_throughput(cluster, topic, acks, 1.0, batch, args.window, ledgers[topic], setting).records
+                                for topic, acks, setting in cases), "the brokers")
     runs: dict[tuple[str, str], list[Run]] = {(t, s): [] for t, _, s in cases}
     for _ in range(args.rounds):
         for topic, acks, setting in cases:
@@ -395,14 +379,9 @@ def main(argv: list[str] | None = None, figures: dict | None = None) -> int:
                         help="how followers fetch: the leaders' data listeners (auto, the default) or gRPC")
     parser.add_argument("--disk-mib", type=int, default=2048,
                         help="MiB written and fdatasync'd for the sustained disk ceiling (0: skip it)")
-    parser.add_argument("--memory-limit-mib", type=int, default=0,
-                        help="run the brokers in a memory cgroup of this many MiB, filled before the runs (the steady "
-                             "state of a broker host: appends recycle pages); 0: off")
+    add_memory_limit_option(parser, "the brokers")
     args = parser.parse_args(argv)
-    if args.memory_limit_mib < 0:
-        parser.error(f"--memory-limit-mib must be 0 or more, got {args.memory_limit_mib}")
-    if args.memory_limit_mib and args.peers:
-        parser.error("--memory-limit-mib runs no peers: they would not share the memory condition")
+    check_memory_limit_option(parser, args)
     print("load average at start: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
     with tempfile.TemporaryDirectory(prefix="replication-bench-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", brokers=3,

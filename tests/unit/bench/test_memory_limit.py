@@ -80,3 +80,22 @@ def test_a_real_cgroup_caps_a_writers_page_cache(tmp_path: Path) -> None:
         cgroup.close()
         child.kill()
         child.wait()
+
+
+def test_fill_produces_until_the_limit_is_reached(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "memory" / "box").mkdir(parents=True)
+    cgroup = MemoryCgroup(64 * MiB, "t", root=tmp_path, proc_cgroup=["4:memory:/box"])
+    calls: list[int] = []
+
+    def produce() -> int:
+        calls.append(1)
+        if len(calls) == 3:  # the kernel's count of reclaims, as it would grow
+            (cgroup.path / "memory.failcnt").write_text("5\n")
+        return 1000
+
+    cgroup.fill(produce, "the brokers")
+    assert len(calls) == 3
+    assert "memory: the brokers in a memory cgroup of 64 MiB (cgroup v1), filled by 3,000 records" in capsys.readouterr().out
+    with pytest.raises(RuntimeError, match="the memory cgroup of the brokers did not reach its 64 MiB limit"):
+        (cgroup.path / "memory.failcnt").write_text("0\n")
+        cgroup.fill(lambda: 0, "the brokers", deadline_s=0.0)
