@@ -416,6 +416,25 @@ def write_report(figures: dict, out: Path) -> Path:
     return path
 
 
+def _two_states(intro: str, rows: list[tuple[str, str, float | None, float | None, float | None]]) -> list[str]:
+    """A table of ``(figure, settings, free memory, steady state, aim)`` rows, each state
+    against the aim, under ``intro``; [] without rows."""
+    if not rows:
+        return []
+    lines = [intro, "", "| figure | settings | free memory | steady state | aim | free vs aim | steady vs aim |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    for figure, setting, got_free, got_steady, aim in rows:
+        lines.append(f"| {figure} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
+                     f"{_num(got_free / aim if got_free and aim else None, True)} | "
+                     f"{_num(got_steady / aim if got_steady and aim else None, True)} |")
+    return lines + [""]
+
+
+def _cgroup_words(steady: dict) -> str:
+    limit = steady.get("memory_limit_mib")
+    return f": a {limit:,} MiB memory cgroup" if limit else ""
+
+
 def memory_states_table(free: dict, steady: dict) -> list[str]:
     """The replication figures on a machine with free memory (``free``: appends take pages
     the host backs on first touch) next to those of the steady state (``steady``: the
@@ -424,24 +443,16 @@ def memory_states_table(free: dict, steady: dict) -> list[str]:
     from bench.replication_bench import AIM_RF1_RECORDS_PER_S, AIM_RF3_RECORDS_PER_S
 
     free_means, steady_means = free.get("means") or {}, steady.get("means") or {}
-    keys = [k for k in ("rf1 default", "rf1 tuned", "rf3 default", "rf3 tuned") if k in free_means or k in steady_means]
-    if not keys:
-        return []
-    limit = steady.get("memory_limit_mib")
-    lines = ["Records/s in two memory states: free memory (each append takes a page the host backs on first touch) "
-             "and the steady state of a broker host (the brokers' page cache full and recycled"
-             + (f": a {limit:,} MiB memory cgroup" if limit else "") + "):", "",
-             "| figure | settings | free memory | steady state | aim | free vs aim | steady vs aim |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for key in keys:
-        topic, setting = key.split()
-        aim = AIM_RF1_RECORDS_PER_S if topic == "rf1" else AIM_RF3_RECORDS_PER_S
-        name = "RF=1 acks=1" if topic == "rf1" else "RF=3 acks=all"
-        got_free, got_steady = free_means.get(key), steady_means.get(key)
-        lines.append(f"| {name} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
-                     f"{_num(got_free / aim if got_free else None, True)} | "
-                     f"{_num(got_steady / aim if got_steady else None, True)} |")
-    return lines + [""]
+    rows = []
+    for key in ("rf1 default", "rf1 tuned", "rf3 default", "rf3 tuned"):
+        if key in free_means or key in steady_means:
+            topic, setting = key.split()
+            aim = AIM_RF1_RECORDS_PER_S if topic == "rf1" else AIM_RF3_RECORDS_PER_S
+            name = "RF=1 acks=1" if topic == "rf1" else "RF=3 acks=all"
+            rows.append((name, setting, free_means.get(key), steady_means.get(key), float(aim)))
+    return _two_states("Records/s in two memory states: free memory (each append takes a page the host backs on first "
+                       "touch) and the steady state of a broker host (the brokers' page cache full and recycled"
+                       + _cgroup_words(steady) + "):", rows)
 
 
 def client_states_table(free: dict, steady: dict) -> list[str]:
@@ -450,22 +461,12 @@ def client_states_table(free: dict, steady: dict) -> list[str]:
     of the two runs' figures); [] when neither has rows."""
     free_rows = {(f, s): r for f, s, r in free.get("rows") or []}
     steady_rows = {(f, s): r for f, s, r in steady.get("rows") or []}
-    keys = list(dict.fromkeys([*free_rows, *steady_rows]))
-    if not keys:
-        return []
     aims = free.get("aims") or steady.get("aims") or {}
-    limit = steady.get("memory_limit_mib")
-    lines = ["Every client row in two memory states: free memory and the steady state of a broker host (its page "
-             "cache full and recycled" + (f": a {limit:,} MiB memory cgroup" if limit else "") + "):", "",
-             "| figure | settings | free memory | steady state | aim | free vs aim | steady vs aim |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
-    for figure, setting in keys:
-        aim = aims.get(figure.split()[0].removesuffix("()"))  # "send_batch 100 B" -> "send_batch", "send()" -> "send"
-        got_free, got_steady = free_rows.get((figure, setting)), steady_rows.get((figure, setting))
-        lines.append(f"| {figure} | {setting} | {_num(got_free)} | {_num(got_steady)} | {_num(aim)} | "
-                     f"{_num(got_free / aim if got_free and aim else None, True)} | "
-                     f"{_num(got_steady / aim if got_steady and aim else None, True)} |")
-    return lines + [""]
+    rows = [(figure, setting, free_rows.get((figure, setting)), steady_rows.get((figure, setting)),
+             aims.get(figure.split()[0].removesuffix("()")))  # "send_batch 100 B" -> "send_batch", "send()" -> "send"
+            for figure, setting in dict.fromkeys([*free_rows, *steady_rows])]
+    return _two_states("Every client row in two memory states: free memory and the steady state of a broker host (its "
+                       "page cache full and recycled" + _cgroup_words(steady) + "):", rows)
 
 
 def elide_stack_frames(output: str) -> str:
