@@ -137,7 +137,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -898,7 +898,7 @@ class DataListener:
     def _pb_fetch(self, request: _Reader, out: _Writer, is_active: Callable[[], bool], caller: Caller) -> None:
         """PB_FETCH: a consumer's ``Broker.Fetch``, answered with the serialised
         ``FetchResponse`` the gRPC method answers (``wire.encode_fetch_response``)."""
-        message = _parse_pb(pb.FetchRequest, request)
+        message = _parse_fetch_request(request)
         if message.replica_id >= 0:
             raise InvalidRequestError("PB_FETCH is for consumers (replica_id -1); followers send REPLICA_FETCH")
         self._check("/spark_log.broker.v1.Broker/Fetch", message, caller)
@@ -908,16 +908,13 @@ class DataListener:
         out.chunks.append(encode_fetch_response(parts, throttle_ms))
 
 
-_Message = TypeVar("_Message", bound=pb.FetchRequest)
-
-
-def _parse_pb(kind: type[_Message], request: _Reader) -> _Message:
-    """The rest of ``request`` as a ``kind`` message; ``InvalidRequestError`` if it does not parse."""
+def _parse_fetch_request(request: _Reader) -> pb.FetchRequest:
+    """The rest of ``request`` as a ``FetchRequest``; ``InvalidRequestError`` if it does not parse."""
     try:
         # parsed from the view, without a copy first: protobuf's parsers take any buffer (its stubs say bytes)
-        message = kind.FromString(memoryview(request.data)[request.at:])  # type: ignore[arg-type]
+        message = pb.FetchRequest.FromString(memoryview(request.data)[request.at:])  # type: ignore[arg-type]
     except DecodeError as exc:
-        raise InvalidRequestError(f"malformed {kind.__name__} in a data listener request: {exc}") from None
+        raise InvalidRequestError(f"malformed FetchRequest in a data listener request: {exc}") from None
     request.at = len(request.data)
     return message
 
