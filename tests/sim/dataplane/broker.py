@@ -93,6 +93,12 @@ class SimBroker:
         self.paused_until = 0
         self.incarnations = 0
         self.incarnation = ""
+        # fetch call ids never repeat across this broker's processes: a new process has new
+        # connections, so an answer to a call of a killed one never reaches it (a leader that
+        # was paused may still answer one after the restart; it must find no call to match)
+        self.calls = 0
+        self.first_call = 1  # of this process: lower ones were a killed process's
+        self.answers_to_dead_process = 0  # such answers that arrived (and were dropped)
         self._reset()
 
     def _reset(self) -> None:
@@ -105,7 +111,6 @@ class SimBroker:
         self.waiters: dict[int, list[_Waiter]] = {}
         self.parked: dict[int, dict[tuple[int, int], ReplicaFetch]] = {}   # partition -> (src, call) -> fetch
         self.fetching: dict[int, tuple[int, int, int]] = {}   # partition -> (call, leader, epoch)
-        self.calls = 0
         self.isr_poked = False
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -114,6 +119,7 @@ class SimBroker:
         self.up = True
         self.incarnations += 1
         self.incarnation = f"{self.node_id}:{self.incarnations}"
+        self.first_call = self.calls + 1
         self._reset()
         s = self.world.settings
         self.isr = IsrUpdater(broker_id=self.node_id, broker_epoch=lambda: self.broker_epoch,
@@ -422,9 +428,11 @@ class SimBroker:
             self._later(timeout, "fetch-timeout", give_up)
 
     def _on_fetched(self, answer: ReplicaFetchAnswer) -> None:
+        if answer.call < self.first_call:
+            self.answers_to_dead_process += 1
         inflight = self.fetching.get(answer.partition)
-        if inflight is None or inflight[0] != answer.call:
-            return
+        if inflight is None or inflight[0] != answer.call or inflight[1] != answer.src:
+            return  # not the answer to this process's fetch in flight (a connection carries its own answers)
         del self.fetching[answer.partition]
         _, leader, epoch = inflight
         replica = self.replicas.get(answer.partition)

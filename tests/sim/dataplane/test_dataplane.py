@@ -26,6 +26,19 @@ def test_replication_is_the_durability_line_under_process_faults(seed: int, repl
     assert world.invariants.checks > 0
 
 
+def test_an_answer_to_a_killed_process_never_reaches_its_successor() -> None:
+    """Seed 700894 of the sweep (``make sim-sweep START=700000``): broker 2, following leader
+    1, is killed with a fetch in flight; broker 1 is paused (SIGSTOP) and, resumed after
+    broker 2 restarted and now follows leader 3, answers that old fetch with a truncation
+    hint.  The simulated broker once numbered its fetches from 1 in every process and so
+    applied that answer to its new fetch of the same number: it truncated its log to 0 while
+    in the ISR, and the next leader lost every committed record.  In the product the answer
+    goes to the killed process's connection; here a process's calls never repeat an earlier
+    process's numbers, and an answer must come from the broker asked."""
+    world = run(700894, Scenario(faults=PROCESS_FAULTS), "--sim-seed 700894")
+    assert world.brokers[2].answers_to_dead_process >= 1  # the story still delivers such an answer
+
+
 @pytest.mark.sim_seeds(500)
 def test_flush_every_message_survives_power_loss(seed: int, replay: str) -> None:
     """``flush.messages=1``: every replica fsyncs each append before it counts toward the
