@@ -196,7 +196,8 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         """EndTxn of a producer's transaction: prepares, then waits until the markers are
         written and the transaction is complete; answers the owner's epoch from then on.
         ``RequestTimeoutError`` when it does not complete in time (retriable: a retry waits
-        for the same completion)."""
+        for the same completion): within three commit timeouts, or ``timeout_ms`` if sooner
+        (the service passes what is left of its caller's deadline)."""
         self._decide(transactional_id, lambda core, now: core.end(transactional_id, producer_id, epoch, commit, now))
         return self._await_complete(transactional_id, timeout_ms).producer_epoch
 
@@ -209,7 +210,8 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
 
     def _await_complete(self, transactional_id: str, timeout_ms: int | None) -> TxnMeta:
         self._wake.set()
-        deadline = time.monotonic() + (timeout_ms if timeout_ms is not None else self._commit_timeout_ms * 3) / 1000
+        limit_ms = self._commit_timeout_ms * 3 if timeout_ms is None else min(timeout_ms, self._commit_timeout_ms * 3)
+        deadline = time.monotonic() + limit_ms / 1000
         with self._completed:
             while True:
                 meta = self.describe(transactional_id)

@@ -21,6 +21,8 @@ __all__ = ["TxnServicer", "MarkerServicer", "SERVICE_NAME", "MARKERS_SERVICE_NAM
 SERVICE_NAME = "spark_log.transactions.v1.TransactionCoordinator"
 MARKERS_SERVICE_NAME = "spark_log.transactions.v1.TxnMarkers"
 
+_ANSWER_MARGIN_S = 0.5  # EndTxn answers this long before its caller's deadline
+
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
 
@@ -29,6 +31,17 @@ def _unary(method: Callable[[_Req, grpc.ServicerContext], _Resp],
            request: type[_Req]) -> grpc.RpcMethodHandler[_Req, _Resp]:
     return grpc.unary_unary_rpc_method_handler(method, request_deserializer=request.FromString,
                                                response_serializer=lambda m: m.SerializeToString())
+
+
+def _within_deadline_ms(context: grpc.ServicerContext) -> int | None:
+    """How long EndTxn may wait for the markers: until ``_ANSWER_MARGIN_S`` before the
+    caller's deadline, so a transaction still completing is answered with the retriable
+    ``RequestTimeoutError`` (a retry waits for the same completion) instead of the caller
+    meeting its own deadline with no answer; None when the call has no deadline."""
+    remaining: float | None = context.time_remaining()  # None without a deadline (typed as float)
+    if remaining is None:
+        return None
+    return max(0, int((remaining - _ANSWER_MARGIN_S) * 1000))
 
 
 class TxnServicer:
@@ -94,12 +107,13 @@ class TxnServicer:
 
     def EndTxn(self, request: pb.EndTxnRequest, context: grpc.ServicerContext) -> pb.EndTxnResponse:  # noqa: N802
         def answer() -> pb.EndTxnResponse:
+            wait_ms = _within_deadline_ms(context)
             if request.run:
                 self.coordinator.end_batch(request.transactional_id, request.label, request.run, request.commit,
-                                           list(request.participants))
+                                           list(request.participants), timeout_ms=wait_ms)
                 return pb.EndTxnResponse(producer_epoch=-1)
             epoch = self.coordinator.end(request.transactional_id, request.producer_id, request.producer_epoch,
-                                         request.commit)
+                                         request.commit, timeout_ms=wait_ms)
             return pb.EndTxnResponse(producer_epoch=epoch)
         return errors.guard(context, "EndTxn", answer)
 

@@ -5,19 +5,23 @@ tests/integration/test_transactions.py and tests/fault/."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Iterable, Iterator
 
+import grpc
 import pytest
 
 from brokers.metadata.image import MetadataImage
 from brokers.partition import FollowerFetch, LeaderAndIsr, Partition
 from brokers.coordination.sharded import Shard
 from brokers.transactions import TransactionCoordinator
+from brokers.transactions.service import TxnServicer
 from brokers.transactions.core import TxnShard
 from brokers.transactions.model import INTERNAL_TOPIC, Participant, TopicPartition, TxnConfig, TxnState
 from spark_log.config import TopicConfig
-from spark_log.errors import NotLeaderError
+from spark_log.errors import NotLeaderError, RequestTimeoutError
+from spark_log.proto import transactions_pb2 as tpb
 from tests.support.wait import wait_until
 
 from ..metadata.helpers import broker, build, topic
@@ -162,3 +166,51 @@ def test_markers_wait_until_the_prepared_decision_is_durable(
     assert markers.sent and all(hw >= prepared_end for _, _, hw in markers.sent)
     described = coordinator.describe("tx")
     assert described is not None and described.state is TxnState.COMPLETE_COMMIT
+
+
+class _Aborted(Exception):
+    pass
+
+
+class _Context:
+    """The ``grpc.ServicerContext`` of one server call with ``remaining_s`` left before its
+    deadline: what ``errors.abort`` sets and raises."""
+
+    def __init__(self, remaining_s: float) -> None:
+        self.deadline = time.monotonic() + remaining_s
+        self.trailing: dict[str, str] = {}
+        self.aborted_with: tuple[grpc.StatusCode, str] | None = None
+
+    def time_remaining(self) -> float:
+        return max(0.0, self.deadline - time.monotonic())
+
+    def set_trailing_metadata(self, metadata: Iterable[tuple[str, str]]) -> None:
+        self.trailing = dict(metadata)
+
+    def abort(self, code: grpc.StatusCode, details: str) -> None:
+        self.aborted_with = (code, details)
+        raise _Aborted(details)
+
+
+def test_end_txn_answers_before_its_callers_deadline(cluster: tuple[Source, Markers, PausingCoordinator]) -> None:
+    """A transaction whose markers cannot be written yet (a participant's leader down)
+    stays prepared; EndTxn waits for its completion at most until shortly before the
+    caller's deadline and answers the typed, retriable ``RequestTimeoutError`` then.  It
+    waited three commit timeouts whatever the deadline, so a caller with a shorter one (the
+    broker fuzz test's 30 s against 3 x 10 s) got gRPC's own DEADLINE_EXCEEDED, untyped."""
+    source, markers, coordinator = cluster
+    markers.send = lambda participant, commit, epoch, partitions: set()  # type: ignore[method-assign,assignment]
+    servicer = TxnServicer(coordinator)
+    pid, epoch, _ = coordinator.init_producer_id("tx", 60_000)
+    coordinator.add_partitions("tx", pid, epoch, [("t", 0)])
+    context = _Context(remaining_s=2.0)
+    started = time.monotonic()
+    with pytest.raises(_Aborted):
+        servicer.EndTxn(tpb.EndTxnRequest(transactional_id="tx", producer_id=pid, producer_epoch=epoch, commit=True),
+                        context)  # type: ignore[arg-type]
+    waited = time.monotonic() - started
+    assert context.aborted_with is not None
+    assert int(context.trailing["spark-log-error-code"]) == RequestTimeoutError.code, context.aborted_with
+    assert 1.0 <= waited < 2.0, f"answered after {waited:.2f} s of a 2 s deadline (the commit timeout is 30 s)"
+    described = coordinator.describe("tx")
+    assert described is not None and described.state is TxnState.PREPARE_COMMIT  # still completing: a retry waits
