@@ -31,7 +31,7 @@ from brokers.coordination.sharded import Coordinates, CreateTopic, PartitionSour
 from brokers.groups.loader import replay
 from brokers.partition import Partition
 from spark_log.clock import Clock
-from spark_log.errors import InvalidRequestError, InvalidTxnStateError, RequestTimeoutError
+from spark_log.errors import InvalidRequestError, InvalidTxnStateError, RequestTimeoutError, TransactionalIdNotFoundError
 
 from .core import Outcome, TxnShard, check_transactional_id
 from .markers import MarkerSender
@@ -199,7 +199,11 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         for the same completion): within three commit timeouts, or ``timeout_ms`` if sooner
         (the service passes what is left of its caller's deadline)."""
         self._decide(transactional_id, lambda core, now: core.end(transactional_id, producer_id, epoch, commit, now))
-        return self._await_complete(transactional_id, timeout_ms).producer_epoch
+        meta = self._await_complete(transactional_id, timeout_ms)
+        if meta is None:  # expired while it completed: its owner must start again
+            raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} expired while its transaction "
+                                               "completed (call init_transactions again)")
+        return meta.producer_epoch
 
     def end_batch(self, transactional_id: str, label: int, run: str, commit: bool, participants: list[int], *,
                   timeout_ms: int | None = None) -> None:
@@ -208,14 +212,17 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
                                                                         participants, now))
         self._await_complete(transactional_id, timeout_ms)
 
-    def _await_complete(self, transactional_id: str, timeout_ms: int | None) -> TxnMeta:
+    def _await_complete(self, transactional_id: str, timeout_ms: int | None) -> TxnMeta | None:
+        """The transaction's state once no decision is being completed; None at once when the
+        coordinator does not know ``transactional_id`` (nothing to wait for: a Spark sink's
+        EndTxn for an id it never joined, or one that expired)."""
         self._wake.set()
         limit_ms = self._commit_timeout_ms * 3 if timeout_ms is None else min(timeout_ms, self._commit_timeout_ms * 3)
         deadline = time.monotonic() + limit_ms / 1000
         with self._completed:
             while True:
                 meta = self.describe(transactional_id)
-                if meta is not None and not meta.state.preparing:
+                if meta is None or not meta.state.preparing:
                     return meta
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:

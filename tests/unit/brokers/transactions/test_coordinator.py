@@ -214,3 +214,16 @@ def test_end_txn_answers_before_its_callers_deadline(cluster: tuple[Source, Mark
     assert 1.0 <= waited < 2.0, f"answered after {waited:.2f} s of a 2 s deadline (the commit timeout is 30 s)"
     described = coordinator.describe("tx")
     assert described is not None and described.state is TxnState.PREPARE_COMMIT  # still completing: a retry waits
+
+
+@pytest.mark.parametrize("commit", [True, False])
+def test_end_of_a_batch_the_coordinator_never_saw_answers_at_once(
+        cluster: tuple[Source, Markers, PausingCoordinator], commit: bool) -> None:
+    """A Spark sink's EndTxn for a transactional id with no state here (never joined, or
+    expired) has nothing to complete.  It waited for a completion that could never come,
+    until the deadline (found by the broker fuzz test: DEADLINE_EXCEEDED after 30 s)."""
+    _source, _markers, coordinator = cluster
+    started = time.monotonic()
+    coordinator.end_batch("never-joined", 7, "run", commit, [])
+    assert time.monotonic() - started < 1.0
+    assert coordinator.describe("never-joined") is None
