@@ -287,14 +287,21 @@ class GroupShard:
         ``FencedMemberEpochError``.  A member-less commit (no member id, epoch -1) is
         refused with ``NonEmptyGroupError`` while the group has members.  Refused too:
         unknown topics or partitions (``UnknownTopicOrPartitionError``), negative offsets
-        (``InvalidRequestError``), metadata over the limit (``OffsetMetadataTooLargeError``)."""
+        (``InvalidRequestError``), metadata over the limit (``OffsetMetadataTooLargeError``).
+        A committed transaction's offsets (``transactional``, checked when the transaction
+        added them) skip partitions deleted since: refused, the transaction could never
+        complete (its completer retries until the group takes them)."""
         gid = request.group_id
         check_group_id(gid)
         if not request.offsets:
             raise InvalidRequestError("an offset commit needs at least one partition")
         limit = self.config.offset_metadata_max_bytes
+        gone: set[TopicPartition] = set()
         for (topic, partition), committed in request.offsets.items():
             if topic not in topics or not 0 <= partition < topics[topic][1]:
+                if request.transactional:  # checked when the transaction added it: deleted since
+                    gone.add((topic, partition))
+                    continue
                 raise UnknownTopicOrPartitionError(f"cannot commit an offset for {topic}-{partition}: no such partition")
             if committed.offset < 0:
                 raise InvalidRequestError(f"offset for {topic}-{partition} must be >= 0, got {committed.offset}")
@@ -324,7 +331,7 @@ class GroupShard:
                     f"member {request.member_id!r} of group {gid!r} committed with epoch {request.member_epoch}; "
                     f"its epoch is {member.epoch}: commit refused (the partitions may have moved)")
         records = tuple(OffsetRecord(gid, t, p, dataclasses.replace(o, commit_timestamp_ms=wall_ms))
-                        for (t, p), o in sorted(request.offsets.items()))
+                        for (t, p), o in sorted(request.offsets.items()) if (t, p) not in gone)
         return Outcome(records, None)
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None

@@ -301,3 +301,40 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstra
                                                                                meta.member_epoch + 5))
         producer.abort_transaction()
     assert _read_all(bootstrap, sink, 1, "read_committed") == [f"IN-{i}".encode() for i in range(10)]
+
+
+def test_a_transaction_commits_when_a_topic_of_its_offsets_was_deleted_meanwhile(
+        bootstrap: str, admin: Admin, topic_name: str) -> None:
+    """send_offsets_to_transaction checks the group's commit when the offsets are added; the
+    group takes them only when the transaction completes.  A topic of those offsets deleted
+    in between made the group refuse them (unknown partition) at every try, so the
+    transaction never completed: its commit timed out and every later transaction of the
+    producer met ConcurrentTransactionsError.  The deleted topic's offsets are skipped now;
+    the rest of the transaction commits."""
+    source, kept, sink, group = topic_name + "-in", topic_name + "-in2", topic_name + "-out", f"g-{uuid.uuid4().hex[:8]}"
+    for name in (source, kept, sink):
+        admin.create_topic(name, partitions=1, replication_factor=3)
+    with Producer(bootstrap) as plain:
+        for name in (source, kept):
+            plain.send(name, b"in", partition=0)
+        plain.flush()
+    with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False) as consumer, \
+            Producer(bootstrap, transactional_id=_tid()) as producer:
+        consumer.subscribe([source, kept])
+        producer.init_transactions()
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= 2, timeout=30, message="nothing consumed")
+        producer.begin_transaction()
+        producer.send(sink, b"out", partition=0)
+        producer.send_offsets_to_transaction({(source, 0): 1, (kept, 0): 1}, consumer.group_metadata())
+        admin.delete_topic(source)
+        wait_until(lambda: source not in admin.list_topics(), timeout=30, message="the topic was not deleted")
+        started = time.monotonic()
+        producer.commit_transaction()
+        assert time.monotonic() - started < 10
+        producer.begin_transaction()  # the producer goes on: nothing of the last one is left open
+        producer.send(sink, b"out2", partition=0)
+        producer.commit_transaction()
+    offsets = admin.list_group_offsets(group)
+    assert offsets[(kept, 0)].offset == 1 and (source, 0) not in offsets
+    assert _read_all(bootstrap, sink, 1, "read_committed") == [b"out", b"out2"]
