@@ -75,8 +75,8 @@ from .effects import (
 )
 from .log import RaftLog
 from .messages import (
-    BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest, FetchSnapshotResponse, HardState,
-    Message, Snapshot, SnapshotId, VoteRequest, VoteResponse,
+    BeginQuorumEpoch, BeginQuorumEpochResponse, Entry, FetchRequest, FetchResponse, FetchSnapshotRequest,
+    FetchSnapshotResponse, HardState, Message, Snapshot, SnapshotId, VoteRequest, VoteResponse,
 )
 from .quorum_info import QuorumInfo
 from .ready import LeaderChange, Ready
@@ -233,6 +233,12 @@ class RaftCore:
             case VoteResponse():
                 effects = election.on_vote_response(self, message)
             case BeginQuorumEpoch():
+                if message.epoch < self.epoch and self._is_voter:  # a stale leader: tell it our epoch
+                    effects = [Send(BeginQuorumEpochResponse(self._node_id, message.src, self.epoch,
+                                                             self._state.leader_id))]
+                else:
+                    effects = [Observe(message.epoch, message.leader_id)]
+            case BeginQuorumEpochResponse():
                 effects = [Observe(message.epoch, message.leader_id)]
             case FetchRequest():
                 if message.epoch > self.epoch:

@@ -12,7 +12,12 @@ RPCs (KIP-595 names, pull-based replication):
   (``pre_vote=True``, KIP-996, Raft thesis section 9.6) that changes no state on the
   receiver.  A pre-vote request carries the sender's *current* epoch; the epoch it
   would campaign in is ``epoch + 1``.
-- ``BeginQuorumEpoch``: a new leader announces itself to the other voters.
+- ``BeginQuorumEpoch``: a new leader announces itself to the other voters (again every
+  heartbeat to those that have not fetched from it).  A voter already in a later epoch
+  answers ``BeginQuorumEpochResponse`` with that epoch and the leader it knows (KRaft's
+  FENCED_LEADER_EPOCH answer), and the announcing leader steps down: otherwise voters that
+  moved to a later epoch in an election that failed would never follow it, and it would
+  never learn of their epoch (a pre-vote changes no state).
 - ``FetchRequest`` / ``FetchResponse``: followers and observers pull the log.  The
   response holds entries, or a ``diverging`` hint (the follower truncates), or a
   ``snapshot_id`` (the fetch offset is below the leader's log start), or only
@@ -33,6 +38,7 @@ __all__ = [
     "VoteRequest",
     "VoteResponse",
     "BeginQuorumEpoch",
+    "BeginQuorumEpochResponse",
     "FetchRequest",
     "FetchResponse",
     "FetchSnapshotRequest",
@@ -106,6 +112,14 @@ class BeginQuorumEpoch:
 
 
 @dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    src: int
+    dst: int
+    epoch: int  # the answering voter's, later than the announcement's
+    leader_id: int | None  # the leader of ``epoch`` it knows, if any
+
+
+@dataclass(frozen=True, slots=True)
 class FetchRequest:
     src: int
     dst: int
@@ -150,6 +164,7 @@ Message = Union[
     VoteRequest,
     VoteResponse,
     BeginQuorumEpoch,
+    BeginQuorumEpochResponse,
     FetchRequest,
     FetchResponse,
     FetchSnapshotRequest,

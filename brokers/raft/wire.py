@@ -40,6 +40,11 @@ def to_proto(message: m.Message) -> pb.RaftMessage:
             out.vote_response.CopyFrom(body)
         case m.BeginQuorumEpoch():
             out.begin_quorum_epoch.CopyFrom(pb.BeginQuorumEpoch(epoch=message.epoch, leader_id=message.leader_id))
+        case m.BeginQuorumEpochResponse():
+            answer = pb.BeginQuorumEpochResponse(epoch=message.epoch)
+            if message.leader_id is not None:
+                answer.leader_id = message.leader_id
+            out.begin_quorum_epoch_response.CopyFrom(answer)
         case m.FetchRequest():
             out.fetch_request.CopyFrom(pb.FetchRequest(epoch=message.epoch, fetch_offset=message.fetch_offset,
                                                        last_fetched_epoch=message.last_fetched_epoch))
@@ -85,6 +90,9 @@ def from_proto(raw: pb.RaftMessage) -> m.Message:
     if kind == "begin_quorum_epoch":
         b = raw.begin_quorum_epoch
         return m.BeginQuorumEpoch(src, dst, b.epoch, b.leader_id)
+    if kind == "begin_quorum_epoch_response":
+        a = raw.begin_quorum_epoch_response
+        return m.BeginQuorumEpochResponse(src, dst, a.epoch, a.leader_id if a.HasField("leader_id") else None)
     if kind == "fetch_request":
         f = raw.fetch_request
         return m.FetchRequest(src, dst, f.epoch, f.fetch_offset, f.last_fetched_epoch)

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aspark_log/proto/raft.proto\x12\x0espark_log.raft\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"V\n\x0bVoteRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nlast_epoch\x18\x02 \x01(\x05\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"f\n\x0cVoteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x0f\n\x07granted\x18\x02 \x01(\x08\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\x12\x16\n\tleader_id\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_leader_id\"4\n\x10\x42\x65ginQuorumEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\"O\n\x0c\x46\x65tchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\"\x93\x02\n\rFetchResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x16\n\tleader_id\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12-\n\tdiverging\x18\x07 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12/\n\x0bsnapshot_id\x18\x08 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12\x12\n\nnot_leader\x18\t \x01(\x08\x42\x0c\n\n_leader_id\"V\n\x14\x46\x65tchSnapshotRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12/\n\x0bsnapshot_id\x18\x02 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\"\x8b\x01\n\x15\x46\x65tchSnapshotResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x16\n\tleader_id\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12/\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x42\x0c\n\n_leader_id\"\xdd\x03\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x33\n\x0cvote_request\x18\x03 \x01(\x0b\x32\x1b.spark_log.raft.VoteRequestH\x00\x12\x35\n\rvote_response\x18\x04 \x01(\x0b\x32\x1c.spark_log.raft.VoteResponseH\x00\x12>\n\x12\x62\x65gin_quorum_epoch\x18\x05 \x01(\x0b\x32 .spark_log.raft.BeginQuorumEpochH\x00\x12\x35\n\rfetch_request\x18\x06 \x01(\x0b\x32\x1c.spark_log.raft.FetchRequestH\x00\x12\x37\n\x0e\x66\x65tch_response\x18\x07 \x01(\x0b\x32\x1d.spark_log.raft.FetchResponseH\x00\x12\x46\n\x16\x66\x65tch_snapshot_request\x18\x08 \x01(\x0b\x32$.spark_log.raft.FetchSnapshotRequestH\x00\x12H\n\x17\x66\x65tch_snapshot_response\x18\t \x01(\x0b\x32%.spark_log.raft.FetchSnapshotResponseH\x00\x42\x06\n\x04\x62ody\":\n\tRaftReply\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.spark_log.raft.RaftMessage2M\n\x0bRaftService\x12>\n\x04\x43\x61ll\x12\x1b.spark_log.raft.RaftMessage\x1a\x19.spark_log.raft.RaftReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1aspark_log/proto/raft.proto\x12\x0espark_log.raft\"/\n\nSnapshotId\x12\x12\n\nend_offset\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x05\"V\n\x0bVoteRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x12\n\nlast_epoch\x18\x02 \x01(\x05\x12\x12\n\nend_offset\x18\x03 \x01(\x03\x12\x10\n\x08pre_vote\x18\x04 \x01(\x08\"f\n\x0cVoteResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x0f\n\x07granted\x18\x02 \x01(\x08\x12\x10\n\x08pre_vote\x18\x03 \x01(\x08\x12\x16\n\tleader_id\x18\x04 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_leader_id\"4\n\x10\x42\x65ginQuorumEpoch\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x11\n\tleader_id\x18\x02 \x01(\x05\"O\n\x18\x42\x65ginQuorumEpochResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x16\n\tleader_id\x18\x02 \x01(\x05H\x00\x88\x01\x01\x42\x0c\n\n_leader_id\"O\n\x0c\x46\x65tchRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x14\n\x0c\x66\x65tch_offset\x18\x02 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x03 \x01(\x05\"\x93\x02\n\rFetchResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x16\n\tleader_id\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\x14\n\x0c\x66\x65tch_offset\x18\x03 \x01(\x03\x12\x1a\n\x12last_fetched_epoch\x18\x04 \x01(\x05\x12\x0f\n\x07records\x18\x05 \x01(\x0c\x12\x16\n\x0ehigh_watermark\x18\x06 \x01(\x03\x12-\n\tdiverging\x18\x07 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12/\n\x0bsnapshot_id\x18\x08 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12\x12\n\nnot_leader\x18\t \x01(\x08\x42\x0c\n\n_leader_id\"V\n\x14\x46\x65tchSnapshotRequest\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12/\n\x0bsnapshot_id\x18\x02 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\"\x8b\x01\n\x15\x46\x65tchSnapshotResponse\x12\r\n\x05\x65poch\x18\x01 \x01(\x05\x12\x16\n\tleader_id\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12/\n\x0bsnapshot_id\x18\x03 \x01(\x0b\x32\x1a.spark_log.raft.SnapshotId\x12\x0c\n\x04\x64\x61ta\x18\x04 \x01(\x0c\x42\x0c\n\n_leader_id\"\xae\x04\n\x0bRaftMessage\x12\x0b\n\x03src\x18\x01 \x01(\x05\x12\x0b\n\x03\x64st\x18\x02 \x01(\x05\x12\x33\n\x0cvote_request\x18\x03 \x01(\x0b\x32\x1b.spark_log.raft.VoteRequestH\x00\x12\x35\n\rvote_response\x18\x04 \x01(\x0b\x32\x1c.spark_log.raft.VoteResponseH\x00\x12>\n\x12\x62\x65gin_quorum_epoch\x18\x05 \x01(\x0b\x32 .spark_log.raft.BeginQuorumEpochH\x00\x12\x35\n\rfetch_request\x18\x06 \x01(\x0b\x32\x1c.spark_log.raft.FetchRequestH\x00\x12\x37\n\x0e\x66\x65tch_response\x18\x07 \x01(\x0b\x32\x1d.spark_log.raft.FetchResponseH\x00\x12\x46\n\x16\x66\x65tch_snapshot_request\x18\x08 \x01(\x0b\x32$.spark_log.raft.FetchSnapshotRequestH\x00\x12H\n\x17\x66\x65tch_snapshot_response\x18\t \x01(\x0b\x32%.spark_log.raft.FetchSnapshotResponseH\x00\x12O\n\x1b\x62\x65gin_quorum_epoch_response\x18\n \x01(\x0b\x32(.spark_log.raft.BeginQuorumEpochResponseH\x00\x42\x06\n\x04\x62ody\":\n\tRaftReply\x12-\n\x08messages\x18\x01 \x03(\x0b\x32\x1b.spark_log.raft.RaftMessage2M\n\x0bRaftService\x12>\n\x04\x43\x61ll\x12\x1b.spark_log.raft.RaftMessage\x1a\x19.spark_log.raft.RaftReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,18 +39,20 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_VOTERESPONSE']._serialized_end=285
   _globals['_BEGINQUORUMEPOCH']._serialized_start=287
   _globals['_BEGINQUORUMEPOCH']._serialized_end=339
-  _globals['_FETCHREQUEST']._serialized_start=341
-  _globals['_FETCHREQUEST']._serialized_end=420
-  _globals['_FETCHRESPONSE']._serialized_start=423
-  _globals['_FETCHRESPONSE']._serialized_end=698
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=700
-  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=786
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=789
-  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=928
-  _globals['_RAFTMESSAGE']._serialized_start=931
-  _globals['_RAFTMESSAGE']._serialized_end=1408
-  _globals['_RAFTREPLY']._serialized_start=1410
-  _globals['_RAFTREPLY']._serialized_end=1468
-  _globals['_RAFTSERVICE']._serialized_start=1470
-  _globals['_RAFTSERVICE']._serialized_end=1547
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_start=341
+  _globals['_BEGINQUORUMEPOCHRESPONSE']._serialized_end=420
+  _globals['_FETCHREQUEST']._serialized_start=422
+  _globals['_FETCHREQUEST']._serialized_end=501
+  _globals['_FETCHRESPONSE']._serialized_start=504
+  _globals['_FETCHRESPONSE']._serialized_end=779
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_start=781
+  _globals['_FETCHSNAPSHOTREQUEST']._serialized_end=867
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_start=870
+  _globals['_FETCHSNAPSHOTRESPONSE']._serialized_end=1009
+  _globals['_RAFTMESSAGE']._serialized_start=1012
+  _globals['_RAFTMESSAGE']._serialized_end=1570
+  _globals['_RAFTREPLY']._serialized_start=1572
+  _globals['_RAFTREPLY']._serialized_end=1630
+  _globals['_RAFTSERVICE']._serialized_start=1632
+  _globals['_RAFTSERVICE']._serialized_end=1709
 # @@protoc_insertion_point(module_scope)

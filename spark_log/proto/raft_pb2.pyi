@@ -46,6 +46,14 @@ class BeginQuorumEpoch(_message.Message):
     leader_id: int
     def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ...) -> None: ...
 
+class BeginQuorumEpochResponse(_message.Message):
+    __slots__ = ("epoch", "leader_id")
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    LEADER_ID_FIELD_NUMBER: _ClassVar[int]
+    epoch: int
+    leader_id: int
+    def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ...) -> None: ...
+
 class FetchRequest(_message.Message):
     __slots__ = ("epoch", "fetch_offset", "last_fetched_epoch")
     EPOCH_FIELD_NUMBER: _ClassVar[int]
@@ -99,7 +107,7 @@ class FetchSnapshotResponse(_message.Message):
     def __init__(self, epoch: _Optional[int] = ..., leader_id: _Optional[int] = ..., snapshot_id: _Optional[_Union[SnapshotId, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class RaftMessage(_message.Message):
-    __slots__ = ("src", "dst", "vote_request", "vote_response", "begin_quorum_epoch", "fetch_request", "fetch_response", "fetch_snapshot_request", "fetch_snapshot_response")
+    __slots__ = ("src", "dst", "vote_request", "vote_response", "begin_quorum_epoch", "fetch_request", "fetch_response", "fetch_snapshot_request", "fetch_snapshot_response", "begin_quorum_epoch_response")
     SRC_FIELD_NUMBER: _ClassVar[int]
     DST_FIELD_NUMBER: _ClassVar[int]
     VOTE_REQUEST_FIELD_NUMBER: _ClassVar[int]
@@ -109,6 +117,7 @@ class RaftMessage(_message.Message):
     FETCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     FETCH_SNAPSHOT_REQUEST_FIELD_NUMBER: _ClassVar[int]
     FETCH_SNAPSHOT_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    BEGIN_QUORUM_EPOCH_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     src: int
     dst: int
     vote_request: VoteRequest
@@ -118,7 +127,8 @@ class RaftMessage(_message.Message):
     fetch_response: FetchResponse
     fetch_snapshot_request: FetchSnapshotRequest
     fetch_snapshot_response: FetchSnapshotResponse
-    def __init__(self, src: _Optional[int] = ..., dst: _Optional[int] = ..., vote_request: _Optional[_Union[VoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[VoteResponse, _Mapping]] = ..., begin_quorum_epoch: _Optional[_Union[BeginQuorumEpoch, _Mapping]] = ..., fetch_request: _Optional[_Union[FetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[FetchResponse, _Mapping]] = ..., fetch_snapshot_request: _Optional[_Union[FetchSnapshotRequest, _Mapping]] = ..., fetch_snapshot_response: _Optional[_Union[FetchSnapshotResponse, _Mapping]] = ...) -> None: ...
+    begin_quorum_epoch_response: BeginQuorumEpochResponse
+    def __init__(self, src: _Optional[int] = ..., dst: _Optional[int] = ..., vote_request: _Optional[_Union[VoteRequest, _Mapping]] = ..., vote_response: _Optional[_Union[VoteResponse, _Mapping]] = ..., begin_quorum_epoch: _Optional[_Union[BeginQuorumEpoch, _Mapping]] = ..., fetch_request: _Optional[_Union[FetchRequest, _Mapping]] = ..., fetch_response: _Optional[_Union[FetchResponse, _Mapping]] = ..., fetch_snapshot_request: _Optional[_Union[FetchSnapshotRequest, _Mapping]] = ..., fetch_snapshot_response: _Optional[_Union[FetchSnapshotResponse, _Mapping]] = ..., begin_quorum_epoch_response: _Optional[_Union[BeginQuorumEpochResponse, _Mapping]] = ...) -> None: ...
 
 class RaftReply(_message.Message):
     __slots__ = ("messages",)

@@ -13,7 +13,7 @@ import pytest
 from brokers.raft.core import RaftCore
 from brokers.raft.log import MemoryRaftLog
 from brokers.raft.messages import (
-    Entry, FetchRequest, FetchResponse, HardState, Message, Snapshot, SnapshotId, VoteRequest,
+    BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, HardState, Message, Snapshot, SnapshotId, VoteRequest,
 )
 from brokers.raft.states import Candidate, Follower, Leader, Prospective, Resigned, Unattached
 from spark_log.config import RaftConfig
@@ -305,3 +305,31 @@ def test_the_leader_holds_an_idle_fetch_for_fetch_wait_ticks_and_answers_it_at_o
     assert not [m for m in net.queue if isinstance(m, FetchRequest) and m.src == 2]
     net.tick(2)
     assert [m.fetch_offset for m in net.queue if isinstance(m, FetchRequest) and m.src == 2] == [follower.log.end_offset]
+
+
+def test_a_leader_behind_some_voters_epoch_steps_down_when_they_answer_its_announcement() -> None:
+    """KRaft's answer to BeginQuorumEpoch (FENCED_LEADER_EPOCH): voters 4 and 5 moved to
+    epoch 5 in an election that failed (here: their persisted state), then a leader was
+    elected in epoch 2 without them.  Its announcements were dropped by a voter in a later
+    epoch, and their pre-votes are refused while it leads (KIP-996), so they never followed it
+    and it never learned of their epoch: a quorum with two voters stranded for good (the
+    Raft simulation, ``test_five_voters_partitions`` seed 802769).  They now answer with
+    their epoch and the leader steps down; the next election takes everyone along."""
+    net = Net([1, 2, 3, 4, 5], hard={4: HardState(5, 4), 5: HardState(5, 4)})
+    apart = {4, 5}
+    net.campaign(1)
+    net.deliver(keep=lambda m: m.src not in apart and m.dst not in apart)
+    leader = net.cores[1]
+    assert leader.is_leader and leader.epoch < 5
+    net.queue.clear()  # healed from here on
+    net.tick(1)  # the next heartbeat announces the epoch again to the voters that never fetched
+    assert {m.dst for m in net.queue if isinstance(m, BeginQuorumEpoch)} == apart
+    net.deliver()
+    assert not leader.is_leader and leader.epoch == 5
+    for _ in range(10):  # elections until one takes every voter along
+        if any(c.is_leader for c in net.cores.values()):
+            break
+        net.campaign(1)
+        net.deliver()
+    new = net.leader()
+    assert new.epoch > 5 and all(c.epoch == new.epoch and c.leader_id == new.node_id for c in net.cores.values())

@@ -19,6 +19,8 @@ MESSAGES: list[m.Message] = [
     m.VoteResponse(2, 1, 4, True, False, None),
     m.VoteResponse(2, 1, 4, False, True, 3),
     m.BeginQuorumEpoch(1, 3, 4, 1),
+    m.BeginQuorumEpochResponse(3, 1, 5, None),
+    m.BeginQuorumEpochResponse(3, 1, 5, 2),
     m.FetchRequest(3, 1, 4, 10, 2),
     m.FetchResponse(1, 3, 4, 1, 5, 2, ENTRIES, 7),
     m.FetchResponse(1, 3, 4, 1, 10, 2, (), 7, diverging=m.SnapshotId(6, 1)),
