@@ -4,7 +4,9 @@ Raft paper section 5.2 (randomised timeouts, one vote per term, majority wins),
 5.4.1 (the election restriction: grant only to a candidate whose log is at least as
 up to date, compared by (last epoch, end offset)), thesis 9.6 / KIP-996 (pre-vote: a
 Prospective node asks first whether it could win, and a voter that still hears from a
-leader says no, so a partitioned node that rejoins cannot disrupt a healthy quorum).
+leader says no, so a partitioned node that rejoins cannot disrupt a healthy quorum; a
+pre-vote in a later epoch still moves its receiver there, since its sender only got there
+by winning a pre-vote and campaigning).
 
 Each function reads a ``CoreView`` and returns the effects for ``RaftCore`` to apply
 (``effects.py``); nothing here changes the core.  Where a step depends on the role an
@@ -66,13 +68,13 @@ def on_vote_request(view: CoreView, request: VoteRequest, *, leader_heard_recent
     node had an answer from its leader within the election timeout (KIP-996)."""
     if not view.is_voter or request.src not in view.voters:
         return []
-    if request.pre_vote:
-        return [_pre_vote_answer(view, request, leader_heard_recently)]
     effects: list[Effect] = []
     state = view.state
-    if request.epoch > state.epoch:
+    if request.epoch > state.epoch:  # a pre-vote's too: its sender got there in an election (KRaft)
         state = Unattached(request.epoch)
         effects.append(Become(state))
+    if request.pre_vote:
+        return [*effects, _pre_vote_answer(view, state, request, leader_heard_recently)]
     granted = False
     if request.epoch == state.epoch and _log_is_up_to_date(view, request.last_epoch, request.end_offset):
         if isinstance(state, Voted) and state.voted_for == request.src:
@@ -87,12 +89,16 @@ def on_vote_request(view: CoreView, request: VoteRequest, *, leader_heard_recent
     return effects
 
 
-def _pre_vote_answer(view: CoreView, request: VoteRequest, leader_heard_recently: bool) -> Effect:
+def _pre_vote_answer(view: CoreView, state: RoleState, request: VoteRequest, leader_heard_recently: bool) -> Effect:
     """Grant iff the log is up to date and no leader is known to be alive (KIP-996).
 
-    A pre-vote never changes the receiver's state.
+    A pre-vote changes the receiver's state only when it carries a later epoch: the
+    receiver moves to that epoch first (``state``: Unattached in it), as for any request
+    (KRaft does the same).  Otherwise a voter that moved to a later epoch in an election
+    that failed could never rejoin: its pre-votes are refused while the leader of an earlier
+    epoch lives, and that leader would never learn of its epoch if it had fetched before
+    (``BeginQuorumEpoch`` goes only to voters that never fetched).
     """
-    state = view.state
     leader_alive = isinstance(state, Leader) or (isinstance(state, Follower) and leader_heard_recently)
     granted = (
         request.epoch >= state.epoch

@@ -10,7 +10,8 @@ RPCs (KIP-595 names, pull-based replication):
 
 - ``VoteRequest`` / ``VoteResponse``: an election (``pre_vote=False``) or a pre-vote
   (``pre_vote=True``, KIP-996, Raft thesis section 9.6) that changes no state on the
-  receiver.  A pre-vote request carries the sender's *current* epoch; the epoch it
+  receiver, except that a pre-vote in a later epoch moves it to that epoch, as any request
+  does (KRaft).  A pre-vote request carries the sender's *current* epoch; the epoch it
   would campaign in is ``epoch + 1``.
 - ``BeginQuorumEpoch``: a new leader announces itself to the other voters (again every
   heartbeat to those that have not fetched from it).  A voter already in a later epoch

@@ -14,6 +14,7 @@ from brokers.raft.core import RaftCore
 from brokers.raft.log import MemoryRaftLog
 from brokers.raft.messages import (
     BeginQuorumEpoch, Entry, FetchRequest, FetchResponse, HardState, Message, Snapshot, SnapshotId, VoteRequest,
+    VoteResponse,
 )
 from brokers.raft.states import Candidate, Follower, Leader, Prospective, Resigned, Unattached
 from spark_log.config import RaftConfig
@@ -333,3 +334,33 @@ def test_a_leader_behind_some_voters_epoch_steps_down_when_they_answer_its_annou
         net.deliver()
     new = net.leader()
     assert new.epoch > 5 and all(c.epoch == new.epoch and c.leader_id == new.node_id for c in net.cores.values())
+
+
+def test_a_pre_vote_from_a_later_epoch_moves_the_quorum_to_it() -> None:
+    """KRaft: a pre-vote request carrying a later epoch moves its receiver to that epoch
+    (the sender got there in an election, which it could only start after winning a
+    pre-vote).  A voter that fetched from the leader, then moved to a later epoch in an
+    election that failed, was stranded: its pre-votes were refused while the leader lived,
+    and the leader, which announces itself only to voters that never fetched, never learned of
+    its epoch (the Raft simulation, ``test_five_voters_partitions`` seed 1002371)."""
+    net = Net([1, 2, 3])
+    net.campaign(1)
+    net.deliver()
+    leader = net.leader()
+    assert leader is net.cores[1] and leader.epoch == 1
+    net.queue.clear()
+    log = net.cores[3].log
+    for node in (1, 2):  # node 3, in epoch 2 after an election it lost, asks again
+        net.cores[node].step(VoteRequest(3, node, 2, log.last_epoch, log.end_offset, pre_vote=True))
+        net.drain(node)
+        assert net.cores[node].epoch == 2 and not net.cores[node].is_leader
+    answers = [m for m in net.queue if isinstance(m, VoteResponse)]
+    assert {m.epoch for m in answers} == {2} and all(m.pre_vote for m in answers)
+    net.queue.clear()
+    for _ in range(10):  # elections until one takes every voter along
+        if any(c.is_leader for c in net.cores.values()):
+            break
+        net.campaign(1)
+        net.deliver()
+    new = net.leader()
+    assert new.epoch > 2 and all(c.epoch == new.epoch and c.leader_id == new.node_id for c in net.cores.values())
