@@ -76,6 +76,15 @@ class Net:
                     self.cores[message.dst].step(message)
                     self.drain(message.dst)
 
+    def elect(self, node: int, tries: int = 10) -> RaftCore:
+        """Elections started by ``node`` (all messages delivered) until there is a leader."""
+        for _ in range(tries):
+            if any(c.is_leader for c in self.cores.values()):
+                break
+            self.campaign(node)
+            self.deliver()
+        return self.leader()
+
     def leader(self) -> RaftCore:
         leaders = [c for c in self.cores.values() if c.is_leader]
         assert len(leaders) == 1, [c.state for c in self.cores.values()]
@@ -327,12 +336,7 @@ def test_a_leader_behind_some_voters_epoch_steps_down_when_they_answer_its_annou
     assert {m.dst for m in net.queue if isinstance(m, BeginQuorumEpoch)} == apart
     net.deliver()
     assert not leader.is_leader and leader.epoch == 5
-    for _ in range(10):  # elections until one takes every voter along
-        if any(c.is_leader for c in net.cores.values()):
-            break
-        net.campaign(1)
-        net.deliver()
-    new = net.leader()
+    new = net.elect(1)
     assert new.epoch > 5 and all(c.epoch == new.epoch and c.leader_id == new.node_id for c in net.cores.values())
 
 
@@ -357,10 +361,5 @@ def test_a_pre_vote_from_a_later_epoch_moves_the_quorum_to_it() -> None:
     answers = [m for m in net.queue if isinstance(m, VoteResponse)]
     assert {m.epoch for m in answers} == {2} and all(m.pre_vote for m in answers)
     net.queue.clear()
-    for _ in range(10):  # elections until one takes every voter along
-        if any(c.is_leader for c in net.cores.values()):
-            break
-        net.campaign(1)
-        net.deliver()
-    new = net.leader()
+    new = net.elect(1)
     assert new.epoch > 2 and all(c.epoch == new.epoch and c.leader_id == new.node_id for c in net.cores.values())
