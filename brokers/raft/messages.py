@@ -16,9 +16,9 @@ RPCs (KIP-595 names, pull-based replication):
 - ``BeginQuorumEpoch``: a new leader announces itself to the other voters (again every
   heartbeat to those that have not fetched from it).  A voter already in a later epoch
   answers ``BeginQuorumEpochResponse`` with that epoch and the leader it knows (KRaft's
-  FENCED_LEADER_EPOCH answer), and the announcing leader steps down: otherwise voters that
-  moved to a later epoch in an election that failed would never follow it, and it would
-  never learn of their epoch (a pre-vote changes no state).
+  FENCED_LEADER_EPOCH answer), and the announcing leader steps down at once (voters that
+  moved to a later epoch in an election that failed never follow a leader of an earlier
+  one; their next pre-vote would move it too).
 - ``FetchRequest`` / ``FetchResponse``: followers and observers pull the log.  The
   response holds entries, or a ``diverging`` hint (the follower truncates), or a
   ``snapshot_id`` (the fetch offset is below the leader's log start), or only
