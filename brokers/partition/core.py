@@ -41,6 +41,7 @@ from typing import Iterable, Sequence
 from spark_log.errors import (
     FencedEpochError,
     FencedLeaderEpochError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderError,
     OffsetNotAvailableError,
@@ -262,13 +263,25 @@ class PartitionCore:
         self._txns.on_marker(producer_id, commit, offset)
         return self._replica.maybe_advance(log_end_offset)
 
-    def replicated(self, offset: int, leader_epoch: int, log_end_offset: int) -> bool:
+    def replicated(self, offset: int, leader_epoch: int, log_end_offset: int,
+                   min_insync_replicas: int | None = None) -> bool:
         """acks=all: whether the HW passed ``offset``.  ``NotLeaderError`` once this broker
-        no longer leads in ``leader_epoch`` (or was removed): never acknowledged then."""
+        no longer leads in ``leader_epoch`` (or was removed): never acknowledged then.
+        With ``min_insync_replicas``: ``NotEnoughReplicasAfterAppendError`` when the HW
+        passed it with fewer in-sync replicas than that (Kafka's check when an acks=all
+        produce completes): the ISR checked at the append may have shrunk since, and the HW
+        then moves with the members left, so the record may be on fewer replicas than asked."""
         if not self.leadership.is_leader or self.leadership.leader_epoch != leader_epoch or self.removed:
             raise NotLeaderError(f"{self.name}: leadership changed before offset {offset} was replicated; "
                                  "it was not acknowledged")
-        return self.high_watermark(log_end_offset) > offset
+        if self.high_watermark(log_end_offset) <= offset:
+            return False
+        members = len(set(self._replica.isr) | set(self._replica.pending_isr))
+        if min_insync_replicas is not None and members < min_insync_replicas:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{self.name}: offset {offset} was appended, but the ISR shrank to {members} replica(s) before it was "
+                f"replicated (min.insync.replicas={min_insync_replicas}): not acknowledged")
+        return True
 
     # -- replication: the leader's side ----------------------------------------------------
 

@@ -262,15 +262,20 @@ class Partition(CompactingPartition, TieredPartition):
             self._on_append()
         return outcome
 
-    def wait_for_high_watermark(self, offset: int, timeout_ms: int, *, leader_epoch: int | None = None) -> bool:
+    def wait_for_high_watermark(self, offset: int, timeout_ms: int, *, leader_epoch: int | None = None,
+                                acks_all: bool = False) -> bool:
         """Block until the high watermark passes ``offset`` (acks=all); RF=1: at once.  False
         after ``timeout_ms`` (injected clock); ``NotLeaderError`` once this broker stops
         leading in ``leader_epoch`` (default: the epoch at the call; pass
-        ``AppendOutcome.leader_epoch`` when other work ran between the append and the wait)."""
+        ``AppendOutcome.leader_epoch`` when other work ran between the append and the wait).
+        ``acks_all`` (a producer's acks=all): ``NotEnoughReplicasAfterAppendError`` when the
+        ISR is below ``min.insync.replicas`` once the HW passed it
+        (``PartitionCore.replicated``)."""
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        min_isr = self._config.min_insync_replicas if acks_all else None
         with self._cond:
             epoch = self._core.leader_epoch if leader_epoch is None else leader_epoch
-            while not self._core.replicated(offset, epoch, self._log.log_end_offset):
+            while not self._core.replicated(offset, epoch, self._log.log_end_offset, min_isr):
                 remaining_ms = deadline_ms - self._clock.monotonic_ms()
                 if remaining_ms <= 0:
                     return False

@@ -205,7 +205,7 @@ class ProduceHandler:
             try:
                 remaining_ms = max(0, deadline_ms - self._clock.monotonic_ms())
                 if not waiting.partition.wait_for_high_watermark(outcome.last_offset, remaining_ms,
-                                                                 leader_epoch=outcome.leader_epoch):
+                                                                 leader_epoch=outcome.leader_epoch, acks_all=True):
                     raise NotEnoughReplicasAfterAppendError(
                         f"{waiting.entry.topic}-{waiting.entry.partition}: offsets {outcome.base_offset}.."
                         f"{outcome.last_offset} were appended but not replicated within {timeout_ms / 1000:.1f}s")

@@ -323,7 +323,8 @@ class SimBroker:
                 try:
                     if replica is None:
                         raise NotLeaderError("replica gone")
-                    if replica.replicated(waiter.appended.last, waiter.appended.epoch):
+                    if replica.replicated(waiter.appended.last, waiter.appended.epoch,
+                                          self.image.topics[TOPIC].config.min_insync_replicas):
                         done = True
                     elif now >= waiter.deadline:
                         error, done = NotEnoughReplicasAfterAppendError(

@@ -94,8 +94,8 @@ class SimReplica:
         core.on_leader_append(run, [f.header() for f in stamped], stamped[0].base_offset, self.log.leo)
         return Appended(stamped[0].base_offset, stamped[-1].next_offset - 1, False, core.leader_epoch)
 
-    def replicated(self, offset: int, leader_epoch: int) -> bool:
-        return self.core.replicated(offset, leader_epoch, self.log.leo)
+    def replicated(self, offset: int, leader_epoch: int, min_isr: int | None = None) -> bool:
+        return self.core.replicated(offset, leader_epoch, self.log.leo, min_isr)
 
     def sequence_gap_error(self, frames: list[SimFrame]) -> Exception:
         return self.core.sequence_gap_error(ProducerRun.of([f.header() for f in frames]))
