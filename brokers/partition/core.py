@@ -276,8 +276,7 @@ class PartitionCore:
                                  "it was not acknowledged")
         if self.high_watermark(log_end_offset) <= offset:
             return False
-        members = len(set(self._replica.isr) | set(self._replica.pending_isr))
-        if min_insync_replicas is not None and members < min_insync_replicas:
+        if min_insync_replicas is not None and (members := len(self._replica.maximal_isr)) < min_insync_replicas:
             raise NotEnoughReplicasAfterAppendError(
                 f"{self.name}: offset {offset} was appended, but the ISR shrank to {members} replica(s) before it was "
                 f"replicated (min.insync.replicas={min_insync_replicas}): not acknowledged")

@@ -106,12 +106,18 @@ class ReplicaState:
 
     # -- leader -----------------------------------------------------------------------------
 
+    @property
+    def maximal_isr(self) -> frozenset[int]:
+        """The members the HW counts: the ISR and the joiners of an expansion in flight
+        (Kafka's maximal ISR)."""
+        return frozenset(self.isr) | frozenset(self.pending_isr)
+
     def maybe_advance(self, log_end_offset: int) -> bool:
         """Recompute the HW after the leader's LEO or a follower's position moved; True if it grew."""
         if not self.is_leader:
             return False
         candidate = log_end_offset
-        for r in sorted(set(self.isr) | set(self.pending_isr)):
+        for r in self.maximal_isr:
             if r == self.broker_id:
                 continue
             progress = self.followers.get(r)

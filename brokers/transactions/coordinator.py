@@ -217,7 +217,9 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         coordinator does not know ``transactional_id`` (nothing to wait for: a Spark sink's
         EndTxn for an id it never joined, or one that expired)."""
         self._wake.set()
-        limit_ms = self._commit_timeout_ms * 3 if timeout_ms is None else min(timeout_ms, self._commit_timeout_ms * 3)
+        limit_ms = self._commit_timeout_ms * 3
+        if timeout_ms is not None:
+            limit_ms = min(limit_ms, timeout_ms)
         deadline = time.monotonic() + limit_ms / 1000
         with self._completed:
             while True:
