@@ -125,7 +125,7 @@ bench-peers: install peers-deps
 # Consumer groups: the seeded protocol simulation over 2,000 seeds (the suite runs 12; ~70 s),
 # and the group benchmark (convergence for 2..20 members, commits/s, group vs assign() reads).
 group-sweep: install
-	GROUP_SWEEP_SEEDS=2000 $(PY) -m pytest -q tests/unit/brokers/groups/test_convergence.py
+	GROUP_SWEEP_SEEDS=$${GROUP_SWEEP_SEEDS:-2000} $(PY) -m pytest -q tests/unit/brokers/groups/test_convergence.py
 
 group-bench: install
 	$(PY) -m bench.group_bench

@@ -9,7 +9,8 @@ converges (Stable, every subscribed partition owned by exactly one member, each 
 consuming exactly its assignment) within a bounded number of heartbeat rounds.
 
 The suite runs ``GROUP_SWEEP_SEEDS`` seeds (default 12, ~2 s); ``make group-sweep`` runs
-2,000.  A failure names its seed; ``GROUP_SWEEP_SEED=N`` replays one.
+2,000 (``GROUP_SWEEP_START=N`` begins at seed N).  A failure names its seed;
+``GROUP_SWEEP_SEED=N`` replays one.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from brokers.groups.messages import JOIN, LEAVE, STATIC_LEAVE, Heartbeat
 from brokers.groups.model import GroupConfig, GroupState, Subscription, TopicPartition
 from spark_log.errors import FencedMemberEpochError
 
+_START = int(os.environ.get("GROUP_SWEEP_START", "0"))
 SEEDS = [int(os.environ["GROUP_SWEEP_SEED"])] if "GROUP_SWEEP_SEED" in os.environ else range(
-    int(os.environ.get("GROUP_SWEEP_SEEDS", "12")))
+    _START, _START + int(os.environ.get("GROUP_SWEEP_SEEDS", "12")))
 SESSION_MS = 3000
 TOPICS = ["a", "b", "c"]
 
