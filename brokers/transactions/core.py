@@ -121,7 +121,11 @@ class TxnShard:
         if meta.state.preparing:
             raise ConcurrentTransactionsError(f"the last transaction of {transactional_id!r} is being completed")
         if meta.state is TxnState.ONGOING:
-            aborting = self._prepare(meta, commit=False, commit_pids=frozenset(), now_ms=now_ms, fence=True)
+            # prev_epoch -1: the fenced producer's own EndTxn is never taken for a retry of this
+            # abort (which would hand it the epoch that fenced it; Kafka's fencing sets
+            # lastProducerEpoch to none for the same reason)
+            aborting = replace(self._prepare(meta, commit=False, commit_pids=frozenset(), now_ms=now_ms, fence=True),
+                               prev_epoch=-1)
             return Outcome((aborting,), (0, 0, 0), ConcurrentTransactionsError(
                 f"aborting the open transaction of {transactional_id!r} before a new producer takes over; retry"))
         pid, epoch = meta.producer_id, meta.producer_epoch + 1

@@ -79,6 +79,25 @@ def test_init_fences_the_old_producer_and_aborts_its_open_transaction() -> None:
         shard.end(T, pid, epoch, True, 3)
 
 
+def test_a_fenced_producer_is_not_handed_the_epoch_that_fenced_it() -> None:
+    """A new producer's init aborts the old one's open transaction and gives up before its
+    retry (it crashed, or it is in its backoff).  The old producer's abort after that abort
+    completed is no retry of it: it stays fenced, and never reaches a commit."""
+    shard, ids = _shard()
+    pid, epoch, _ = _init(shard, ids)
+    _do(shard, shard.add_partitions(T, pid, epoch, [("t", 0)], 1))
+    with pytest.raises(errors.ConcurrentTransactionsError):
+        _init(shard, ids)  # the new producer
+    _complete(shard)
+    with pytest.raises(errors.ProducerFencedError):
+        shard.end(T, pid, epoch, False, 3)
+    with pytest.raises(errors.ProducerFencedError):
+        shard.end(T, pid, epoch, True, 3)
+    meta = shard.get(T)
+    assert meta is not None and meta.state is TxnState.COMPLETE_ABORT and meta.producer_epoch == 1
+    assert _init(shard, ids)[:2] == (pid, 2)
+
+
 def test_timeout_aborts_and_the_owner_learns_it_timed_out() -> None:
     shard, ids = _shard()
     pid, epoch, _ = _init(shard, ids, timeout_ms=1_000)
