@@ -2,7 +2,9 @@
 
 States: UNINITIALISED -> (``init``) READY -> (``begin``) IN_TRANSACTION -> (``commit`` /
 ``abort``) READY; FENCED once a newer producer took the transactional id (every call then
-raises ``ProducerFencedError``: close the producer).
+raises ``ProducerFencedError``: close the producer); back to UNINITIALISED when the
+coordinator aborted the transaction after its timeout (``TransactionTimedOutError``: call
+``init`` again, which moves to the next epoch).
 
 - ``init``: InitProducerId at the coordinator: the producer id and epoch to write with (an
   older producer of the same id is fenced; its open transaction is aborted first).
@@ -56,7 +58,11 @@ class ProducerTransactions:
         self.participant = False  # a Spark task's producer: joined a transaction the driver ends
 
     def _fenced(self, exc: errors.SparkLogError) -> errors.SparkLogError:
-        if isinstance(exc, errors.ProducerFencedError):
+        if isinstance(exc, errors.TransactionTimedOutError):
+            # the coordinator's timeout abort moved the epoch on and nobody took the id over
+            # since (else the error would be ProducerFencedError): init_transactions() again
+            self.phase = TxnPhase.UNINITIALISED
+        elif isinstance(exc, errors.ProducerFencedError):
             self.phase = TxnPhase.FENCED
         return exc
 

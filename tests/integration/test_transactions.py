@@ -16,6 +16,7 @@ from brokers.launcher.local import LocalCluster
 from spark_log import Admin, Consumer, Producer, errors
 from spark_log.frame import encode_batch
 from spark_log.proto import broker_pb2 as pb
+from spark_log.proto import transactions_pb2 as tpb
 from spark_log.schemas import BYTES_SCHEMA
 from tests.support.replica_logs import replica_dir, replica_markers
 from tests.support.wait import wait_until
@@ -118,6 +119,36 @@ def test_a_newer_producer_fences_the_old_one_and_aborts_its_transaction(bootstra
     assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"fresh"]
 
 
+def test_a_fenced_producer_stays_fenced_when_the_new_one_has_not_retried_its_init(bootstrap: str, admin: Admin,
+                                                                                 topic_name: str) -> None:
+    """The new instance's first InitProducerId aborts the old producer's transaction and
+    answers "retry"; before that retry (a crash, a backoff) the old producer aborts.  That
+    abort is no retry of the fencing one: the old producer is fenced and commits nothing."""
+    admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    tid = _tid()
+    with Producer(bootstrap, transactional_id=tid) as old:
+        old.init_transactions()
+        old.begin_transaction()
+        old.send(topic_name, b"before", key=b"k")
+        old.flush()
+        rpc = old._txn.rpc  # type: ignore[union-attr]  # the new instance's one call, as it would send it
+        with pytest.raises(errors.ConcurrentTransactionsError):
+            rpc.once(tid, "InitProducerId", tpb.InitProducerIdRequest(transactional_id=tid,
+                                                                       transaction_timeout_ms=60_000))
+        wait_until(lambda: rpc.call(tid, "DescribeTxn", tpb.DescribeTxnRequest(transactional_id=tid)).state
+                   == "CompleteAbort", timeout=20, message="the fencing abort did not complete")
+        with pytest.raises(errors.ProducerFencedError):
+            old.abort_transaction()
+        with pytest.raises(errors.ProducerFencedError):
+            old.begin_transaction()
+    with Producer(bootstrap, transactional_id=tid) as new:
+        new.init_transactions()
+        new.begin_transaction()
+        new.send(topic_name, b"fresh", key=b"k")
+        new.commit_transaction()
+    assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"fresh"]
+
+
 def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(bootstrap: str, admin: Admin,
                                                                      topic_name: str) -> None:
     admin.create_topic(topic_name, partitions=1, replication_factor=3)
@@ -131,7 +162,12 @@ def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(bootstrap: s
                    timeout=20, message="the timed-out transaction was not aborted")
         with pytest.raises(errors.TransactionTimedOutError):
             producer.commit_transaction()
-    assert _read_all(bootstrap, topic_name, 1, "read_committed") == []
+        # as the error says: initialise again, and the producer goes on
+        producer.init_transactions()
+        producer.begin_transaction()
+        producer.send(topic_name, b"after", key=b"k")
+        producer.commit_transaction()
+    assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"after"]
 
 
 def test_a_transactional_write_outside_the_transaction_is_refused(bootstrap: str, admin: Admin,
