@@ -247,12 +247,20 @@ class PartitionCore:
     def check_marker(self, producer_id: int, producer_epoch: int) -> None:
         """Whether this leader takes a marker of ``producer_id`` in ``producer_epoch``:
         ``FencedEpochError`` when the producer already wrote in a later epoch (a marker
-        from a coordinator that lost its place)."""
+        from a coordinator that lost its place), or when the producer has a transaction
+        open here in ``producer_epoch`` or later.  A marker is written in the epoch after
+        the data it closes (``MarkerSender``), so such a marker closed an earlier
+        transaction: a late copy of it (a deposed coordinator's resend) must not end the
+        open one, whose records would then be read as committed and never enter the
+        aborted index.  A copy arriving when nothing is open finds nothing to end."""
         self._check_leader()
         known = self._producers.last_sequence(producer_id)
         if known is not None and producer_epoch < known[0]:
             raise FencedEpochError(f"{self.name}: marker of producer {producer_id} in epoch {producer_epoch} is "
                                    f"stale; the producer wrote in epoch {known[0]}")
+        if known is not None and producer_epoch <= known[0] and self._txns.is_open(producer_id):
+            raise FencedEpochError(f"{self.name}: marker of producer {producer_id} in epoch {producer_epoch} is "
+                                   f"stale; its transaction open here was written in epoch {known[0]}")
 
     def on_leader_marker(self, producer_id: int, producer_epoch: int, commit: bool, offset: int,
                          log_end_offset: int) -> bool:

@@ -20,11 +20,13 @@ import pytest
 import spark_log.frame as frame_module
 from brokers.log.append import CheckedFrames, check_frames
 from brokers.partition import FetchedData, FollowerFetch, LeaderAndIsr, Partition
+from brokers.partition.messages import Isolation
 from brokers.partition.producer_state import PRODUCER_ID_EXPIRATION_MS
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.errors import (
-    CorruptRecordError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError, OutOfOrderSequenceError,
+    CorruptRecordError, FencedEpochError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+    OutOfOrderSequenceError,
 )
 from spark_log.frame import encode_batch
 from tests.support.segment_closes import removed, watch_closes
@@ -300,5 +302,38 @@ def test_retention_closes_the_segments_it_deletes_after_letting_go_of_the_lock(
         assert {id(s) for s, _ in closes} == {id(s) for s in deleted}  # each deleted one closed, once
         assert not [s for s, locked in closes if locked]
         assert not [s for s in deleted if s.log_path.exists()] and all(s._fd < 0 for s in deleted)
+    finally:
+        partition.close()
+
+
+def _txn_frame(pid: int, epoch: int, seq: int) -> CheckedFrames:
+    batch = pa.record_batch({"value": pa.array([b"v"], pa.binary())})
+    return _checked(encode_batch(batch, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True,
+                                 compression="none"))
+
+
+def test_a_late_copy_of_a_marker_does_not_end_the_producers_next_transaction(tmp_path: Path,
+                                                                              clock: ThreadClock) -> None:
+    """T1 (epoch 0) commits with its marker in epoch 1; T2 is then written in epoch 1.  A
+    second copy of T1's marker (a deposed coordinator's resend) is refused: T2 stays open
+    (the LSO holds at its record), and T2's own abort puts it in the aborted index."""
+    partition = _open(tmp_path / "p", clock, ME)
+    partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=0, partition_epoch=0, replicas=(ME,), isr=(ME,)),
+                     config=partition.config)
+    pid = 7
+    try:
+        partition.append_as_leader(_txn_frame(pid, 0, 0))  # 0: T1
+        partition.append_marker(producer_id=pid, producer_epoch=1, commit=True, coordinator_epoch=0)  # 1
+        partition.append_as_leader(_txn_frame(pid, 1, 0))  # 2: T2
+        with pytest.raises(FencedEpochError):
+            partition.append_marker(producer_id=pid, producer_epoch=1, commit=True, coordinator_epoch=0)
+        assert partition.last_stable_offset == 2
+        partition.append_marker(producer_id=pid, producer_epoch=2, commit=False, coordinator_epoch=0)  # 3
+        assert partition.last_stable_offset == 4
+        read = partition.read(0, max_bytes=1 << 20, isolation=Isolation.READ_COMMITTED)
+        assert [(t.producer_id, t.first_offset) for t in read.aborted] == [(pid, 2)]
+        # a copy of a marker when nothing is open ends nothing (and is no error)
+        partition.append_marker(producer_id=pid, producer_epoch=2, commit=False, coordinator_epoch=0)
+        assert partition.last_stable_offset == partition.high_watermark
     finally:
         partition.close()
