@@ -67,6 +67,11 @@ def crash_point(name: str) -> None:
 T = TypeVar("T")
 
 
+def _deposed(shard: Shard[TxnShard]) -> bool:
+    """Whether this broker stopped coordinating ``shard`` (read afresh: another thread sets it)."""
+    return shard.closed
+
+
 def _new_producer_id() -> int:
     return secrets.randbits(63)
 
@@ -279,6 +284,8 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             # and rows a marker commits must never outlive a coordinator state that forgot them
             self._wait_durable(shard, end)
         for meta in pending:
+            if _deposed(shard):
+                return
             crash_point("txn-prepared")  # tests: the coordinator dies with a prepared transaction
             if self._write_markers(shard, meta):
                 if meta.state is TxnState.PREPARE_COMMIT and meta.offsets and self._offsets is not None:
@@ -293,8 +300,12 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
 
     def _write_markers(self, shard: Shard[TxnShard], meta: TxnMeta) -> bool:
         """Every marker of ``meta`` written? (each call writes what is missing; a marker
-        written twice is harmless: the second finds no open transaction)."""
+        written twice is harmless: the second finds no open transaction).  A coordinator that
+        lost the partition meanwhile stops (its successor writes them): sending to one leader
+        after another can take a while, and a deposed coordinator's markers only arrive late."""
         for participant, commit in meta.markers():
+            if _deposed(shard):
+                return False
             done = self._markers.send(participant, commit, shard.leader_epoch, participant.partitions)
             if done != set(participant.partitions):
                 return False
