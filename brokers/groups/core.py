@@ -15,8 +15,10 @@ session; only then, once the high watermark passed the records, does the caller 
 Persisted state is exactly what the records say (last record per key wins; a tombstone
 deletes), so ``replay(log) == replay(compact(log))``.  Volatile state is the session and
 revocation deadlines: ``apply`` gives every member it has not seen a full session from
-``now_ms`` (so a new coordinator grants each member a fresh session timeout), a member
-entering ``UNREVOKED`` a full rebalance timeout.
+``now_ms``, a member entering ``UNREVOKED`` a full rebalance timeout.  A new coordinator
+grants each member a fresh session timeout (and each ``UNREVOKED`` member a fresh
+rebalance timeout) counted from when it starts serving: the loader calls
+``restart_timers`` once the replay is done, however long it took.
 
 Membership (KIP-848): see ``heartbeat``.  Target assignments come from ``assignors.py``,
 each member's move towards its target from ``reconcile.py``.
@@ -111,6 +113,19 @@ class GroupShard:
                 self._revocations.setdefault(key, now_ms + member.rebalance_timeout_ms)
             else:
                 self._revocations.pop(key, None)
+
+    def restart_timers(self, now_ms: int) -> None:
+        """Count every member's session, and every ``UNREVOKED`` member's rebalance timeout,
+        afresh from ``now_ms``: a new coordinator calls it when it starts serving, since its
+        members could not heartbeat it while it was loading (the replay's own ``now_ms`` is
+        from before the load waited for the high watermark)."""
+        self._sessions.clear()
+        self._revocations.clear()
+        for gid, group in self._groups.items():
+            for mid, member in group.members.items():
+                self._sessions[(gid, mid)] = now_ms + member.session_timeout_ms
+                if member.state is MemberState.UNREVOKED:
+                    self._revocations[(gid, mid)] = now_ms + member.rebalance_timeout_ms
 
     def finish(self, outcome: Outcome[object], now_ms: int) -> None:
         """Apply a decision whose records were appended (module docstring)."""

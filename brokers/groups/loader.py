@@ -10,7 +10,10 @@
 3. replays every frame from the log start to ``E`` through ``shard.apply``, in offset
    order, moving by each read's ``next_offset`` so it crosses the gaps a compacted log
    has.  Control frames (transaction markers) are skipped; a record it cannot decode is
-   logged and skipped (only the coordinator writes this topic; produce to it is refused).
+   logged and skipped (only the coordinator writes this topic; produce to it is refused);
+4. restarts the members' session and rebalance timers from the time the replay ended
+   (``GroupShard.restart_timers``): the members could not reach a loading coordinator, so
+   a load slower than a session must not expire them all at the first tick.
 
 Returns ``E``, the offset from which this leader's own appends follow.
 """
@@ -48,8 +51,10 @@ def load(partition: LoadablePartition, *, leader_epoch: int, shard: GroupShard, 
     replayed to.  Raises ``NotLeaderError`` (leadership moved), ``RequestTimeoutError`` (the
     high watermark did not reach the log end within ``wait_ms``)."""
     now = now_ms()
-    return replay(partition, leader_epoch=leader_epoch, apply=lambda key, value: shard.apply(decode(key, value), now),
-                  wait_ms=wait_ms, name=name)
+    end = replay(partition, leader_epoch=leader_epoch, apply=lambda key, value: shard.apply(decode(key, value), now),
+                 wait_ms=wait_ms, name=name)
+    shard.restart_timers(now_ms())  # serving starts now, not when the load began
+    return end
 
 
 def replay(partition: LoadablePartition, *, leader_epoch: int, apply: Callable[[bytes, bytes | None], None],
