@@ -15,7 +15,8 @@ session; only then, once the high watermark passed the records, does the caller 
 Persisted state is exactly what the records say (last record per key wins; a tombstone
 deletes), so ``replay(log) == replay(compact(log))``.  Volatile state is the session and
 revocation deadlines: ``apply`` gives every member it has not seen a full session from
-``now_ms``, a member entering ``UNREVOKED`` a full rebalance timeout.  A new coordinator
+``now_ms``, a member entering ``UNREVOKED`` a full rebalance timeout, and so does an
+``UNREVOKED`` member asked for a new revocation (another epoch or ``pending_revocation``).  A new coordinator
 grants each member a fresh session timeout (and each ``UNREVOKED`` member a fresh
 rebalance timeout) counted from when it starts serving: the loader calls
 ``restart_timers`` once the replay is done, however long it took.
@@ -109,10 +110,10 @@ class GroupShard:
         for mid, member in members.items():
             key = (gid, mid)
             self._sessions.setdefault(key, now_ms + member.session_timeout_ms)
-            if member.state is MemberState.UNREVOKED:
-                self._revocations.setdefault(key, now_ms + member.rebalance_timeout_ms)
-            else:
+            if member.state is not MemberState.UNREVOKED:
                 self._revocations.pop(key, None)
+            elif key not in self._revocations or _new_revocation(old.members.get(mid) if old is not None else None, member):
+                self._revocations[key] = now_ms + member.rebalance_timeout_ms
 
     def restart_timers(self, now_ms: int) -> None:
         """Count every member's session, and every ``UNREVOKED`` member's rebalance timeout,
@@ -420,6 +421,15 @@ class GroupShard:
     def state_for_test(self) -> tuple[dict[str, Group], dict[str, dict[TopicPartition, CommittedOffset]]]:
         """Copies of the persisted state (replay checks)."""
         return dict(self._groups), {g: dict(o) for g, o in self._offsets.items()}
+
+
+def _new_revocation(before: Member | None, after: Member) -> bool:
+    """``after`` (``UNREVOKED``) is asked for a revocation ``before`` was not: it just
+    entered the state, or confirmed one revocation and was asked for another (its epoch or
+    ``pending_revocation`` changed).  Each revocation gets a full rebalance timeout, as
+    Kafka re-schedules it whenever an unrevoked member changes."""
+    return (before is None or before.state is not MemberState.UNREVOKED or before.epoch != after.epoch
+            or before.pending_revocation != after.pending_revocation)
 
 
 def _metadata(members: Mapping[str, Member], topics: TopicsView) -> dict[str, tuple[str, int]]:

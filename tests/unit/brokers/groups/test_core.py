@@ -152,6 +152,30 @@ def test_revocation_timeout_removes_a_member_that_never_gives_up() -> None:
     assert d.assigned("b") == T6
 
 
+def test_a_second_revocation_gets_a_full_rebalance_timeout_of_its_own() -> None:
+    """A member that confirms one revocation and is at once asked for another stays
+    UNREVOKED; the new revocation gets a full rebalance timeout (found by a review: the
+    first revocation's deadline was kept, and the member removed right after confirming
+    everything it had been asked)."""
+    d = Driver()
+    d.heartbeat("a", rebalance_ms=5000, session_ms=60_000)  # a owns all 6
+    d.heartbeat("b", rebalance_ms=5000, session_ms=60_000)
+    d.heartbeat("a", rebalance_ms=5000, session_ms=60_000)  # asked to give up 3 at t=0: deadline 5000
+    d.now = 4900
+    d.heartbeat("b", rebalance_ms=5000, session_ms=60_000)
+    d.heartbeat("c", rebalance_ms=5000, session_ms=60_000)  # c joins meanwhile
+    d.heartbeat("a", rebalance_ms=5000, session_ms=60_000)  # a confirms, and must now give up one more
+    group = d.shard.group("g")
+    assert group is not None
+    a = group.members["a"]
+    assert a.state is MemberState.UNREVOKED and len(a.pending_revocation) == 1
+    d.heartbeat("b", rebalance_ms=5000, session_ms=60_000)
+    d.heartbeat("c", rebalance_ms=5000, session_ms=60_000)
+    assert d.tick(200) == ()  # t=5100: past the first revocation's deadline
+    assert d.tick(4799) == ()  # t=9899
+    assert len(d.tick(1)) == 1  # t=9900: the second revocation's own timeout (asked at 4900)
+
+
 def test_static_member_restart_keeps_its_partitions_without_a_new_target() -> None:
     d = Driver()
     d.converge("ab", instance="", session_ms=5000)
