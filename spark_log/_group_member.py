@@ -142,6 +142,18 @@ class Membership:
             self._fenced = True
             self.changed.notify_all()
 
+    def fence_at(self, epoch: int) -> bool:
+        """A commit made at ``epoch`` was refused as fenced: ``fence`` if the member is still
+        at that epoch (its current epoch was refused).  A commit made at an older epoch is
+        only stale (Kafka's STALE_MEMBER_EPOCH): the member moved on since, and its current
+        epoch may well be valid; the commit fails, the member keeps its partitions."""
+        with self.changed:
+            if epoch != self._epoch:
+                return False
+            self._fenced = True
+            self.changed.notify_all()
+            return True
+
     def rejoin(self) -> None:
         """After dropping every partition: join again at epoch 0 with the same member id."""
         with self.changed:

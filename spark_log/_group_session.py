@@ -14,7 +14,9 @@ partition is never fetched by two members of a group at once:
    ``seek``), and the heartbeat reports it.
 
 Commits carry the member id and epoch (a zombie's commit is refused with
-``FencedMemberEpochError``, which also makes the next poll drop everything and rejoin);
+``FencedMemberEpochError``, which also makes the next poll drop everything and rejoin, if
+the refused epoch is still the member's: a commit made at an older epoch, e.g. an async
+commit that arrives after a revocation moved the member on, is only stale and fails alone);
 a consumer that ``assign``-ed its partitions commits as a member-less group (refused
 with ``NonEmptyGroupError`` while the group has members).  ``commit_async`` runs commits
 in order on one background thread; auto-commit uses it every ``auto_commit_interval_ms``
@@ -237,9 +239,10 @@ class GroupSession:
     def _send(self, request: gpb.OffsetCommitRequest) -> None:
         try:
             self._rpc.call(self.group_id, "OffsetCommit", request)
-        except errors.FencedMemberEpochError:
-            if self.subscribed:
-                self.membership.fence()
+        except errors.FencedMemberEpochError as exc:
+            if self.subscribed and not self.membership.fence_at(request.member_epoch):
+                log.info("group %s: a commit made at member epoch %d was refused (the member is at %d now): %s",
+                         self.group_id, request.member_epoch, self.membership.epoch, exc)
             raise
 
     def _commit_quietly(self, offsets: Mapping[TopicPartition, int]) -> None:
