@@ -476,9 +476,11 @@ class Producer:
         def drain() -> None:
             self.flush()
 
-        epoch = txn.end(commit, drain)
+        pid, epoch = txn.end(commit, drain)
         with self._lock:
-            self.producer_epoch = epoch
+            if pid != self.producer_id:  # the old id's epochs ran out: sequences start afresh under the new one
+                self._generation[pid] = next(self._id_order)
+            self.producer_id, self.producer_epoch = pid, epoch
             self._next_seq.clear()
 
     def flush(self, timeout: float | None = None) -> None:

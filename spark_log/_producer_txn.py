@@ -13,7 +13,8 @@ coordinator aborted the transaction after its timeout (``TransactionTimedOutErro
 - ``commit``: flush (every record acknowledged; a send that failed for good makes the
   transaction uncommittable: abort it), then EndTxn(commit), which answers once every
   partition has its marker; the producer continues in the epoch it answers (KIP-890: the
-  markers moved the producer to it, so a late write of the old epoch is fenced).
+  markers moved the producer to it, so a late write of the old epoch is fenced), under the
+  producer id it answers (a new one, at epoch 0, once the old one's epochs ran out).
 - ``abort``: waits for the sends in flight, then EndTxn(abort).
 """
 from __future__ import annotations
@@ -138,8 +139,9 @@ class ProducerTransactions:
         except errors.SparkLogError as exc:
             raise self._fenced(exc) from None
 
-    def end(self, commit: bool, flush: Callable[[], None]) -> int:
-        """Commit or abort the open transaction; returns the epoch to write with from now on."""
+    def end(self, commit: bool, flush: Callable[[], None]) -> tuple[int, int]:
+        """Commit or abort the open transaction; returns the producer id and epoch to write
+        with from now on (a new id once the old one's epochs ran out, KIP-890)."""
         self._check(TxnPhase.IN_TRANSACTION)
         if self.participant:
             raise errors.InvalidTxnStateError("a participant's transaction is ended by its driver, not by the task")
@@ -157,11 +159,13 @@ class ProducerTransactions:
             answer = self.rpc.call(self.transactional_id, "EndTxn", request, deadline_s=max(60.0, self.rpc.timeout_s))
         except errors.SparkLogError as exc:
             raise self._fenced(exc) from None
+        if answer.producer_id:  # 0: a broker that predates new ids here (unchanged)
+            self.producer_id = int(answer.producer_id)
         self.epoch = int(answer.producer_epoch)
         self.phase = TxnPhase.READY
         with self._lock:
             self._added.clear()
-        return self.epoch
+        return self.producer_id, self.epoch
 
     def note_failure(self, error: errors.SparkLogError) -> None:
         with self._lock:

@@ -661,7 +661,12 @@ def encode_marker(commit: bool, *, producer_id: int, producer_epoch: int, coordi
                   timestamp_ms: int) -> bytes:
     """A transaction marker: a control frame (also flagged transactional) of type COMMIT or
     ABORT, carrying the producer's id and epoch in its header (as Kafka's control batches),
-    and the writing coordinator's epoch as its payload.  Only brokers write it."""
+    and the writing coordinator's epoch as its payload.  Only brokers write it.
+    ``InvalidRequestError`` for an epoch a frame cannot hold (an int16 producer epoch, an
+    int32 coordinator epoch)."""
+    if not 0 <= producer_epoch <= 32_767 or not 0 <= coordinator_epoch < 2**31:
+        raise InvalidRequestError(f"a transaction marker needs a producer epoch in [0, 32767] and a coordinator "
+                                  f"epoch in [0, 2**31), got {producer_epoch} and {coordinator_epoch}")
     kind = ControlType.COMMIT if commit else ControlType.ABORT
     batch = pa.record_batch([int16_array([int(kind)]), binary_array([_MARKER_PAYLOAD.pack(coordinator_epoch)])],
                             schema=CONTROL_SCHEMA)

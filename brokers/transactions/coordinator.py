@@ -73,7 +73,8 @@ def _deposed(shard: Shard[TxnShard]) -> bool:
 
 
 def _new_producer_id() -> int:
-    return secrets.randbits(63)
+    """A random producer id, never 0 (EndTxnResponse's 0 means "unchanged")."""
+    return 1 + secrets.randbelow((1 << 63) - 1)
 
 
 class TxnStats:
@@ -197,9 +198,10 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
                      lambda core, now: core.add_offsets(transactional_id, producer_id, epoch, offsets, now))
 
     def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, *,
-            timeout_ms: int | None = None) -> int:
+            timeout_ms: int | None = None) -> tuple[int, int]:
         """EndTxn of a producer's transaction: prepares, then waits until the markers are
-        written and the transaction is complete; answers the owner's epoch from then on.
+        written and the transaction is complete; answers the owner's producer id and epoch
+        from then on (a new id once the old one's epochs ran out: ``TxnShard.complete``).
         ``RequestTimeoutError`` when it does not complete in time (retriable: a retry waits
         for the same completion): within three commit timeouts, or ``timeout_ms`` if sooner
         (the service passes what is left of its caller's deadline)."""
@@ -208,7 +210,7 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
         if meta is None:  # expired while it completed: its owner must start again
             raise TransactionalIdNotFoundError(f"transactional id {transactional_id!r} expired while its transaction "
                                                "completed (call init_transactions again)")
-        return meta.producer_epoch
+        return meta.producer_id, meta.producer_epoch
 
     def end_batch(self, transactional_id: str, label: int, run: str, commit: bool, participants: list[int], *,
                   timeout_ms: int | None = None) -> None:
@@ -296,7 +298,7 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
             # else: retried at the next tick (a leader is moving, a broker is down)
 
     def _finish(self, shard: Shard[TxnShard], transactional_id: str) -> None:
-        self._decide_on(shard, lambda core: core.complete(transactional_id, self._clock.wall_ms()))
+        self._decide_on(shard, lambda core: core.complete(transactional_id, self._clock.wall_ms(), _new_producer_id))
 
     def _write_markers(self, shard: Shard[TxnShard], meta: TxnMeta) -> bool:
         """Every marker of ``meta`` written? (each call writes what is missing; a marker

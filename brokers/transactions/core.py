@@ -132,8 +132,8 @@ class TxnShard:
         if epoch > MAX_EPOCH:
             pid, epoch = new_producer_id(), 0
         fresh = replace(meta, producer_id=pid, producer_epoch=epoch, timeout_ms=timeout_ms, state=TxnState.EMPTY,
-                        participants=(), commit_pids=frozenset(), offsets=(), prev_epoch=-1, timed_out=False,
-                        updated_ms=now_ms)
+                        participants=(), commit_pids=frozenset(), offsets=(), prev_epoch=-1, prev_producer_id=-1,
+                        timed_out=False, updated_ms=now_ms)
         return Outcome((fresh,), (pid, epoch, meta.committed_label))
 
     # -- joining and adding ---------------------------------------------------------------------
@@ -148,7 +148,7 @@ class TxnShard:
                                            f"not {label}")
             return meta
         return replace(meta, state=TxnState.ONGOING, label=label, participants=(), commit_pids=frozenset(),
-                       offsets=(), started_ms=now_ms, timed_out=False, prev_epoch=-1)
+                       offsets=(), started_ms=now_ms, timed_out=False, prev_epoch=-1, prev_producer_id=-1)
 
     def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                        partitions: Iterable[TopicPartition], now_ms: int) -> Outcome[None]:
@@ -156,7 +156,7 @@ class TxnShard:
         participant adds partitions before its first write to them."""
         meta = self._known(transactional_id)
         wanted = frozenset(partitions)
-        if producer_id == meta.producer_id:
+        if producer_id in (meta.producer_id, meta.prev_producer_id):  # the owner, or its id before a new one
             self._check_owner(meta, producer_id, epoch)
             meta = self._open(meta, now_ms, meta.label if meta.state is TxnState.ONGOING else -1)
             current = meta.participant(producer_id) or Participant(producer_id, epoch)
@@ -278,10 +278,12 @@ class TxnShard:
 
     def end(self, transactional_id: str, producer_id: int, epoch: int, commit: bool, now_ms: int) -> Outcome[int]:
         """EndTxn: PREPARE_COMMIT / PREPARE_ABORT (the shell writes the markers, then
-        ``complete``); the shell answers the owner's epoch once the transaction is complete."""
+        ``complete``); the shell answers the owner's producer id and epoch once the
+        transaction is complete."""
         meta = self._known(transactional_id)
         state = meta.state
-        if (producer_id == meta.producer_id and epoch == meta.prev_epoch and not meta.timed_out
+        previous_id = meta.producer_id if meta.prev_producer_id < 0 else meta.prev_producer_id
+        if (producer_id == previous_id and epoch == meta.prev_epoch and not meta.timed_out
                 and state is (TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT)):
             return Outcome((), meta.producer_epoch)  # a retry of the EndTxn that completed
         self._check_owner(meta, producer_id, epoch)
@@ -306,23 +308,28 @@ class TxnShard:
                        prev_epoch=meta.producer_epoch if fence else meta.prev_epoch, timed_out=timed_out,
                        updated_ms=now_ms)
 
-    def complete(self, transactional_id: str, now_ms: int) -> Outcome[None]:
+    def complete(self, transactional_id: str, now_ms: int, new_producer_id: Callable[[], int]) -> Outcome[None]:
         """Every marker of the PREPARE_* transaction is written: COMPLETE_*.  A commit
         records its label; an owner that wrote itself moves to the next epoch (its markers
-        were written in it)."""
+        were written in it), or, once its epochs ran out (``MAX_EPOCH``: a frame header's
+        epoch is an int16, and the next transaction's markers go one above its data), to a
+        new producer id at epoch 0, which EndTxn answers (Kafka's transactions v2 do the
+        same); ``prev_producer_id`` keeps the old one for a retry of that EndTxn."""
         meta = self._known(transactional_id)
         if not meta.state.preparing:
             return Outcome((), None)
         commit = meta.state is TxnState.PREPARE_COMMIT
-        epoch, prev = meta.producer_epoch, meta.prev_epoch
+        pid, epoch, prev, prev_pid = meta.producer_id, meta.producer_epoch, meta.prev_epoch, meta.prev_producer_id
         own = meta.participant(meta.producer_id)
         if own is not None and own.epoch == meta.producer_epoch:  # not already fenced past it (init, timeout)
             epoch, prev = meta.producer_epoch + 1, meta.producer_epoch
+            if epoch > MAX_EPOCH:
+                pid, epoch, prev_pid = new_producer_id(), 0, meta.producer_id
         done = replace(meta, state=TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT,
                        committed_label=max(meta.committed_label, meta.label) if commit and meta.label >= 0
                        else meta.committed_label,
-                       producer_epoch=epoch, prev_epoch=prev, participants=(), commit_pids=frozenset(), offsets=(),
-                       updated_ms=now_ms)
+                       producer_id=pid, producer_epoch=epoch, prev_epoch=prev, prev_producer_id=prev_pid,
+                       participants=(), commit_pids=frozenset(), offsets=(), updated_ms=now_ms)
         return Outcome((done,), None)
 
     def tick(self, now_ms: int) -> Outcome[list[str]]:

@@ -89,6 +89,7 @@ class TxnMeta:
     offsets: tuple[GroupOffset, ...] = ()
     started_ms: int = -1            # wall clock: when the open transaction started
     prev_epoch: int = -1            # the owner's epoch before the last bump (an EndTxn retry)
+    prev_producer_id: int = -1      # the owner's producer id before its epochs ran out (an EndTxn retry)
     timed_out: bool = False         # the last abort was the coordinator's (timeout)
     updated_ms: int = -1
     run: str = ""                   # a Spark sink's transaction: the writer instance (query run) that opened it

@@ -26,7 +26,7 @@ def encode(meta: TxnMeta) -> tuple[bytes, bytes]:
              "commit": sorted(meta.commit_pids),
              "offsets": [[o.group_id, o.topic, o.partition, o.offset, o.metadata] for o in meta.offsets],
              "started": meta.started_ms, "prev": meta.prev_epoch, "timed_out": meta.timed_out,
-             "updated": meta.updated_ms, "run": meta.run}
+             "updated": meta.updated_ms, "run": meta.run, "prev_pid": meta.prev_producer_id}
     return _key(meta.transactional_id), json.dumps(value, separators=(",", ":")).encode()
 
 
@@ -49,7 +49,7 @@ def decode(key: bytes, value: bytes | None) -> tuple[str, TxnMeta | None]:
             commit_pids=frozenset(int(x) for x in v["commit"]),
             offsets=tuple(GroupOffset(str(g), str(t), int(p), int(o), str(m)) for g, t, p, o, m in v["offsets"]),
             started_ms=int(v["started"]), prev_epoch=int(v["prev"]), timed_out=bool(v["timed_out"]),
-            updated_ms=int(v["updated"]), run=str(v.get("run", "")))
+            updated_ms=int(v["updated"]), run=str(v.get("run", "")), prev_producer_id=int(v.get("prev_pid", -1)))
     except (ValueError, KeyError, TypeError) as exc:
         raise CorruptRecordError(f"a {key!r} record of __transaction_state cannot be read: {exc}") from None
 

@@ -112,9 +112,9 @@ class TxnServicer:
                 self.coordinator.end_batch(request.transactional_id, request.label, request.run, request.commit,
                                            list(request.participants), timeout_ms=wait_ms)
                 return pb.EndTxnResponse(producer_epoch=-1)
-            epoch = self.coordinator.end(request.transactional_id, request.producer_id, request.producer_epoch,
-                                         request.commit, timeout_ms=wait_ms)
-            return pb.EndTxnResponse(producer_epoch=epoch)
+            pid, epoch = self.coordinator.end(request.transactional_id, request.producer_id, request.producer_epoch,
+                                              request.commit, timeout_ms=wait_ms)
+            return pb.EndTxnResponse(producer_epoch=epoch, producer_id=pid)
         return errors.guard(context, "EndTxn", answer)
 
     def DescribeTxn(self, request: pb.DescribeTxnRequest,  # noqa: N802

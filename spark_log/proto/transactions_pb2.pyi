@@ -141,10 +141,12 @@ class EndTxnRequest(_message.Message):
     def __init__(self, transactional_id: _Optional[str] = ..., producer_id: _Optional[int] = ..., producer_epoch: _Optional[int] = ..., commit: _Optional[bool] = ..., label: _Optional[int] = ..., participants: _Optional[_Iterable[int]] = ..., run: _Optional[str] = ...) -> None: ...
 
 class EndTxnResponse(_message.Message):
-    __slots__ = ("producer_epoch",)
+    __slots__ = ("producer_epoch", "producer_id")
     PRODUCER_EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_ID_FIELD_NUMBER: _ClassVar[int]
     producer_epoch: int
-    def __init__(self, producer_epoch: _Optional[int] = ...) -> None: ...
+    producer_id: int
+    def __init__(self, producer_epoch: _Optional[int] = ..., producer_id: _Optional[int] = ...) -> None: ...
 
 class DescribeTxnRequest(_message.Message):
     __slots__ = ("transactional_id",)

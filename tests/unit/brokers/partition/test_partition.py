@@ -25,7 +25,7 @@ from brokers.partition.producer_state import PRODUCER_ID_EXPIRATION_MS
 from spark_log.clock import ManualClock
 from spark_log.config import TopicConfig
 from spark_log.errors import (
-    CorruptRecordError, FencedEpochError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
+    CorruptRecordError, FencedEpochError, InvalidRequestError, NotEnoughReplicasAfterAppendError, NotEnoughReplicasError,
     OutOfOrderSequenceError,
 )
 from spark_log.frame import encode_batch
@@ -335,5 +335,19 @@ def test_a_late_copy_of_a_marker_does_not_end_the_producers_next_transaction(tmp
         # a copy of a marker when nothing is open ends nothing (and is no error)
         partition.append_marker(producer_id=pid, producer_epoch=2, commit=False, coordinator_epoch=0)
         assert partition.last_stable_offset == partition.high_watermark
+    finally:
+        partition.close()
+
+
+def test_a_marker_in_an_epoch_a_frame_cannot_hold_is_refused_with_a_typed_error(tmp_path: Path,
+                                                                                 clock: ThreadClock) -> None:
+    partition = _open(tmp_path / "p", clock, ME)
+    partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=0, partition_epoch=0, replicas=(ME,), isr=(ME,)),
+                     config=partition.config)
+    try:
+        partition.append_as_leader(_txn_frame(7, 32_767, 0))
+        with pytest.raises(InvalidRequestError):
+            partition.append_marker(producer_id=7, producer_epoch=32_768, commit=True, coordinator_epoch=0)
+        assert partition.offsets().log_end_offset == 1
     finally:
         partition.close()

@@ -147,7 +147,7 @@ def test_markers_wait_until_the_prepared_decision_is_durable(
     coordinator.pause.set()
     wait_until(coordinator.paused.is_set, timeout=10, message="the ticker never ticked")
     source.hold()
-    answers: list[int] = []
+    answers: list[tuple[int, int]] = []
     ender = threading.Thread(target=lambda: answers.append(coordinator.end("tx", pid, epoch, True)))
     ender.start()
     try:
@@ -162,7 +162,7 @@ def test_markers_wait_until_the_prepared_decision_is_durable(
         coordinator.resume.set()
         source.replicating.set()
         ender.join(timeout=30)
-    assert answers == [epoch + 1]
+    assert answers == [(pid, epoch + 1)]
     assert markers.sent and all(hw >= prepared_end for _, _, hw in markers.sent)
     described = coordinator.describe("tx")
     assert described is not None and described.state is TxnState.COMPLETE_COMMIT

@@ -3,11 +3,13 @@ timeouts, the Spark label rules, and records that replay to the same state."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
+from typing import Callable
 
 import pytest
 
 from brokers.transactions.core import TxnShard
-from brokers.transactions.model import TxnConfig, TxnState
+from brokers.transactions.model import MAX_EPOCH, TxnConfig, TxnState
 from brokers.transactions.records import decode, encode
 from spark_log import errors
 
@@ -33,9 +35,9 @@ def _init(shard: TxnShard, ids: "itertools.count[int]", timeout_ms: int = 10_000
     return _do(shard, shard.init(T, timeout_ms, 0, lambda: next(ids)))
 
 
-def _complete(shard: TxnShard) -> None:
+def _complete(shard: TxnShard, new_producer_id: Callable[[], int] = lambda: 9_999) -> None:
     for meta in shard.preparing():
-        _do(shard, shard.complete(meta.transactional_id, 1))
+        _do(shard, shard.complete(meta.transactional_id, 1, new_producer_id))
 
 
 def test_producer_transaction_commit_moves_the_epoch_on() -> None:
@@ -96,6 +98,31 @@ def test_a_fenced_producer_is_not_handed_the_epoch_that_fenced_it() -> None:
     meta = shard.get(T)
     assert meta is not None and meta.state is TxnState.COMPLETE_ABORT and meta.producer_epoch == 1
     assert _init(shard, ids)[:2] == (pid, 2)
+
+
+def test_an_owner_whose_epochs_ran_out_goes_on_under_a_new_producer_id() -> None:
+    """Each commit moves the owner to the next epoch, and a frame header's epoch is an
+    int16 (the markers go one above the data): the commit in ``MAX_EPOCH`` completes with a
+    new producer id at epoch 0, which EndTxn answers; a retry of that EndTxn is answered
+    too, and the old id is fenced."""
+    shard, ids = _shard()
+    pid, _, _ = _init(shard, ids)
+    shard.apply(T, replace(shard.get(T), producer_epoch=MAX_EPOCH))  # type: ignore[arg-type]
+    _do(shard, shard.add_partitions(T, pid, MAX_EPOCH, [("t", 0)], 1))
+    _do(shard, shard.end(T, pid, MAX_EPOCH, True, 2))
+    assert [(p.producer_id, p.epoch) for p, _ in shard.get(T).markers()] == [(pid, MAX_EPOCH)]  # type: ignore[union-attr]
+    _complete(shard, lambda: next(ids))
+    done = shard.get(T)
+    assert done is not None and done.state is TxnState.COMPLETE_COMMIT
+    new_pid = done.producer_id
+    assert new_pid != pid and done.producer_epoch == 0
+    assert _do(shard, shard.end(T, pid, MAX_EPOCH, True, 3)) == 0  # the lost answer's retry
+    with pytest.raises(errors.ProducerFencedError):
+        shard.add_partitions(T, pid, MAX_EPOCH + 1, [("t", 0)], 4)
+    _do(shard, shard.add_partitions(T, new_pid, 0, [("t", 0)], 5))
+    _do(shard, shard.end(T, new_pid, 0, True, 6))
+    _complete(shard, lambda: next(ids))
+    assert (shard.get(T).producer_id, shard.get(T).producer_epoch) == (new_pid, 1)  # type: ignore[union-attr]
 
 
 def test_timeout_aborts_and_the_owner_learns_it_timed_out() -> None:
@@ -202,5 +229,9 @@ def test_records_round_trip_and_replay_gives_the_same_state() -> None:
     for meta in log:
         replayed.apply(*decode(*encode(meta)))
     assert replayed.get(T) == shard.get(T)
+    switched = replace(shard.get(T), producer_id=7, prev_producer_id=6, prev_epoch=MAX_EPOCH)  # type: ignore[arg-type]
+    assert decode(*encode(switched)) == (T, switched)
+    key, value = encode(switched)  # a record written before prev_producer_id existed
+    assert decode(key, value.replace(b',"prev_pid":6', b''))[1] == replace(switched, prev_producer_id=-1)
     with pytest.raises(errors.CorruptRecordError):
         decode(b'["txn","x"]', b'{"v":9}')
