@@ -19,10 +19,11 @@ the refused epoch is still the member's: a commit made at an older epoch, e.g. a
 commit that arrives after a revocation moved the member on, is only stale and fails alone);
 a consumer that ``assign``-ed its partitions commits as a member-less group (refused
 with ``NonEmptyGroupError`` while the group has members).  ``commit_async`` runs commits
-in order on one background thread; auto-commit uses it every ``auto_commit_interval_ms``
-at the start of ``poll`` (the positions after the records earlier polls returned:
-at-least-once when records are processed between polls), and commits synchronously on
-revocation and on ``close``.
+in order on one background thread, and ``commit`` goes through that thread too, after
+every earlier ``commit_async`` (an older commit never lands after a newer one); auto-commit
+uses ``commit_async`` every ``auto_commit_interval_ms`` at the start of ``poll`` (the
+positions after the records earlier polls returned: at-least-once when records are
+processed between polls), and commits synchronously on revocation and on ``close``.
 
 Thread-safety: the poll thread calls everything but ``commit_async``'s callback, which runs
 on the commit thread.
@@ -30,6 +31,7 @@ on the commit thread.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -103,7 +105,9 @@ class GroupSession:
         self._manual: frozenset[TopicPartition] = frozenset()
         self._on_assigned: Callback | None = None
         self._on_revoked: Callback | None = None
-        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"commit-{group_id}")
+        self._committer_ident: int | None = None  # the commit thread, once it started
+        self._committer = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"commit-{group_id}",
+                                             initializer=self._mark_committer)
 
     # -- subscription -----------------------------------------------------------------------
 
@@ -204,11 +208,28 @@ class GroupSession:
         return self._hooks._consumed_positions(self.assignment())
 
     def commit(self, offsets: OffsetsArg | None = None, *, metadata: str = "") -> None:
-        """Commit ``offsets`` (default: the positions of every owned partition) and wait."""
+        """Commit ``offsets`` (default: the positions of every owned partition) and wait.
+
+        It is queued behind every earlier ``commit_async`` (on the commit thread) and waits
+        for them too, as Kafka's commitSync: an older async commit landing after it would
+        move the committed offset back.  Called from a ``commit_async`` callback (on the
+        commit thread, after the earlier commits) it sends at once."""
         chosen: OffsetsArg = self.default_offsets() if offsets is None else offsets
         if not chosen:
             return
-        self._send(self._request(chosen, metadata))
+        request = self._request(chosen, metadata)
+        if threading.get_ident() == self._committer_ident:
+            self._send(request)
+            return
+        try:
+            queued = self._committer.submit(self._send, request)
+        except RuntimeError:  # the commit thread has stopped (closed): nothing is queued before it
+            self._send(request)
+            return
+        queued.result()
+
+    def _mark_committer(self) -> None:
+        self._committer_ident = threading.get_ident()
 
     def commit_async(self, offsets: OffsetsArg | None = None, *, metadata: str = "",
                      callback: Callable[[dict[TopicPartition, int], SparkLogError | None], None] | None = None

@@ -20,6 +20,7 @@ from spark_log import errors
 from spark_log._group_member import GroupSubscription
 from spark_log._group_session import GroupSession
 from spark_log.proto import groups_pb2 as gpb
+from tests.support.wait import wait_until
 
 TopicPartition = tuple[str, int]
 TOPICS = {"t": ("id-t", 2)}
@@ -183,6 +184,65 @@ def test_a_commit_refused_at_the_current_epoch_still_fences(rpc: FakeRpc) -> Non
         with pytest.raises(errors.UnknownMemberIdError):
             session.commit({P0: 3})
         assert session.membership.view().fenced
+    finally:
+        session.membership.leave(send=False)
+        session._committer.shutdown(wait=True)
+
+
+def test_a_sync_commit_waits_for_earlier_async_commits(rpc: FakeRpc) -> None:
+    """``commit`` after ``commit_async``: the async commit, slower, must not land after the
+    sync one and move the committed offset back (found by a review: the sync commit went
+    straight out; Kafka's commitSync completes the earlier async commits first)."""
+    session = _session(rpc)
+    session.manual(frozenset({P0}))
+    rpc.hold_first_commit.set()
+    try:
+        earlier = session.commit_async({P0: 5})
+        assert rpc.holding.wait(10)
+        done = threading.Event()
+
+        def commit_sync() -> None:
+            session.commit({P0: 10})
+            done.set()
+        sync = threading.Thread(target=commit_sync)
+        sync.start()
+        # either the sync commit went out (and completed) or it is queued behind the held one;
+        # the executor's queue is the only place that shows the latter
+        wait_until(lambda: done.is_set() or session._committer._work_queue.qsize() > 0, timeout=10,
+                   message="the sync commit neither completed nor queued")
+        rpc.release.set()
+        earlier.result(timeout=10)
+        sync.join(10)
+        assert done.is_set() and rpc.committed(P0) == 10
+    finally:
+        session._committer.shutdown(wait=True)
+
+
+def test_commit_in_an_async_commits_callback_sends_at_once(rpc: FakeRpc) -> None:
+    """A callback runs on the commit thread: a ``commit`` there must not queue behind
+    itself and wait forever."""
+    session = _session(rpc)
+    session.manual(frozenset({P0}))
+    try:
+        future = session.commit_async({P0: 5}, callback=lambda offsets, error: session.commit({P0: 6}))
+        future.result(timeout=10)
+        assert rpc.committed(P0) == 6
+    finally:
+        session._committer.shutdown(wait=True)
+
+
+def test_commit_in_on_revoked_during_poll(rpc: FakeRpc) -> None:
+    """``on_revoked`` runs on the poll thread, mid-reconciliation: its ``commit`` goes
+    through the commit thread and returns."""
+    session = _session(rpc)
+    session.subscribe(GroupSubscription(topics=("t",)), None,
+                      lambda revoked: session.commit({tp: 7 for tp in revoked}))
+    try:
+        _poll_until(session, lambda: session.owned == {P0, P1}, "the first assignment")
+        rpc.join("other")
+        _poll_until(session, lambda: len(session.owned) == 1, "the revocation")
+        (given_up,) = {P0, P1} - session.owned
+        assert rpc.committed(given_up) == 7
     finally:
         session.membership.leave(send=False)
         session._committer.shutdown(wait=True)
