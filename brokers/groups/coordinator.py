@@ -7,7 +7,10 @@ on the first ``FindCoordinator`` with ``cleanup.policy=compact``, no time or siz
 replication factor ``min(offsets_topic_replication_factor, live brokers)``).  Everything a
 group is (members, epochs, assignments, committed offsets) is a record in that partition
 (``records.py``); the in-memory ``GroupShard`` is a cache of it (``loader.py`` replays it).
-The shell's ticker expires sessions and revocation timeouts every ``tick_ms``.
+The shell's ticker expires sessions and revocation timeouts every ``tick_ms``, and when
+this broker's view of the topics changed (or a shard was loaded), tombstones the committed
+offsets of partitions that are gone (``GroupShard.drop_stale_offsets``: deleted topics,
+re-created ones by their new topic id); until then reads leave those offsets out.
 
 Thread-safety: all public methods may be called from any thread.
 """
@@ -66,6 +69,7 @@ class GroupCoordinator(ShardedCoordinator[GroupShard]):
         self.config = config or GroupConfig()
         self.topic = topic or InternalTopicSpec()
         self._topics_cache: tuple[int, TopicsView] = (-2, {})
+        self._swept: dict[int, tuple[GroupShard, TopicsView]] = {}  # shard index -> the core and view swept
 
     # -- the shell's hooks -----------------------------------------------------------------
 
@@ -88,11 +92,13 @@ class GroupCoordinator(ShardedCoordinator[GroupShard]):
         return to_frame(tuple(records), timestamp_ms=timestamp_ms)
 
     def _on_tick(self, shard: Shard[GroupShard]) -> None:
-        """Sessions and revocation timeouts expire (appended; nobody waits for the answer)."""
+        """Sessions and revocation timeouts expire, offsets of gone partitions are dropped
+        (appended; nobody waits for the answer)."""
         with shard.lock:
             core = shard.core
             if core is None or shard.closed:
                 return
+            self._drop_stale_offsets(shard, core)
             now = self._clock.monotonic_ms()
             outcome = core.tick(now)
             for record in outcome.records:
@@ -100,6 +106,24 @@ class GroupCoordinator(ShardedCoordinator[GroupShard]):
             if outcome.records:
                 self._append(shard, outcome.records)
             core.finish(outcome, now)
+
+    def _drop_stale_offsets(self, shard: Shard[GroupShard], core: GroupShard) -> None:
+        """Tombstone the offsets of partitions gone from the topics (caller holds the shard's
+        lock) once per change of the view, and once after every load: the view a new
+        coordinator loads with is at least as new as any its predecessors committed under
+        (its leadership comes later in the metadata log), so a topic missing from it was
+        deleted."""
+        topics = self._topics()
+        swept = self._swept.get(shard.index)
+        if swept is not None and swept[0] is core and swept[1] == topics:
+            return
+        outcome = core.drop_stale_offsets(topics)
+        if outcome.records:
+            log.info("%s-%d: dropping %d committed offset(s) of deleted or re-created topics", self.topic_name,
+                     shard.index, len(outcome.records))
+            self._append(shard, outcome.records)
+        core.finish(outcome, self._clock.monotonic_ms())
+        self._swept[shard.index] = (core, topics)
 
     # -- reads for metrics -----------------------------------------------------------------
 
@@ -135,10 +159,10 @@ class GroupCoordinator(ShardedCoordinator[GroupShard]):
         self._decide(group_id, lambda core, now: core.delete_offsets(group_id, partitions))
 
     def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
-        return self._read(group_id, lambda core: core.fetch_offsets(group_id, partitions))
+        return self._read(group_id, lambda core: core.fetch_offsets(group_id, partitions, self._topics()))
 
     def describe_group(self, group_id: str) -> GroupView:
-        return self._read(group_id, lambda core: core.describe(group_id))
+        return self._read(group_id, lambda core: core.describe(group_id, self._topics()))
 
     def list_groups(self) -> list[GroupListing]:
         """Groups of every internal partition this broker coordinates (loaded ones)."""

@@ -154,7 +154,8 @@ class GroupShard:
           owned partitions it still has, when the last answer was lost), else
           ``FencedMemberEpochError``; an unknown member id is ``UnknownMemberIdError``.
         A change of subscription or assignor, or of the subscribed topics' partitions or
-        pattern matches, bumps the group epoch and recomputes the target.  The member then
+        pattern matches, bumps the group epoch and recomputes the target (and tombstones the
+        group's offsets of partitions that are gone: ``drop_stale_offsets``).  The member then
         moves towards its target (``reconcile``).  Bad input: ``InvalidGroupIdError``,
         ``InvalidRequestError``, ``InvalidSessionTimeoutError``, ``UnsupportedAssignorError``,
         ``InvalidRegularExpressionError``."""
@@ -216,6 +217,8 @@ class GroupShard:
                            is_free=lambda tp: tp not in others)
         group = dataclasses.replace(group, members={**group.members, member.member_id: member})
         records: tuple[Record, ...] = (GroupRecord(group.group_id, group),) if group != old else ()
+        if old is None or group.topics != old.topics:  # the topics changed: no old offset may apply
+            records += tuple(OffsetRecord(group.group_id, t, p, None) for t, p in self._stale_offsets(group.group_id, topics))
         steady = member.state is MemberState.STABLE and member.epoch == group.assignment_epoch
         interval = self.config.heartbeat_interval_ms
         if not steady:
@@ -306,7 +309,8 @@ class GroupShard:
         (``InvalidRequestError``), metadata over the limit (``OffsetMetadataTooLargeError``).
         A committed transaction's offsets (``transactional``, checked when the transaction
         added them) skip partitions deleted since: refused, the transaction could never
-        complete (its completer retries until the group takes them)."""
+        complete (its completer retries until the group takes them).  Each offset is
+        stamped with its topic's id, so it never applies to a re-created topic."""
         gid = request.group_id
         check_group_id(gid)
         if not request.offsets:
@@ -346,18 +350,39 @@ class GroupShard:
                 raise FencedMemberEpochError(
                     f"member {request.member_id!r} of group {gid!r} committed with epoch {request.member_epoch}; "
                     f"its epoch is {member.epoch}: commit refused (the partitions may have moved)")
-        records = tuple(OffsetRecord(gid, t, p, dataclasses.replace(o, commit_timestamp_ms=wall_ms))
+        records = tuple(OffsetRecord(gid, t, p, dataclasses.replace(o, commit_timestamp_ms=wall_ms, topic_id=topics[t][0]))
                         for (t, p), o in sorted(request.offsets.items()) if (t, p) not in gone)
         return Outcome(records, None)
 
-    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None
-                      ) -> dict[TopicPartition, CommittedOffset]:
-        """Committed offsets of ``partitions`` (all when None) that have one."""
+    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
+                      topics: TopicsView | None = None) -> dict[TopicPartition, CommittedOffset]:
+        """Committed offsets of ``partitions`` (all when None) that have one.  With
+        ``topics``, an offset of a partition that no longer exists (its topic deleted, or
+        re-created: another id, maybe fewer partitions) has none, even before its tombstone
+        is written (``drop_stale_offsets``)."""
         check_group_id(group_id)
-        offsets = self._offsets.get(group_id, {})
+        offsets = self._live_offsets(group_id, topics)
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets[tp] for tp in partitions if tp in offsets}
+
+    def _live_offsets(self, group_id: str, topics: TopicsView | None) -> dict[TopicPartition, CommittedOffset]:
+        offsets = self._offsets.get(group_id, {})
+        if topics is None:
+            return offsets
+        return {tp: o for tp, o in offsets.items() if not _stale(tp, o, topics)}
+
+    def drop_stale_offsets(self, topics: TopicsView) -> Outcome[None]:
+        """Tombstones for every committed offset whose partition is gone from ``topics``:
+        its topic was deleted, or re-created (another topic id, or fewer partitions than
+        the offset's), as Kafka's ``onPartitionsDeleted``.  The shell calls it whenever its
+        view of the topics changed, so a delete and re-create between two views is caught
+        by the topic id."""
+        return Outcome(tuple(OffsetRecord(gid, t, p, None) for gid in sorted(self._offsets)
+                             for t, p in self._stale_offsets(gid, topics)), None)
+
+    def _stale_offsets(self, group_id: str, topics: TopicsView) -> list[TopicPartition]:
+        return sorted(tp for tp, o in self._offsets.get(group_id, {}).items() if _stale(tp, o, topics))
 
     def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> Outcome[None]:
         """Tombstones for the committed offsets of ``partitions``; refused with
@@ -391,12 +416,13 @@ class GroupShard:
         if group_id not in self._groups and group_id not in self._offsets:
             raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
 
-    def describe(self, group_id: str) -> GroupView:
-        """``GroupIdNotFoundError`` for a group with neither members nor offsets."""
+    def describe(self, group_id: str, topics: TopicsView | None = None) -> GroupView:
+        """``GroupIdNotFoundError`` for a group with neither members nor offsets; the
+        offsets as ``fetch_offsets`` gives them."""
         self._require(group_id)
         group = self._groups.get(group_id)
         state = group.state.value if group is not None else GroupState.EMPTY.value
-        return GroupView(group_id, state, group, dict(sorted(self._offsets.get(group_id, {}).items())))
+        return GroupView(group_id, state, group, dict(sorted(self._live_offsets(group_id, topics).items())))
 
     def list_groups(self) -> list[GroupListing]:
         names = sorted(set(self._groups) | set(self._offsets))
@@ -421,6 +447,17 @@ class GroupShard:
     def state_for_test(self) -> tuple[dict[str, Group], dict[str, dict[TopicPartition, CommittedOffset]]]:
         """Copies of the persisted state (replay checks)."""
         return dict(self._groups), {g: dict(o) for g, o in self._offsets.items()}
+
+
+def _stale(tp: TopicPartition, committed: CommittedOffset, topics: TopicsView) -> bool:
+    """``committed`` belongs to a partition that is gone: its topic is not in ``topics``, or
+    is another incarnation (another id; an offset without one, from before ids were kept:
+    a partition beyond the topic's count)."""
+    topic, partition = tp
+    current = topics.get(topic)
+    if current is None or partition >= current[1]:
+        return True
+    return bool(committed.topic_id) and committed.topic_id != current[0]
 
 
 def _new_revocation(before: Member | None, after: Member) -> bool:

@@ -166,12 +166,15 @@ class Group:
 
 @dataclass(frozen=True, slots=True)
 class CommittedOffset:
-    """A committed position: ``offset`` is the next record to consume."""
+    """A committed position: ``offset`` is the next record to consume.  ``topic_id``: the id
+    of the topic incarnation it was committed for ("" in records written before it was
+    kept): an offset of a deleted topic never applies to a re-created one of the same name."""
 
     offset: int
     metadata: str = ""
     commit_timestamp_ms: int = -1
     leader_epoch: int = -1
+    topic_id: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

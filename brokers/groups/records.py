@@ -4,7 +4,9 @@ The topic is compacted (``cleanup.policy=compact``), so every record is keyed an
 latest record of a key says everything about it:
 
 - ``OffsetRecord``: key ``["offset", group, topic, partition]``, one per committed
-  partition; value ``{"v": 1, "offset", "metadata", "ts", "epoch"}``.
+  partition; value ``{"v": 1, "offset", "metadata", "ts", "epoch", "tid"}`` (``tid``: the
+  topic id it was committed for; records without it, written before it was kept, read
+  as ``""``, unknown).
 - ``GroupRecord``: key ``["group", group]``, one per consumer group; value the whole
   group (epochs, assignor, subscription metadata, members with their current and target
   assignments).
@@ -89,7 +91,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
         key = _dumps(["offset", record.group_id, record.topic, record.partition])
         o = record.offset
         value = None if o is None else _dumps(
-            {"v": _VERSION, "offset": o.offset, "metadata": o.metadata, "ts": o.commit_timestamp_ms, "epoch": o.leader_epoch})
+            {"v": _VERSION, "offset": o.offset, "metadata": o.metadata, "ts": o.commit_timestamp_ms, "epoch": o.leader_epoch,
+             "tid": o.topic_id})
         return key, value
     key = _dumps(["group", record.group_id])
     return key, None if record.group is None else _dumps(_group_json(record.group))
@@ -121,7 +124,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
                 return OffsetRecord(group_id, topic, partition, None)
             v = json.loads(value)
             return OffsetRecord(group_id, topic, partition,
-                                CommittedOffset(int(v["offset"]), str(v["metadata"]), int(v["ts"]), int(v["epoch"])))
+                                CommittedOffset(int(v["offset"]), str(v["metadata"]), int(v["ts"]), int(v["epoch"]),
+                                                str(v.get("tid", ""))))
         if kind == "group" and len(parts) == 2:
             group_id = str(parts[1])
             if value is None:

@@ -394,3 +394,29 @@ def test_a_member_that_stops_polling_leaves_and_rejoins(bootstrap: str, admin: A
     finally:
         other.stop()
         stuck.close()
+
+
+def test_a_re_created_topic_starts_from_earliest_not_the_deleted_topics_offset(bootstrap: str, admin: Admin,
+                                                                             group: str) -> None:
+    """A group's committed offsets of a deleted topic never apply to a re-created topic of
+    the same name (found by a review: its consumer found the old offset and skipped the new
+    topic's first records; Kafka drops a deleted topic's offsets)."""
+    topic = f"recreated-{uuid.uuid4().hex[:6]}"
+    _topic(admin, topic, partitions=1, records=5)
+    with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                  session_timeout_ms=4000) as consumer:
+        consumer.subscribe([topic])
+        got: list[int] = []
+        wait_until(lambda: got.extend(r.offset for r in consumer.poll(0.2)) or len(got) >= 5, timeout=30,
+                   message="the first incarnation's records")
+        consumer.commit()
+    assert admin.list_group_offsets(group)[(topic, 0)].offset == 5
+    admin.delete_topic(topic)
+    _topic(admin, topic, partitions=1, records=8)  # the new topic: offsets 0..7
+    with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                  session_timeout_ms=4000) as consumer:
+        consumer.subscribe([topic])
+        values: list[bytes] = []
+        wait_until(lambda: values.extend(r.value for r in consumer.poll(0.2)) or len(values) >= 3, timeout=30,
+                   message="the re-created topic's records")
+    assert values[:3] == [b"r0", b"r1", b"r2"], f"started at the deleted topic's offset: {values!r}"

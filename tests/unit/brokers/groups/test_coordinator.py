@@ -189,3 +189,18 @@ def test_the_ticker_expires_silent_members(started: tuple[Source, GroupCoordinat
                message="the silent member was never expired")
     with pytest.raises(UnknownMemberIdError):
         _join(coordinator, "a", epoch=epoch)
+
+
+def test_the_ticker_drops_offsets_of_a_topic_re_created_between_two_views(
+        started: tuple[Source, GroupCoordinator]) -> None:
+    """The topic was deleted and re-created between two images this broker saw: only its
+    id tells; its old offsets are left out at once and tombstoned by the ticker (found by a
+    review: a re-created topic's consumer started at the deleted topic's offsets)."""
+    source, coordinator = started
+    coordinator.commit_offsets(CommitOffsets(group_id="simple", offsets={("t", 1): CommittedOffset(1000)}))
+    assert coordinator.fetch_offsets("simple", None)[("t", 1)].offset == 1000
+    source.image = build([broker(1), broker(2), *topic("t", [(1,)] * 4, topic_id="id-t-again"), *topic("u", [(1,)]),
+                          *topic(INTERNAL_TOPIC, [(1, 2)])])
+    assert coordinator.fetch_offsets("simple", None) == {}
+    wait_until(lambda: "simple" not in coordinator.committed_offsets(), timeout=10,
+               message="the re-created topic's old offsets were never tombstoned")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from brokers.groups.core import GroupShard
-from brokers.groups.messages import LEAVE, STATIC_LEAVE, Heartbeat
-from brokers.groups.model import GroupConfig, GroupState, MemberState, Subscription
-from brokers.groups.records import GroupRecord
+from brokers.groups.messages import LEAVE, STATIC_LEAVE, CommitOffsets, Heartbeat
+from brokers.groups.model import CommittedOffset, GroupConfig, GroupState, MemberState, Subscription
+from brokers.groups.records import GroupRecord, OffsetRecord
 from spark_log.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
@@ -388,3 +388,54 @@ def test_list_and_describe() -> None:
     assert listed == {"simple": ("Empty", 0), "busy": ("Stable", 2)}
     view = d.shard.describe("busy")
     assert view.group is not None and set(view.group.members) == {"a", "b"} and view.offsets == {}
+
+
+def test_offsets_of_a_deleted_or_re_created_topic_never_apply() -> None:
+    """Committed offsets carry their topic's id: after the topic is deleted, or deleted and
+    re-created (another id, maybe fewer partitions; also between two views of the topics),
+    they are left out of reads and tombstoned, as Kafka's onPartitionsDeleted (found by a
+    review: a re-created topic's consumer started at the deleted topic's offsets)."""
+    d = Driver(topics={"t": ("id-t", 4), "u": ("id-u", 2), "v": ("id-v", 1)})
+    d.commit({("t", 0): 100, ("t", 3): 300, ("u", 1): 5, ("v", 0): 7})
+    d.topics = {"t": ("id-t-again", 4), "u": ("id-u", 1)}  # t re-created, u without partition 1, v deleted
+    assert d.shard.fetch_offsets("g", None, d.topics) == {}
+    assert d.shard.describe("g", d.topics).offsets == {}
+    outcome = d.shard.drop_stale_offsets(d.topics)
+    assert {(r.topic, r.partition) for r in outcome.records if isinstance(r, OffsetRecord) and r.offset is None} == {
+        ("t", 0), ("t", 3), ("u", 1), ("v", 0)}
+    d.shard.finish(outcome, d.now)
+    assert d.shard.fetch_offsets("g") == {}
+
+
+def test_a_group_joining_a_re_created_topic_does_not_inherit_its_offsets() -> None:
+    """The heartbeat that takes the re-created topic into the group's subscription
+    tombstones the old incarnation's offsets before the member can read them."""
+    d = Driver(topics={"t": ("id-t", 2)})
+    d.commit({("t", 0): 1000})
+    d.topics = {"t": ("id-t-again", 2)}
+    d.heartbeat("a")
+    assert ("t", 0) in d.assigned("a")
+    assert d.shard.fetch_offsets("g") == {}
+    d.commit({("t", 0): 3}, member="a", epoch=d.epochs["a"])
+    assert d.shard.fetch_offsets("g", None, d.topics)[("t", 0)].topic_id == "id-t-again"
+
+
+def test_offsets_written_before_topic_ids_still_apply_while_their_partition_exists() -> None:
+    """Old records have no topic id: they apply while the topic exists with that partition."""
+    d = Driver(topics={"t": ("id-t", 2)})
+    shard = d.shard
+    shard.apply(OffsetRecord("g", "t", 1, CommittedOffset(9)), 0)
+    assert shard.fetch_offsets("g", None, d.topics)[("t", 1)].offset == 9
+    assert shard.drop_stale_offsets(d.topics).records == ()
+    assert len(shard.drop_stale_offsets({"t": ("id-t-again", 1)}).records) == 1
+
+
+def test_a_committed_transactions_offsets_are_written_with_the_topic_id() -> None:
+    """``send_offsets_to_transaction``'s commit (transactional) keeps working: stamped with
+    the topic's id, partitions deleted since skipped."""
+    d = Driver(topics={"t": ("id-t", 2)})
+    request = CommitOffsets(group_id="g", offsets={("t", 0): CommittedOffset(4), ("gone", 0): CommittedOffset(1)},
+                            transactional=True)
+    outcome = d.shard.commit_offsets(request, wall_ms=1, topics=d.topics)
+    d.shard.finish(outcome, d.now)
+    assert d.shard.fetch_offsets("g", None, d.topics) == {("t", 0): CommittedOffset(4, "", 1, -1, "id-t")}

@@ -28,6 +28,7 @@ def _group() -> Group:
 
 @pytest.mark.parametrize("record", [
     OffsetRecord("g", "t", 3, CommittedOffset(42, "meta ü", 1700, 7)),
+    OffsetRecord("g", "t", 3, CommittedOffset(42, "", 1700, 7, "id-t")),
     OffsetRecord("g", "t", 3, None),
     GroupRecord("g", _group()),
     GroupRecord("g", None),
@@ -36,6 +37,12 @@ def _group() -> Group:
 def test_records_round_trip(record: OffsetRecord | GroupRecord) -> None:
     key, value = encode(record)
     assert decode(key, value) == record
+
+
+def test_an_offset_record_written_before_topic_ids_reads_without_one() -> None:
+    key, _ = encode(OffsetRecord("g", "t", 3, None))
+    old_value = b'{"epoch":7,"metadata":"","offset":42,"ts":1700,"v":1}'
+    assert decode(key, old_value) == OffsetRecord("g", "t", 3, CommittedOffset(42, "", 1700, 7, ""))
 
 
 def test_keys_are_canonical_bytes() -> None:
