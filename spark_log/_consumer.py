@@ -204,7 +204,8 @@ class Consumer:
                 enable_auto_commit=True if enable_auto_commit is None else bool(enable_auto_commit),
                 auto_commit_interval_ms=auto_commit_interval_ms, session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms, instance_id=group_instance_id,
-                assignor=group_remote_assignor, client_id=client_id or "spark-log")
+                assignor=group_remote_assignor, client_id=client_id or "spark-log",
+                require_stable=self._isolation == pb.READ_COMMITTED)
 
     # -- assignment and positions ----------------------------------------------------------
 

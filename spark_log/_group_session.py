@@ -48,6 +48,8 @@ __all__ = ["GroupSession", "OffsetAndMetadata", "ConsumerHooks", "Callback"]
 
 log = logging.getLogger(__name__)
 
+_UNSTABLE_RETRY_S = 0.1  # how soon a read_committed member asks again for offsets a transaction holds
+
 TopicPartition = tuple[str, int]
 Callback = Callable[[list[TopicPartition]], None]
 
@@ -88,13 +90,14 @@ class GroupSession:
 
     def __init__(self, hooks: ConsumerHooks, rpc: GroupRpc, *, group_id: str, enable_auto_commit: bool,
                  auto_commit_interval_ms: int, session_timeout_ms: int, rebalance_timeout_ms: int,
-                 instance_id: str | None, assignor: str | None, client_id: str) -> None:
+                 instance_id: str | None, assignor: str | None, client_id: str, require_stable: bool = False) -> None:
         if not isinstance(group_id, str) or not group_id:
             raise errors.InvalidGroupIdError(f"group_id must be a non-empty string, got {group_id!r}")
         self.group_id = group_id
         self._hooks = hooks
         self._rpc = rpc
         self._auto_commit = enable_auto_commit
+        self._require_stable = require_stable  # read_committed: start only at offsets no open transaction holds
         self._interval_s = auto_commit_interval_ms / 1000
         self._next_commit = time.monotonic() + self._interval_s
         self.membership = Membership(rpc, group_id=group_id, member_id=uuid.uuid4().hex, instance_id=instance_id or "",
@@ -142,14 +145,17 @@ class GroupSession:
             view = self.membership.view()
             if not self.owned and not view.assignment and not view.fenced and view.error is None:
                 self.membership.wait_for_change(timeout_s, view)
-            self._reconcile()
+            if not self._reconcile():  # partitions to take wait for a transaction: ask again shortly
+                self.membership.wait_for_change(min(timeout_s, _UNSTABLE_RETRY_S), view)
         if self._auto_commit and time.monotonic() >= self._next_commit:
             self._next_commit = time.monotonic() + self._interval_s
             positions = self._hooks._consumed_positions(self.assignment())
             if positions:
                 self.commit_async({tp: o for tp, o in positions.items()}, callback=self._log_failure)
 
-    def _reconcile(self) -> None:
+    def _reconcile(self) -> bool:
+        """Follow the member's view; False when partitions it was given wait for an open
+        transaction's offsets (``require_stable``)."""
         view: MemberView = self.membership.view()
         if view.error is not None:
             raise view.error
@@ -160,9 +166,9 @@ class GroupSession:
             self.membership.rejoin()
             if lost and self._on_revoked is not None:
                 self._on_revoked(lost)
-            return
+            return True
         if not view.joined:
-            return
+            return True
         revoked = sorted(self.owned - view.assignment)
         if revoked:
             try:
@@ -176,12 +182,19 @@ class GroupSession:
                 self.membership.set_owned(self.owned)
         added = sorted(view.assignment - self.owned)
         if added:
-            committed = self.committed(added)
+            try:
+                committed = self.committed(added, require_stable=self._require_stable)
+            except errors.UnstableOffsetCommitError as exc:
+                # an open transaction will commit offsets of these partitions (KIP-447): take
+                # them at its offsets, not below them; the next poll asks again
+                log.debug("group %s: %s", self.group_id, exc)
+                return False
             self._hooks._take_partitions({tp: (c.offset if c is not None else None) for tp, c in committed.items()})
             self.owned = self.owned | frozenset(added)
             self.membership.set_owned(self.owned)
             if self._on_assigned is not None:
                 self._on_assigned(added)
+        return True
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -274,14 +287,17 @@ class GroupSession:
         except SparkLogError as exc:
             log.warning("group %s: committing revoked partitions failed: %s", self.group_id, exc)
 
-    def committed(self, partitions: Iterable[TopicPartition] | None = None
+    def committed(self, partitions: Iterable[TopicPartition] | None = None, *, require_stable: bool = False
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
-        """Committed offsets of ``partitions`` (default: the assignment); None where none."""
+        """Committed offsets of ``partitions`` (default: the assignment); None where none.
+        ``require_stable``: ``UnstableOffsetCommitError`` while an open transaction holds
+        offsets of one of them."""
         wanted = sorted(set(partitions)) if partitions is not None else self.assignment()
         if not wanted:
             return {}
         answer: gpb.OffsetFetchResponse = self._rpc.call(self.group_id, "OffsetFetch", gpb.OffsetFetchRequest(
-            group_id=self.group_id, partitions=[gpb.TopicPartitions(topic=t, partitions=[p]) for t, p in wanted]))
+            group_id=self.group_id, partitions=[gpb.TopicPartitions(topic=t, partitions=[p]) for t, p in wanted],
+            require_stable=require_stable))
         found = {(o.topic, o.partition): OffsetAndMetadata(o.offset, o.metadata, o.commit_timestamp_ms)
                  for o in answer.offsets}
         return {tp: found.get(tp) for tp in wanted}

@@ -129,6 +129,7 @@ class ErrorCode(enum.IntEnum):
     INVALID_REGULAR_EXPRESSION = 50
     OFFSET_METADATA_TOO_LARGE = 51
     INVALID_SESSION_TIMEOUT = 52
+    UNSTABLE_OFFSET_COMMIT = 53
     # transactions: 60-69
     PRODUCER_FENCED = 60
     INVALID_TXN_STATE = 61
@@ -497,6 +498,15 @@ class FencedMemberEpochError(FencedEpochError):
     partitions moved on): its commit is refused; it must drop its partitions and rejoin."""
 
     code = ErrorCode.FENCED_MEMBER_EPOCH
+
+
+class UnstableOffsetCommitError(SparkLogError):
+    """An open transaction holds offsets it will commit for these partitions of the group
+    (``send_offsets_to_transaction``, KIP-447): a ``read_committed`` consumer waits for it to
+    end instead of starting below them; retry shortly."""
+
+    code = ErrorCode.UNSTABLE_OFFSET_COMMIT
+    retriable = True
 
 
 class UnknownMemberIdError(FencedMemberEpochError):

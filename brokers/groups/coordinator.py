@@ -152,14 +152,26 @@ class GroupCoordinator(ShardedCoordinator[GroupShard]):
         wall = self._clock.wall_ms()
         self._read(request.group_id, lambda core: core.commit_offsets(request, wall_ms=wall, topics=self._topics()))
 
+    def hold_offsets(self, request: CommitOffsets, until_ms: int) -> None:
+        """A transaction's AddOffsets (``GroupShard.hold_offsets``): checked, then held (durable)."""
+        wall = self._clock.wall_ms()
+        self._decide(request.group_id, lambda core, now: core.hold_offsets(request, until_ms, wall_ms=wall,
+                                                                           topics=self._topics()))
+
+    def release_offsets(self, group_id: str, transactional_id: str) -> None:
+        self._decide(group_id, lambda core, now: core.release_offsets(group_id, transactional_id))
+
     def delete_group(self, group_id: str) -> None:
         self._decide(group_id, lambda core, now: core.delete_group(group_id))
 
     def delete_offsets(self, group_id: str, partitions: list[TopicPartition]) -> None:
         self._decide(group_id, lambda core, now: core.delete_offsets(group_id, partitions))
 
-    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None) -> dict[TopicPartition, CommittedOffset]:
-        return self._read(group_id, lambda core: core.fetch_offsets(group_id, partitions, self._topics()))
+    def fetch_offsets(self, group_id: str, partitions: list[TopicPartition] | None, *,
+                      require_stable: bool = False) -> dict[TopicPartition, CommittedOffset]:
+        wall = self._clock.wall_ms()
+        return self._read(group_id, lambda core: core.fetch_offsets(group_id, partitions, self._topics(),
+                                                                    require_stable=require_stable, wall_ms=wall))
 
     def describe_group(self, group_id: str) -> GroupView:
         return self._read(group_id, lambda core: core.describe(group_id, self._topics()))

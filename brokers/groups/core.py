@@ -44,6 +44,7 @@ from spark_log.errors import (
     OffsetMetadataTooLargeError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     UnsupportedAssignorError,
 )
 
@@ -60,7 +61,7 @@ from .model import (
     TopicsView,
 )
 from .reconcile import reconcile
-from .records import GroupRecord, OffsetRecord, Record
+from .records import GroupRecord, OffsetRecord, PendingRecord, Record
 
 __all__ = ["GroupShard", "check_group_id"]
 
@@ -82,11 +83,21 @@ class GroupShard:
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._sessions: dict[MemberKey, int] = {}
         self._revocations: dict[MemberKey, int] = {}
+        self._holds: dict[str, dict[str, tuple[frozenset[TopicPartition], int]]] = {}  # group -> txn id -> hold
 
     # -- applying records (live and replay) --------------------------------------------------
 
     def apply(self, record: Record, now_ms: int) -> None:
         """Make ``record`` the state of its key (see the module docstring for the timers)."""
+        if isinstance(record, PendingRecord):
+            holds = self._holds.setdefault(record.group_id, {})
+            if record.partitions is None:
+                holds.pop(record.transactional_id, None)
+            else:
+                holds[record.transactional_id] = (record.partitions, record.until_ms)
+            if not holds:
+                del self._holds[record.group_id]
+            return
         if isinstance(record, OffsetRecord):
             tp = (record.topic, record.partition)
             if record.offset is None:
@@ -350,18 +361,64 @@ class GroupShard:
                 raise FencedMemberEpochError(
                     f"member {request.member_id!r} of group {gid!r} committed with epoch {request.member_epoch}; "
                     f"its epoch is {member.epoch}: commit refused (the partitions may have moved)")
-        records = tuple(OffsetRecord(gid, t, p, dataclasses.replace(o, commit_timestamp_ms=wall_ms, topic_id=topics[t][0]))
-                        for (t, p), o in sorted(request.offsets.items()) if (t, p) not in gone)
+        records: tuple[Record, ...] = tuple(
+            OffsetRecord(gid, t, p, dataclasses.replace(o, commit_timestamp_ms=wall_ms, topic_id=topics[t][0]))
+            for (t, p), o in sorted(request.offsets.items()) if (t, p) not in gone)
+        if request.transactional and request.transactional_id in self._holds.get(gid, {}):
+            records += (PendingRecord(gid, request.transactional_id, None),)  # the offsets land with the release
         return Outcome(records, None)
 
+    # -- offsets an open transaction holds (KIP-447) -------------------------------------------
+
+    def hold_offsets(self, request: CommitOffsets, until_ms: int, *, wall_ms: int, topics: TopicsView) -> Outcome[None]:
+        """A transaction adds ``request.offsets`` (``send_offsets_to_transaction``): refused
+        as ``commit_offsets`` would refuse the commit (nothing is committed now), else the
+        partitions are held for ``request.transactional_id`` until ``until_ms`` (wall clock),
+        or until its offsets are committed or released: ``fetch_offsets(require_stable)``
+        answers ``UnstableOffsetCommitError`` for them meanwhile, so a ``read_committed``
+        consumer taking them over waits for the transaction instead of starting below the
+        offsets it will commit (Kafka's pending transactional offsets)."""
+        self.commit_offsets(dataclasses.replace(request, transactional=False, transactional_id=""), wall_ms=wall_ms,
+                            topics=topics)
+        if not request.transactional_id:
+            raise InvalidRequestError("holding offsets needs a transactional id")
+        held, until = self._holds.get(request.group_id, {}).get(request.transactional_id, (frozenset(), until_ms))
+        partitions = held | frozenset(request.offsets)
+        if partitions == held and until >= until_ms:
+            return Outcome((), None)
+        return Outcome((PendingRecord(request.group_id, request.transactional_id, partitions, max(until, until_ms)),),
+                       None)
+
+    def release_offsets(self, group_id: str, transactional_id: str) -> Outcome[None]:
+        """The transaction holding offsets of ``group_id`` aborted: its hold ends."""
+        check_group_id(group_id)
+        if transactional_id not in self._holds.get(group_id, {}):
+            return Outcome((), None)
+        return Outcome((PendingRecord(group_id, transactional_id, None),), None)
+
+    def _check_stable(self, group_id: str, partitions: Iterable[TopicPartition] | None, wall_ms: int) -> None:
+        """``UnstableOffsetCommitError`` if a live hold covers one of ``partitions`` (any, when None)."""
+        wanted = None if partitions is None else set(partitions)
+        for transactional_id, (held, until) in sorted(self._holds.get(group_id, {}).items()):
+            unstable = sorted(held if wanted is None else wanted & held)
+            if unstable and wall_ms < until:
+                raise UnstableOffsetCommitError(
+                    f"group {group_id!r}: the open transaction of {transactional_id!r} holds offsets of "
+                    f"{', '.join(f'{t}-{p}' for t, p in unstable)}; retry once it ends")
+
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
-                      topics: TopicsView | None = None) -> dict[TopicPartition, CommittedOffset]:
+                      topics: TopicsView | None = None, *, require_stable: bool = False,
+                      wall_ms: int = 0) -> dict[TopicPartition, CommittedOffset]:
         """Committed offsets of ``partitions`` (all when None) that have one.  With
         ``topics``, an offset of a partition that no longer exists (its topic deleted, or
         re-created: another id, maybe fewer partitions) has none, even before its tombstone
-        is written (``drop_stale_offsets``)."""
+        is written (``drop_stale_offsets``).  With ``require_stable`` (a ``read_committed``
+        consumer), ``UnstableOffsetCommitError`` while an open transaction holds offsets of
+        an asked partition at ``wall_ms`` (``hold_offsets``)."""
         check_group_id(group_id)
         offsets = self._live_offsets(group_id, topics)
+        if require_stable:
+            self._check_stable(group_id, partitions, wall_ms)
         if partitions is None:
             return dict(sorted(offsets.items()))
         return {tp: offsets[tp] for tp in partitions if tp in offsets}

@@ -54,6 +54,7 @@ class CommitOffsets:
     member_id: str = ""
     member_epoch: int = -1
     transactional: bool = False  # a committed transaction's offsets: checked when added, written regardless
+    transactional_id: str = ""  # with ``transactional``: the transaction whose hold the commit releases
 
 
 @dataclass(frozen=True, slots=True)

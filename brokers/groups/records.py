@@ -10,7 +10,11 @@ latest record of a key says everything about it:
 - ``GroupRecord``: key ``["group", group]``, one per consumer group; value the whole
   group (epochs, assignor, subscription metadata, members with their current and target
   assignments).
-- A null value is a tombstone: the offset, or the group's membership state, is deleted.
+- ``PendingRecord``: key ``["pending", group, transactional id]``, the partitions of the
+  group an open transaction holds offsets for (``send_offsets_to_transaction``, KIP-447);
+  value ``{"v": 1, "parts": [[topic, partition], ...], "until": wall ms}``, tombstoned when
+  the transaction's offsets are committed or it aborts.
+- A null value is a tombstone: the offset, the group's membership state, or the hold is deleted.
 
 Keys and values are compact UTF-8 JSON (keys as arrays, so their bytes are canonical:
 the same key always encodes to the same bytes, which is what compaction compares).  A
@@ -37,7 +41,8 @@ from spark_log.schemas import BYTES_SCHEMA
 
 from .model import CommittedOffset, Group, Member, MemberState, Subscription, TopicPartition
 
-__all__ = ["GroupRecord", "OffsetRecord", "Record", "encode", "decode", "to_frame", "rows_frame", "from_frame"]
+__all__ = ["GroupRecord", "OffsetRecord", "PendingRecord", "Record", "encode", "decode", "to_frame", "rows_frame",
+           "from_frame"]
 
 _VERSION = 1
 
@@ -56,7 +61,15 @@ class OffsetRecord:
     offset: CommittedOffset | None  # None: tombstone
 
 
-Record = GroupRecord | OffsetRecord
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    group_id: str
+    transactional_id: str
+    partitions: frozenset[TopicPartition] | None  # None: tombstone (released)
+    until_ms: int = -1  # wall clock: the hold ends then at the latest
+
+
+Record = GroupRecord | OffsetRecord | PendingRecord
 
 
 def _dumps(value: Any) -> bytes:
@@ -94,6 +107,10 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
             {"v": _VERSION, "offset": o.offset, "metadata": o.metadata, "ts": o.commit_timestamp_ms, "epoch": o.leader_epoch,
              "tid": o.topic_id})
         return key, value
+    if isinstance(record, PendingRecord):
+        key = _dumps(["pending", record.group_id, record.transactional_id])
+        return key, None if record.partitions is None else _dumps(
+            {"v": _VERSION, "parts": _parts(record.partitions), "until": record.until_ms})
     key = _dumps(["group", record.group_id])
     return key, None if record.group is None else _dumps(_group_json(record.group))
 
@@ -126,6 +143,12 @@ def decode(key: bytes, value: bytes | None) -> Record:
             return OffsetRecord(group_id, topic, partition,
                                 CommittedOffset(int(v["offset"]), str(v["metadata"]), int(v["ts"]), int(v["epoch"]),
                                                 str(v.get("tid", ""))))
+        if kind == "pending" and len(parts) == 3:
+            group_id, transactional_id = str(parts[1]), str(parts[2])
+            if value is None:
+                return PendingRecord(group_id, transactional_id, None)
+            v = json.loads(value)
+            return PendingRecord(group_id, transactional_id, _assignment(v["parts"]), int(v["until"]))
         if kind == "group" and len(parts) == 2:
             group_id = str(parts[1])
             if value is None:

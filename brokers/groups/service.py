@@ -8,6 +8,7 @@ unary method on the service, so an interceptor (authorization) sees each by name
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, Iterable, TypeVar
 
 import grpc
@@ -62,7 +63,8 @@ def _commit_of(request: pb.OffsetCommitRequest, *, transactional: bool) -> Commi
             raise errors.InvalidRequestError(f"an offset commit names {p.topic}-{p.partition} twice")
         offsets[tp] = CommittedOffset(int(p.offset), p.metadata, -1, int(p.leader_epoch))
     return CommitOffsets(group_id=request.group_id, offsets=offsets, member_id=request.member_id,
-                         member_epoch=request.member_epoch, transactional=transactional)
+                         member_epoch=request.member_epoch, transactional=transactional,
+                         transactional_id=request.transactional_id if transactional else "")
 
 
 def describe_pb(view: GroupView, coordinator_id: int) -> pb.DescribeGroupResponse:
@@ -93,6 +95,8 @@ class GroupServicer:
             "ConsumerGroupHeartbeat": unary(self.ConsumerGroupHeartbeat, pb.ConsumerGroupHeartbeatRequest),
             "OffsetCommit": unary(self.OffsetCommit, pb.OffsetCommitRequest),
             "TxnOffsetCommit": unary(self.TxnOffsetCommit, pb.OffsetCommitRequest),
+            "HoldTxnOffsets": unary(self.HoldTxnOffsets, pb.OffsetCommitRequest),
+            "ReleaseTxnOffsets": unary(self.ReleaseTxnOffsets, pb.OffsetCommitRequest),
             "OffsetFetch": unary(self.OffsetFetch, pb.OffsetFetchRequest),
             "ListGroups": unary(self.ListGroups, pb.ListGroupsRequest),
             "DescribeGroup": unary(self.DescribeGroup, pb.DescribeGroupRequest),
@@ -143,11 +147,27 @@ class GroupServicer:
             return pb.OffsetCommitResponse()
         return errors.guard(context, "TxnOffsetCommit", answer)
 
+    def HoldTxnOffsets(self, request: pb.OffsetCommitRequest,  # noqa: N802
+                       context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
+        def answer() -> pb.OffsetCommitResponse:
+            commit = dataclasses.replace(_commit_of(request, transactional=False),
+                                         transactional_id=request.transactional_id)
+            self.coordinator.hold_offsets(commit, request.hold_until_ms)
+            return pb.OffsetCommitResponse()
+        return errors.guard(context, "HoldTxnOffsets", answer)
+
+    def ReleaseTxnOffsets(self, request: pb.OffsetCommitRequest,  # noqa: N802
+                          context: grpc.ServicerContext) -> pb.OffsetCommitResponse:
+        def answer() -> pb.OffsetCommitResponse:
+            self.coordinator.release_offsets(request.group_id, request.transactional_id)
+            return pb.OffsetCommitResponse()
+        return errors.guard(context, "ReleaseTxnOffsets", answer)
+
     def OffsetFetch(self, request: pb.OffsetFetchRequest,  # noqa: N802
                     context: grpc.ServicerContext) -> pb.OffsetFetchResponse:
         def answer() -> pb.OffsetFetchResponse:
             wanted = None if request.all else sorted(from_pb_partitions(request.partitions))
-            found = self.coordinator.fetch_offsets(request.group_id, wanted)
+            found = self.coordinator.fetch_offsets(request.group_id, wanted, require_stable=request.require_stable)
             return pb.OffsetFetchResponse(offsets=[_offset_pb(tp, o) for tp, o in found.items()])
         return errors.guard(context, "OffsetFetch", answer)
 

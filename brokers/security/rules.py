@@ -297,6 +297,8 @@ RULES: dict[str, Rule] = {
     _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE)),
     _GROUPS + "ConsumerGroupHeartbeat": Rule(_on_group(_O.READ)),
     _GROUPS + "TxnOffsetCommit": Rule(_on_cluster(_O.CLUSTER_ACTION)),
+    _GROUPS + "HoldTxnOffsets": Rule(_on_cluster(_O.CLUSTER_ACTION)),
+    _GROUPS + "ReleaseTxnOffsets": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     _GROUPS + "OffsetCommit": Rule(_group_and_topics(_O.READ, _O.READ, lambda r: [p.topic for p in r.partitions])),
     _GROUPS + "OffsetFetch": Rule(_group_and_topics(_O.DESCRIBE, _O.DESCRIBE, lambda r: [t.topic for t in r.partitions]),
                                   response_filter=_offset_fetch_filter),

@@ -43,6 +43,7 @@ __all__ = ["TransactionCoordinator", "Coordinates", "TxnStats"]
 
 log = logging.getLogger(__name__)
 
+_HOLD_SLACK_MS = 60_000  # a group's hold of a transaction's offsets outlives twice its timeout by this
 _CRASH_AT = os.environ.get("SPARK_LOG_TXN_CRASH_AT", "")
 _CRASH_ONCE = os.environ.get("SPARK_LOG_TXN_CRASH_ONCE", "")
 
@@ -185,15 +186,19 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
     def add_offsets(self, transactional_id: str, producer_id: int, epoch: int, offsets: list[GroupOffset], *,
                     member_id: str = "", member_epoch: int = -1) -> None:
         """send_offsets_to_transaction: the group's coordinator checks the commit now (as
-        the member's own), the offsets ride in the transaction and are written to the
-        group when it commits (``offsets.py``)."""
+        the member's own) and holds the partitions for this transaction (KIP-447); the
+        offsets ride in the transaction and are written to the group when it commits, the
+        hold released when it aborts (``offsets.py``)."""
         if self._offsets is None:
             raise InvalidTxnStateError("this broker cannot commit group offsets with a transaction")
         groups = {o.group_id for o in offsets}
         if len(groups) != 1 or not offsets:
             raise InvalidRequestError("send_offsets_to_transaction takes the offsets of one group")
         self._read(transactional_id, lambda core: core.add_offsets(transactional_id, producer_id, epoch, offsets, 0))
-        self._offsets.validate(groups.pop(), member_id, member_epoch, offsets)
+        meta = self.describe(transactional_id)
+        timeout_ms = meta.timeout_ms if meta is not None else self.config.max_timeout_ms
+        self._offsets.hold(groups.pop(), member_id, member_epoch, offsets, transactional_id=transactional_id,
+                           until_ms=self._clock.wall_ms() + 2 * timeout_ms + _HOLD_SLACK_MS)
         self._decide(transactional_id,
                      lambda core, now: core.add_offsets(transactional_id, producer_id, epoch, offsets, now))
 
@@ -290,8 +295,11 @@ class TransactionCoordinator(ShardedCoordinator[TxnShard]):
                 return
             crash_point("txn-prepared")  # tests: the coordinator dies with a prepared transaction
             if self._write_markers(shard, meta):
-                if meta.state is TxnState.PREPARE_COMMIT and meta.offsets and self._offsets is not None:
-                    self._offsets.commit(list(meta.offsets))  # raises (retried next tick) until the group takes them
+                if meta.offsets and self._offsets is not None:  # raises (retried next tick) until the group takes it
+                    if meta.state is TxnState.PREPARE_COMMIT:
+                        self._offsets.commit(list(meta.offsets), meta.transactional_id)
+                    else:
+                        self._offsets.release(list(meta.offsets), meta.transactional_id)
                 self._finish(shard, meta.transactional_id)
                 with self._completed:
                     self._completed.notify_all()

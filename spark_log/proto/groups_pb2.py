@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cspark_log/proto/groups.proto\x12\x13spark_log.groups.v1\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"*\n\x16\x46indCoordinatorRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"P\n\x17\x46indCoordinatorResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"\xdf\x02\n\x1d\x43onsumerGroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x13\n\x0binstance_id\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\x12\x17\n\x0fserver_assignor\x18\t \x01(\t\x12\x33\n\x05owned\x18\n \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x11\n\tclient_id\x18\x0b \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x0c \x01(\t\"\xa2\x01\n\x1e\x43onsumerGroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12\x38\n\nassignment\x18\x04 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\"k\n\x0f\x43ommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\"\xa1\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x38\n\npartitions\x18\x04 \x03(\x0b\x32$.spark_log.groups.v1.CommitPartition\x12\x15\n\rvalidate_only\x18\x05 \x01(\x08\"\x16\n\x14OffsetCommitResponse\"m\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\"p\n\rFetchedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x05 \x01(\x03\"J\n\x13OffsetFetchResponse\x12\x33\n\x07offsets\x18\x01 \x03(\x0b\x32\".spark_log.groups.v1.FetchedOffset\"\x13\n\x11ListGroupsRequest\"X\n\x0cGroupListing\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07members\x18\x03 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\"G\n\x12ListGroupsResponse\x12\x31\n\x06groups\x18\x01 \x03(\x0b\x32!.spark_log.groups.v1.GroupListing\"(\n\x14\x44\x65scribeGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\xa1\x03\n\x11MemberDescription\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x13\n\x0binstance_id\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x05 \x01(\x05\x12\r\n\x05state\x18\x06 \x01(\t\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\x12\x38\n\nassignment\x18\t \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12?\n\x11target_assignment\x18\n \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12@\n\x12pending_revocation\x18\x0b \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x1a\n\x12session_timeout_ms\x18\x0c \x01(\x05\"\xff\x01\n\x15\x44\x65scribeGroupResponse\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bgroup_epoch\x18\x03 \x01(\x05\x12\x18\n\x10\x61ssignment_epoch\x18\x04 \x01(\x05\x12\x10\n\x08\x61ssignor\x18\x05 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x06 \x01(\x05\x12\x37\n\x07members\x18\x07 \x03(\x0b\x32&.spark_log.groups.v1.MemberDescription\x12\x33\n\x07offsets\x18\x08 \x03(\x0b\x32\".spark_log.groups.v1.FetchedOffset\"&\n\x12\x44\x65leteGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteGroupResponse\"a\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\"\x16\n\x14OffsetDeleteResponse2\xc1\x07\n\x10GroupCoordinator\x12l\n\x0f\x46indCoordinator\x12+.spark_log.groups.v1.FindCoordinatorRequest\x1a,.spark_log.groups.v1.FindCoordinatorResponse\x12\x81\x01\n\x16\x43onsumerGroupHeartbeat\x12\x32.spark_log.groups.v1.ConsumerGroupHeartbeatRequest\x1a\x33.spark_log.groups.v1.ConsumerGroupHeartbeatResponse\x12\x63\n\x0cOffsetCommit\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12\x66\n\x0fTxnOffsetCommit\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12`\n\x0bOffsetFetch\x12\'.spark_log.groups.v1.OffsetFetchRequest\x1a(.spark_log.groups.v1.OffsetFetchResponse\x12]\n\nListGroups\x12&.spark_log.groups.v1.ListGroupsRequest\x1a\'.spark_log.groups.v1.ListGroupsResponse\x12\x66\n\rDescribeGroup\x12).spark_log.groups.v1.DescribeGroupRequest\x1a*.spark_log.groups.v1.DescribeGroupResponse\x12`\n\x0b\x44\x65leteGroup\x12\'.spark_log.groups.v1.DeleteGroupRequest\x1a(.spark_log.groups.v1.DeleteGroupResponse\x12\x63\n\x0cOffsetDelete\x12(.spark_log.groups.v1.OffsetDeleteRequest\x1a).spark_log.groups.v1.OffsetDeleteResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cspark_log/proto/groups.proto\x12\x13spark_log.groups.v1\"4\n\x0fTopicPartitions\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x12\n\npartitions\x18\x02 \x03(\x05\"*\n\x16\x46indCoordinatorRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"P\n\x17\x46indCoordinatorResponse\x12\x11\n\tbroker_id\x18\x01 \x01(\x05\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x11\n\tpartition\x18\x03 \x01(\x05\"\xdf\x02\n\x1d\x43onsumerGroupHeartbeatRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x13\n\x0binstance_id\x18\x04 \x01(\t\x12\x1c\n\x14rebalance_timeout_ms\x18\x05 \x01(\x05\x12\x1a\n\x12session_timeout_ms\x18\x06 \x01(\x05\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\x12\x17\n\x0fserver_assignor\x18\t \x01(\t\x12\x33\n\x05owned\x18\n \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x11\n\tclient_id\x18\x0b \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x0c \x01(\t\"\xa2\x01\n\x1e\x43onsumerGroupHeartbeatResponse\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x02 \x01(\x05\x12\x1d\n\x15heartbeat_interval_ms\x18\x03 \x01(\x05\x12\x38\n\nassignment\x18\x04 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\"k\n\x0f\x43ommitPartition\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12\x14\n\x0cleader_epoch\x18\x05 \x01(\x05\"\xd2\x01\n\x13OffsetCommitRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x11\n\tmember_id\x18\x02 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x03 \x01(\x05\x12\x38\n\npartitions\x18\x04 \x03(\x0b\x32$.spark_log.groups.v1.CommitPartition\x12\x15\n\rvalidate_only\x18\x05 \x01(\x08\x12\x18\n\x10transactional_id\x18\x06 \x01(\t\x12\x15\n\rhold_until_ms\x18\x07 \x01(\x03\"\x16\n\x14OffsetCommitResponse\"\x85\x01\n\x12OffsetFetchRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x0b\n\x03\x61ll\x18\x03 \x01(\x08\x12\x16\n\x0erequire_stable\x18\x04 \x01(\x08\"p\n\rFetchedOffset\x12\r\n\x05topic\x18\x01 \x01(\t\x12\x11\n\tpartition\x18\x02 \x01(\x05\x12\x0e\n\x06offset\x18\x03 \x01(\x03\x12\x10\n\x08metadata\x18\x04 \x01(\t\x12\x1b\n\x13\x63ommit_timestamp_ms\x18\x05 \x01(\x03\"J\n\x13OffsetFetchResponse\x12\x33\n\x07offsets\x18\x01 \x03(\x0b\x32\".spark_log.groups.v1.FetchedOffset\"\x13\n\x11ListGroupsRequest\"X\n\x0cGroupListing\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0f\n\x07members\x18\x03 \x01(\x05\x12\x16\n\x0e\x63oordinator_id\x18\x04 \x01(\x05\"G\n\x12ListGroupsResponse\x12\x31\n\x06groups\x18\x01 \x03(\x0b\x32!.spark_log.groups.v1.GroupListing\"(\n\x14\x44\x65scribeGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\xa1\x03\n\x11MemberDescription\x12\x11\n\tmember_id\x18\x01 \x01(\t\x12\x13\n\x0binstance_id\x18\x02 \x01(\t\x12\x11\n\tclient_id\x18\x03 \x01(\t\x12\x13\n\x0b\x63lient_host\x18\x04 \x01(\t\x12\x14\n\x0cmember_epoch\x18\x05 \x01(\x05\x12\r\n\x05state\x18\x06 \x01(\t\x12\x1e\n\x16subscribed_topic_names\x18\x07 \x03(\t\x12\x1e\n\x16subscribed_topic_regex\x18\x08 \x01(\t\x12\x38\n\nassignment\x18\t \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12?\n\x11target_assignment\x18\n \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12@\n\x12pending_revocation\x18\x0b \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\x12\x1a\n\x12session_timeout_ms\x18\x0c \x01(\x05\"\xff\x01\n\x15\x44\x65scribeGroupResponse\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\r\n\x05state\x18\x02 \x01(\t\x12\x13\n\x0bgroup_epoch\x18\x03 \x01(\x05\x12\x18\n\x10\x61ssignment_epoch\x18\x04 \x01(\x05\x12\x10\n\x08\x61ssignor\x18\x05 \x01(\t\x12\x16\n\x0e\x63oordinator_id\x18\x06 \x01(\x05\x12\x37\n\x07members\x18\x07 \x03(\x0b\x32&.spark_log.groups.v1.MemberDescription\x12\x33\n\x07offsets\x18\x08 \x03(\x0b\x32\".spark_log.groups.v1.FetchedOffset\"&\n\x12\x44\x65leteGroupRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\"\x15\n\x13\x44\x65leteGroupResponse\"a\n\x13OffsetDeleteRequest\x12\x10\n\x08group_id\x18\x01 \x01(\t\x12\x38\n\npartitions\x18\x02 \x03(\x0b\x32$.spark_log.groups.v1.TopicPartitions\"\x16\n\x14OffsetDeleteResponse2\x92\t\n\x10GroupCoordinator\x12l\n\x0f\x46indCoordinator\x12+.spark_log.groups.v1.FindCoordinatorRequest\x1a,.spark_log.groups.v1.FindCoordinatorResponse\x12\x81\x01\n\x16\x43onsumerGroupHeartbeat\x12\x32.spark_log.groups.v1.ConsumerGroupHeartbeatRequest\x1a\x33.spark_log.groups.v1.ConsumerGroupHeartbeatResponse\x12\x63\n\x0cOffsetCommit\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12\x66\n\x0fTxnOffsetCommit\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12\x65\n\x0eHoldTxnOffsets\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12h\n\x11ReleaseTxnOffsets\x12(.spark_log.groups.v1.OffsetCommitRequest\x1a).spark_log.groups.v1.OffsetCommitResponse\x12`\n\x0bOffsetFetch\x12\'.spark_log.groups.v1.OffsetFetchRequest\x1a(.spark_log.groups.v1.OffsetFetchResponse\x12]\n\nListGroups\x12&.spark_log.groups.v1.ListGroupsRequest\x1a\'.spark_log.groups.v1.ListGroupsResponse\x12\x66\n\rDescribeGroup\x12).spark_log.groups.v1.DescribeGroupRequest\x1a*.spark_log.groups.v1.DescribeGroupResponse\x12`\n\x0b\x44\x65leteGroup\x12\'.spark_log.groups.v1.DeleteGroupRequest\x1a(.spark_log.groups.v1.DeleteGroupResponse\x12\x63\n\x0cOffsetDelete\x12(.spark_log.groups.v1.OffsetDeleteRequest\x1a).spark_log.groups.v1.OffsetDeleteResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,35 +44,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_COMMITPARTITION']._serialized_start=752
   _globals['_COMMITPARTITION']._serialized_end=859
   _globals['_OFFSETCOMMITREQUEST']._serialized_start=862
-  _globals['_OFFSETCOMMITREQUEST']._serialized_end=1023
-  _globals['_OFFSETCOMMITRESPONSE']._serialized_start=1025
-  _globals['_OFFSETCOMMITRESPONSE']._serialized_end=1047
-  _globals['_OFFSETFETCHREQUEST']._serialized_start=1049
-  _globals['_OFFSETFETCHREQUEST']._serialized_end=1158
-  _globals['_FETCHEDOFFSET']._serialized_start=1160
-  _globals['_FETCHEDOFFSET']._serialized_end=1272
-  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1274
-  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1348
-  _globals['_LISTGROUPSREQUEST']._serialized_start=1350
-  _globals['_LISTGROUPSREQUEST']._serialized_end=1369
-  _globals['_GROUPLISTING']._serialized_start=1371
-  _globals['_GROUPLISTING']._serialized_end=1459
-  _globals['_LISTGROUPSRESPONSE']._serialized_start=1461
-  _globals['_LISTGROUPSRESPONSE']._serialized_end=1532
-  _globals['_DESCRIBEGROUPREQUEST']._serialized_start=1534
-  _globals['_DESCRIBEGROUPREQUEST']._serialized_end=1574
-  _globals['_MEMBERDESCRIPTION']._serialized_start=1577
-  _globals['_MEMBERDESCRIPTION']._serialized_end=1994
-  _globals['_DESCRIBEGROUPRESPONSE']._serialized_start=1997
-  _globals['_DESCRIBEGROUPRESPONSE']._serialized_end=2252
-  _globals['_DELETEGROUPREQUEST']._serialized_start=2254
-  _globals['_DELETEGROUPREQUEST']._serialized_end=2292
-  _globals['_DELETEGROUPRESPONSE']._serialized_start=2294
-  _globals['_DELETEGROUPRESPONSE']._serialized_end=2315
-  _globals['_OFFSETDELETEREQUEST']._serialized_start=2317
-  _globals['_OFFSETDELETEREQUEST']._serialized_end=2414
-  _globals['_OFFSETDELETERESPONSE']._serialized_start=2416
-  _globals['_OFFSETDELETERESPONSE']._serialized_end=2438
-  _globals['_GROUPCOORDINATOR']._serialized_start=2441
-  _globals['_GROUPCOORDINATOR']._serialized_end=3402
+  _globals['_OFFSETCOMMITREQUEST']._serialized_end=1072
+  _globals['_OFFSETCOMMITRESPONSE']._serialized_start=1074
+  _globals['_OFFSETCOMMITRESPONSE']._serialized_end=1096
+  _globals['_OFFSETFETCHREQUEST']._serialized_start=1099
+  _globals['_OFFSETFETCHREQUEST']._serialized_end=1232
+  _globals['_FETCHEDOFFSET']._serialized_start=1234
+  _globals['_FETCHEDOFFSET']._serialized_end=1346
+  _globals['_OFFSETFETCHRESPONSE']._serialized_start=1348
+  _globals['_OFFSETFETCHRESPONSE']._serialized_end=1422
+  _globals['_LISTGROUPSREQUEST']._serialized_start=1424
+  _globals['_LISTGROUPSREQUEST']._serialized_end=1443
+  _globals['_GROUPLISTING']._serialized_start=1445
+  _globals['_GROUPLISTING']._serialized_end=1533
+  _globals['_LISTGROUPSRESPONSE']._serialized_start=1535
+  _globals['_LISTGROUPSRESPONSE']._serialized_end=1606
+  _globals['_DESCRIBEGROUPREQUEST']._serialized_start=1608
+  _globals['_DESCRIBEGROUPREQUEST']._serialized_end=1648
+  _globals['_MEMBERDESCRIPTION']._serialized_start=1651
+  _globals['_MEMBERDESCRIPTION']._serialized_end=2068
+  _globals['_DESCRIBEGROUPRESPONSE']._serialized_start=2071
+  _globals['_DESCRIBEGROUPRESPONSE']._serialized_end=2326
+  _globals['_DELETEGROUPREQUEST']._serialized_start=2328
+  _globals['_DELETEGROUPREQUEST']._serialized_end=2366
+  _globals['_DELETEGROUPRESPONSE']._serialized_start=2368
+  _globals['_DELETEGROUPRESPONSE']._serialized_end=2389
+  _globals['_OFFSETDELETEREQUEST']._serialized_start=2391
+  _globals['_OFFSETDELETEREQUEST']._serialized_end=2488
+  _globals['_OFFSETDELETERESPONSE']._serialized_start=2490
+  _globals['_OFFSETDELETERESPONSE']._serialized_end=2512
+  _globals['_GROUPCOORDINATOR']._serialized_start=2515
+  _globals['_GROUPCOORDINATOR']._serialized_end=3685
 # @@protoc_insertion_point(module_scope)

@@ -85,32 +85,38 @@ class CommitPartition(_message.Message):
     def __init__(self, topic: _Optional[str] = ..., partition: _Optional[int] = ..., offset: _Optional[int] = ..., metadata: _Optional[str] = ..., leader_epoch: _Optional[int] = ...) -> None: ...
 
 class OffsetCommitRequest(_message.Message):
-    __slots__ = ("group_id", "member_id", "member_epoch", "partitions", "validate_only")
+    __slots__ = ("group_id", "member_id", "member_epoch", "partitions", "validate_only", "transactional_id", "hold_until_ms")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBER_EPOCH_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    TRANSACTIONAL_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLD_UNTIL_MS_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     member_id: str
     member_epoch: int
     partitions: _containers.RepeatedCompositeFieldContainer[CommitPartition]
     validate_only: bool
-    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[CommitPartition, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+    transactional_id: str
+    hold_until_ms: int
+    def __init__(self, group_id: _Optional[str] = ..., member_id: _Optional[str] = ..., member_epoch: _Optional[int] = ..., partitions: _Optional[_Iterable[_Union[CommitPartition, _Mapping]]] = ..., validate_only: _Optional[bool] = ..., transactional_id: _Optional[str] = ..., hold_until_ms: _Optional[int] = ...) -> None: ...
 
 class OffsetCommitResponse(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
-    __slots__ = ("group_id", "partitions", "all")
+    __slots__ = ("group_id", "partitions", "all", "require_stable")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     ALL_FIELD_NUMBER: _ClassVar[int]
+    REQUIRE_STABLE_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     partitions: _containers.RepeatedCompositeFieldContainer[TopicPartitions]
     all: bool
-    def __init__(self, group_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., all: _Optional[bool] = ...) -> None: ...
+    require_stable: bool
+    def __init__(self, group_id: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[TopicPartitions, _Mapping]]] = ..., all: _Optional[bool] = ..., require_stable: _Optional[bool] = ...) -> None: ...
 
 class FetchedOffset(_message.Message):
     __slots__ = ("topic", "partition", "offset", "metadata", "commit_timestamp_ms")

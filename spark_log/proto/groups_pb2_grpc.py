@@ -54,6 +54,16 @@ class GroupCoordinatorStub:
                 request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
                 _registered_method=True)
+        self.HoldTxnOffsets = channel.unary_unary(
+                '/spark_log.groups.v1.GroupCoordinator/HoldTxnOffsets',
+                request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.ReleaseTxnOffsets = channel.unary_unary(
+                '/spark_log.groups.v1.GroupCoordinator/ReleaseTxnOffsets',
+                request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+                response_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/spark_log.groups.v1.GroupCoordinator/OffsetFetch',
                 request_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetFetchRequest.SerializeToString,
@@ -112,6 +122,23 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HoldTxnOffsets(self, request, context):
+        """A transaction coordinator's AddOffsets: check the commit as OffsetCommit would and hold
+        its partitions for transactional_id until hold_until_ms (or a TxnOffsetCommit or
+        ReleaseTxnOffsets of that id): OffsetFetch with require_stable answers
+        UNSTABLE_OFFSET_COMMIT for them meanwhile (KIP-447).  Nodes only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ReleaseTxnOffsets(self, request, context):
+        """An aborted transaction's offsets: release transactional_id's hold.  Nodes only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def OffsetFetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
@@ -163,6 +190,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
             ),
             'TxnOffsetCommit': grpc.unary_unary_rpc_method_handler(
                     servicer.TxnOffsetCommit,
+                    request_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'HoldTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.HoldTxnOffsets,
+                    request_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.FromString,
+                    response_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'ReleaseTxnOffsets': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReleaseTxnOffsets,
                     request_deserializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.FromString,
                     response_serializer=spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.SerializeToString,
             ),
@@ -298,6 +335,60 @@ class GroupCoordinator:
             request,
             target,
             '/spark_log.groups.v1.GroupCoordinator/TxnOffsetCommit',
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.groups.v1.GroupCoordinator/HoldTxnOffsets',
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
+            spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReleaseTxnOffsets(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/spark_log.groups.v1.GroupCoordinator/ReleaseTxnOffsets',
             spark__log_dot_proto_dot_groups__pb2.OffsetCommitRequest.SerializeToString,
             spark__log_dot_proto_dot_groups__pb2.OffsetCommitResponse.FromString,
             options,

@@ -52,7 +52,8 @@ FUZZ = fuzz_settings(25)
 CLIENT_SERVICES = (
     (compaction_pb2, "Compaction", ("Describe", "Compact", "OfferOffsetMap"), True),
     (groups_pb2, "GroupCoordinator", ("FindCoordinator", "ConsumerGroupHeartbeat", "OffsetCommit", "TxnOffsetCommit",
-                                      "OffsetFetch", "ListGroups", "DescribeGroup", "DeleteGroup", "OffsetDelete"), True),
+                                      "HoldTxnOffsets", "ReleaseTxnOffsets", "OffsetFetch", "ListGroups", "DescribeGroup",
+                                      "DeleteGroup", "OffsetDelete"), True),
     (transactions_pb2, "TransactionCoordinator", ("FindCoordinator", "InitProducerId", "AddPartitions", "JoinTxn",
                                                   "AddOffsets", "EndTxn", "DescribeTxn"), True),
     (security_pb2, "Security", ("ScramStart", "ScramFinish", "WhoAmI", "DescribeUserScramCredentials", "DescribeAcls",

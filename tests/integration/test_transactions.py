@@ -339,6 +339,51 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstra
     assert _read_all(bootstrap, sink, 1, "read_committed") == [f"IN-{i}".encode() for i in range(10)]
 
 
+def test_a_member_taking_over_waits_for_the_offsets_an_open_transaction_holds(bootstrap: str, admin: Admin,
+                                                                               topic_name: str) -> None:
+    """KIP-447: member A consumed 10 records and its transaction holds the group's offset 10
+    for them (send_offsets_to_transaction); A leaves before the commit.  Member B, given the
+    partition meanwhile, reads nothing while the transaction is open (a read_committed
+    offset fetch is unstable), then starts at 10 once it commits: no input twice."""
+    source, sink, group = topic_name + "-in", topic_name + "-out", f"g-{uuid.uuid4().hex[:8]}"
+    admin.create_topic(source, partitions=1, replication_factor=3)
+    admin.create_topic(sink, partitions=1, replication_factor=3)
+    with Producer(bootstrap) as plain:
+        for i in range(20):
+            plain.send(source, f"in-{i}".encode(), partition=0)
+        plain.flush()
+    settings = dict(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+                    isolation_level="read_committed")
+    with Producer(bootstrap, transactional_id=_tid()) as producer:
+        producer.init_transactions()
+        with Consumer(bootstrap, **settings) as a:  # type: ignore[arg-type]
+            a.subscribe([source])
+            got: list = []
+            wait_until(lambda: got.extend(a.poll(0.2)) or len(got) >= 10, timeout=30, message="A consumed nothing")
+            producer.begin_transaction()
+            for record in got[:10]:
+                producer.send(sink, record.value.upper(), partition=0)
+            producer.send_offsets_to_transaction({(source, 0): got[9].offset + 1}, a.group_metadata())
+        with Consumer(bootstrap, **settings) as b:  # type: ignore[arg-type]
+            b.subscribe([source])
+            early: list = []
+
+            def given_to_b() -> bool:
+                early.extend(b.poll(0.2))
+                members = admin.describe_group(group).members
+                return len(members) == 1 and (source, 0) in members[0].assignment
+
+            wait_until(given_to_b, timeout=30, message="B was never given the partition")
+            for _ in range(5):  # B polls on while the transaction is open
+                early.extend(b.poll(0.2))
+            assert [r.offset for r in early] == []
+            producer.commit_transaction()
+            late: list = []
+            wait_until(lambda: late.extend(b.poll(0.2)) or len(late) >= 10, timeout=30,
+                       message="B read nothing after the commit")
+            assert [r.offset for r in late] == list(range(10, 20))
+
+
 def test_a_transaction_commits_when_a_topic_of_its_offsets_was_deleted_meanwhile(
         bootstrap: str, admin: Admin, topic_name: str) -> None:
     """send_offsets_to_transaction checks the group's commit when the offsets are added; the

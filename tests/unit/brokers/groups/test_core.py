@@ -10,7 +10,7 @@ import pytest
 from brokers.groups.core import GroupShard
 from brokers.groups.messages import LEAVE, STATIC_LEAVE, CommitOffsets, Heartbeat
 from brokers.groups.model import CommittedOffset, GroupConfig, GroupState, MemberState, Subscription
-from brokers.groups.records import GroupRecord, OffsetRecord
+from brokers.groups.records import GroupRecord, OffsetRecord, PendingRecord, decode, encode
 from spark_log.errors import (
     FencedMemberEpochError,
     GroupIdNotFoundError,
@@ -23,6 +23,7 @@ from spark_log.errors import (
     OffsetMetadataTooLargeError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     UnsupportedAssignorError,
 )
 
@@ -439,3 +440,72 @@ def test_a_committed_transactions_offsets_are_written_with_the_topic_id() -> Non
     outcome = d.shard.commit_offsets(request, wall_ms=1, topics=d.topics)
     d.shard.finish(outcome, d.now)
     assert d.shard.fetch_offsets("g", None, d.topics) == {("t", 0): CommittedOffset(4, "", 1, -1, "id-t")}
+
+
+def _hold(d: Driver, offsets: dict[tuple[str, int], int], until_ms: int, *, txn: str = "tx", member: str = "",
+          epoch: int = -1) -> None:
+    request = CommitOffsets(group_id="g", offsets={tp: CommittedOffset(o) for tp, o in offsets.items()},
+                            member_id=member, member_epoch=epoch, transactional_id=txn)
+    d.shard.finish(d.shard.hold_offsets(request, until_ms, wall_ms=d.wall, topics=d.topics), d.now)
+
+
+def _stable(d: Driver, partitions: list[tuple[str, int]] | None, wall_ms: int) -> dict[tuple[str, int], int]:
+    found = d.shard.fetch_offsets("g", partitions, d.topics, require_stable=True, wall_ms=wall_ms)
+    return {tp: o.offset for tp, o in found.items()}
+
+
+def test_offsets_an_open_transaction_holds_are_unstable_for_read_committed_fetches() -> None:
+    """KIP-447: while a transaction holds offsets of a partition (AddOffsets), a
+    require_stable fetch of it is refused (retriable); other partitions, and fetches that do
+    not require stability, answer as before.  The transaction's commit writes the offsets
+    and ends the hold in one decision; an abort's release ends it with nothing written."""
+    d = Driver(topics={"t": ("id-t", 4)})
+    d.commit({("t", 0): 3, ("t", 1): 5})
+    _hold(d, {("t", 0): 10}, until_ms=10_000)
+    with pytest.raises(UnstableOffsetCommitError):
+        _stable(d, [("t", 0), ("t", 1)], 1)
+    with pytest.raises(UnstableOffsetCommitError):
+        _stable(d, None, 1)
+    assert _stable(d, [("t", 1)], 1) == {("t", 1): 5}
+    assert d.shard.fetch_offsets("g", [("t", 0)])[("t", 0)].offset == 3  # read_uncommitted: as before
+    commit = CommitOffsets(group_id="g", offsets={("t", 0): CommittedOffset(10)}, transactional=True,
+                           transactional_id="tx")
+    outcome = d.shard.commit_offsets(commit, wall_ms=2, topics=d.topics)
+    assert [type(r).__name__ for r in outcome.records] == ["OffsetRecord", "PendingRecord"]
+    d.shard.finish(outcome, d.now)
+    assert _stable(d, [("t", 0)], 3) == {("t", 0): 10}
+    _hold(d, {("t", 1): 20}, until_ms=10_000, txn="other")
+    with pytest.raises(UnstableOffsetCommitError):
+        _stable(d, [("t", 1)], 4)
+    d.shard.finish(d.shard.release_offsets("g", "other"), d.now)
+    assert _stable(d, [("t", 1)], 5) == {("t", 1): 5}
+    assert d.shard.release_offsets("g", "other").records == ()  # nothing held: nothing to write
+
+
+def test_a_hold_ends_at_its_deadline_and_is_checked_like_a_commit() -> None:
+    d = Driver(topics={"t": ("id-t", 4)})
+    _hold(d, {("t", 2): 1}, until_ms=1_000)
+    with pytest.raises(UnstableOffsetCommitError):
+        _stable(d, [("t", 2)], 999)
+    assert _stable(d, [("t", 2)], 1_000) == {}  # its release never came: the hold lapses
+    with pytest.raises(UnknownTopicOrPartitionError):
+        _hold(d, {("nope", 0): 1}, until_ms=1_000)
+    d.heartbeat("a")
+    with pytest.raises(UnknownMemberIdError):
+        _hold(d, {("t", 0): 1}, until_ms=1_000, member="gone", epoch=1)
+
+
+def test_holds_are_records_a_new_coordinator_replays() -> None:
+    d = Driver(topics={"t": ("id-t", 4)})
+    outcome = d.shard.hold_offsets(CommitOffsets(group_id="g", offsets={("t", 3): CommittedOffset(7)},
+                                                 transactional_id="tx"), 5_000, wall_ms=0, topics=d.topics)
+    (record,) = outcome.records
+    assert decode(*encode(record)) == record
+    released = d.shard.release_offsets("g", "tx")
+    replayed = GroupShard()
+    replayed.apply(decode(*encode(record)), 0)
+    with pytest.raises(UnstableOffsetCommitError):
+        replayed.fetch_offsets("g", [("t", 3)], require_stable=True, wall_ms=1)
+    assert released.records == ()  # this shard never applied the hold
+    replayed.apply(decode(*encode(PendingRecord("g", "tx", None))), 0)
+    assert replayed.fetch_offsets("g", [("t", 3)], require_stable=True, wall_ms=1) == {}
