@@ -104,6 +104,7 @@ TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
 _TIER_WINDOW = 1 << 16   # offsets read from the Delta tier per partition and poll
 _RETRY_PAUSE_S = 0.05  # within one poll, the pause after a round of fetches that met a retriable error
+_ANSWER_GRACE_S = 0.05  # a poll waits this much past its timeout for an answer already due
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,6 +189,7 @@ class Consumer:
         self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
         self._retriable_errors = 0  # fetch errors met so far that a retry may fix (poll pauses after one)
+        self._deferred_error: SparkLogError | None = None  # a partition's error, raised once its answer's records are out
         self._paused: set[TopicPartition] = set()
         self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
         self._tier_mode: dict[TopicPartition, TierInfo] = {}   # positions the Delta tier serves
@@ -445,6 +447,7 @@ class Consumer:
         if ready:
             self._issue_fetches(self._max_wait_ms)
             return ready
+        self._raise_deferred()
         deadline = time.monotonic() + max(0.0, timeout)
         while True:
             self._resolve_unset()
@@ -457,15 +460,19 @@ class Consumer:
             errors_before = self._retriable_errors
             remaining = max(0.0, deadline - time.monotonic())
             self._issue_fetches(int(remaining * 1000))
-            # with calls out, wait for one (each is bounded by its own deadline); with none (no
-            # leader known right now), wait out the timeout and let the next poll retry
-            wait = remaining + (self._timeout_s if self._outstanding else 0.0)
+            # wait for an answer until the poll's timeout, and a moment more for a fetch this
+            # poll issued with that timeout as its wait (its answer is on its way then); a
+            # fetch still out (a prefetch's long poll) stays out for the next poll, so a poll
+            # returns within its timeout however long the fetches in flight may wait
+            wait = remaining + (_ANSWER_GRACE_S if self._outstanding else 0.0)
             try:
                 key = self._done.get(timeout=wait)
             except queue.Empty:
                 return []
             self._collect(key)
             ready = self._buffer.take(self._paused)
+            if not ready:
+                self._raise_deferred()
             now = time.monotonic()
             if ready or now >= deadline:
                 self._issue_fetches(self._max_wait_ms)  # prefetch while the caller works
@@ -616,13 +623,26 @@ class Consumer:
             tp = (result.topic, result.partition)
             if tp not in self._positions or self._positions[tp] != offsets.get(tp):
                 continue  # unassigned or sought since the fetch left
-            failure = error_from_pb(result.error)
-            if failure is not None:
-                if not (isinstance(failure, OffsetOutOfRangeError) and self._enter_tier(tp)):
-                    self._partition_error(tp, failure)
-                continue
-            out.extend((tp, batch) for batch in self._decode(tp, result, records, arrow_stream))
+            try:
+                failure = error_from_pb(result.error)
+                if failure is not None:
+                    if not (isinstance(failure, OffsetOutOfRangeError) and self._enter_tier(tp)):
+                        self._partition_error(tp, failure)
+                    continue
+                out.extend((tp, batch) for batch in self._decode(tp, result, records, arrow_stream))
+            except SparkLogError as exc:
+                # one partition's error never costs another's records: the positions of those
+                # decoded already moved past them, so they are returned first and the error
+                # is raised by the poll that finds nothing left to return (as Kafka's fetcher)
+                if self._deferred_error is None:
+                    self._deferred_error = exc
         return out
+
+    def _raise_deferred(self) -> None:
+        """Raise the partition error ``_take`` kept back while records were still to return."""
+        error, self._deferred_error = self._deferred_error, None
+        if error is not None:
+            raise error
 
     # -- union read: the Delta tier below the brokers' log start --------------------------------
 
