@@ -87,14 +87,14 @@ from ._group_member import GroupSubscription
 from ._group_session import Callback, ConsumerGroupMetadata, GroupSession, OffsetAndMetadata, OffsetsArg
 from ._poll_buffer import PollBuffer
 from ._pushdown import RowFilter, projection, to_expression
-from ._records import add_reserved_columns, widen
+from ._records import add_reserved_columns, widen, with_append_time
 from ._throttle import ThrottleGate
 from ._tiering import TierInfo
 from ._tiering import describe as describe_tier
 from .security import ClientSecurity
 from .errors import InvalidConfigError, OffsetOutOfRangeError, SparkLogError
 from .filters import serialize_filter
-from .frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames, record_offsets
+from .frame import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, iter_frames, record_offsets
 from .proto import broker_pb2 as pb
 from .tier import TierTable, from_tier_table
 
@@ -752,6 +752,8 @@ class Consumer:
                         raise errors.SchemaMismatchError(f"{topic}-{partition}: unknown schema id {header.schema_id}")
                 batch = decode_batch(buffer.slice(pos, header.frame_length), schema)
                 batch = widen(batch, info.schema)
+                if header.attributes & ATTR_LOG_APPEND_TIME and info.kind == "bytes":
+                    batch = with_append_time(batch, header.max_timestamp)
                 numbers = record_offsets(memoryview(buffer), header, pos)  # compacted frames: gaps inside
                 offsets = int64_array(numbers)
                 timestamps = None

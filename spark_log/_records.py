@@ -9,6 +9,8 @@
 - ``widen``: a batch written with an older compatible schema, read as the current one.
 - ``add_reserved_columns``: decoded frames -> consumer batches with the reserved columns
   ``topic``, ``partition``, ``offset``, ``timestamp`` appended.
+- ``with_append_time``: a bytes-topic batch of a ``LogAppendTime`` frame with the frame's
+  append time as every record's ``timestamp``.
 
 The bytes-topic layout (``BYTES_SCHEMA``, ``HEADERS_TYPE``) and the schema codecs are the
 kernel's: ``spark_log.schemas``.
@@ -33,6 +35,7 @@ __all__ = [
     "conform",
     "widen",
     "add_reserved_columns",
+    "with_append_time",
     "bytes_ipc_message",
 ]
 
@@ -218,6 +221,19 @@ def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
     names += ["topic", "partition", "offset"]
     arrays += [*_topic_and_partition(topic, partition, n), offsets]
     return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def with_append_time(batch: pa.RecordBatch, append_time_ms: int) -> pa.RecordBatch:
+    """``batch`` (a bytes topic's frame, whose ``timestamp`` column is each record's) with
+    every record's timestamp ``append_time_ms``: in a ``LogAppendTime`` topic the leader
+    stamps only the frame's header (its bytes are stored as the producer sent them), so the
+    column keeps the producer's CreateTime, and a reader takes the header's (Kafka's
+    consumers do the same with a batch's LogAppendTime attribute)."""
+    at = batch.schema.get_field_index("timestamp")
+    if at < 0:
+        return batch
+    stamps = timestamp_ms_array(np.full(batch.num_rows, append_time_ms, dtype=np.int64))
+    return batch.set_column(at, batch.schema.field(at), stamps.cast(batch.schema.field(at).type))
 
 
 _SMALL_BATCH = 64  # rows of a batch whose topic and partition columns are kept for reuse
