@@ -4,9 +4,10 @@ stable offset) or the first offset at a timestamp.
 By timestamp the answer is exact per record for topics whose records carry their own
 timestamps (bytes topics: the ``timestamp`` column): the log finds the first frame whose
 max timestamp is >= the target, and this module scans that frame's column for the first
-record that is.  Typed topics have one timestamp per frame, so the frame's base offset is
-the answer.  When no record is that recent the answer is the high watermark (the offset
-the next record will get), with ``timestamp`` -1.
+record that is.  Typed topics have one timestamp per frame, and so do ``LogAppendTime``
+frames (the header's append time; the column keeps the producer's CreateTime), so the
+frame's first offset is the answer.  When no record is that recent the answer is the high
+watermark (the offset the next record will get), with ``timestamp`` -1.
 
 Leader epochs (KIP-320): a partition's ``current_leader_epoch`` >= 0 must equal this
 replica's leader epoch (``brokers.partition.core.check_client_leader_epoch``): older is
@@ -23,7 +24,7 @@ import pyarrow as pa
 from brokers.partition import Partition
 from brokers.partition.core import check_client_leader_epoch
 from spark_log.errors import InvalidRequestError, SparkLogError
-from spark_log.frame import decode_batch, iter_frames, record_offsets
+from spark_log.frame import ATTR_LOG_APPEND_TIME, decode_batch, iter_frames, record_offsets
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -96,7 +97,9 @@ class ListOffsetsHandler:
                     continue
                 schema = topic.schema_by_id(header.schema_id) if topic is not None else None
                 numbers = record_offsets(read.data, header, position)
-                if schema is None or "timestamp" not in schema.names:
+                if schema is None or "timestamp" not in schema.names or header.attributes & ATTR_LOG_APPEND_TIME:
+                    # one timestamp per frame: a typed topic's, or a LogAppendTime frame's append
+                    # time (its records' column keeps the producer's CreateTime)
                     if header.max_timestamp >= target:
                         return int(numbers[0]), header.first_timestamp
                     continue

@@ -36,3 +36,11 @@ def test_a_consumer_sees_the_append_time(bootstrap: str, topic_name: str) -> Non
         got: list = []
         wait_until(lambda: got.extend(consumer.poll(0.2)) or len(got) >= 2, timeout=30, message="nothing consumed")
     assert all(before <= r.timestamp <= after for r in got), ([r.timestamp for r in got], before, after)
+
+
+def test_list_offsets_by_timestamp_searches_the_append_time(bootstrap: str, topic_name: str) -> None:
+    before, after = _append(bootstrap, topic_name, [b"a", b"b", b"c"])
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic_name, before - 1000) == {0: 0}    # the producer's CreateTime is far older
+        assert admin.list_offsets(topic_name, after + 60_000) == {0: 3}   # none that recent: the high watermark
+        assert admin.list_offsets(topic_name, OLD) == {0: 0}
