@@ -10,7 +10,10 @@ stored frames of one partition into an Arrow IPC stream of the selected rows:
   ``offset``/``timestamp``/``partition`` columns, and nulls for columns the frame's (older)
   schema lacks;
 - the output has the projected columns (typed as in the topic's current schema), then
-  ``offset`` (int64) and ``timestamp`` (timestamp[ms]) unless projected already.
+  ``offset`` (int64) and ``timestamp`` (timestamp[ms]) unless projected already;
+- a record's timestamp (output and filter alike) is its ``timestamp`` column (bytes
+  topics), else the frame's; a ``LogAppendTime`` frame's records all take the append time
+  of its header (its column keeps the producer's CreateTime: ``_records.with_append_time``).
 
 Records below ``fetch_offset`` in the first frame are skipped.  Control frames and frames
 without records (compaction emptied them) are skipped; record offsets come from the
@@ -28,7 +31,8 @@ import pyarrow.ipc as ipc
 from brokers.metadata.image import TopicImage
 from spark_log.filters import deserialize_filter
 from spark_log.errors import CorruptRecordError, InvalidRequestError, SchemaMismatchError
-from spark_log.frame import ATTR_CONTROL, FrameHeader, decode_batch, iter_frames, record_offsets
+from spark_log.frame import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, iter_frames, record_offsets
+from spark_log._records import with_append_time
 
 __all__ = ["Pushdown"]
 
@@ -87,6 +91,8 @@ class Pushdown:
         if schema is None:
             raise CorruptRecordError(f"stored frame at offset {header.base_offset} has unknown schema id {header.schema_id}")
         batch = decode_batch(frame, schema)
+        if header.attributes & ATTR_LOG_APPEND_TIME:   # its column keeps the producer's CreateTime
+            batch = with_append_time(batch, header.max_timestamp)
         n = batch.num_rows
         numbers = record_offsets(memoryview(frame), header)  # version-2 (compacted) frames: gaps inside
         offsets = pa.array(numbers)

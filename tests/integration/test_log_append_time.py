@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import time
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from spark_log import Admin, Consumer, Producer
@@ -38,9 +40,32 @@ def test_a_consumer_sees_the_append_time(bootstrap: str, topic_name: str) -> Non
     assert all(before <= r.timestamp <= after for r in got), ([r.timestamp for r in got], before, after)
 
 
+def _high_watermark(bootstrap: str, topic: str) -> int:
+    with Admin(bootstrap) as admin:
+        return admin.list_offsets(topic, "latest")[0]
+
+
 def test_list_offsets_by_timestamp_searches_the_append_time(bootstrap: str, topic_name: str) -> None:
     before, after = _append(bootstrap, topic_name, [b"a", b"b", b"c"])
     with Admin(bootstrap) as admin:
         assert admin.list_offsets(topic_name, before - 1000) == {0: 0}    # the producer's CreateTime is far older
         assert admin.list_offsets(topic_name, after + 60_000) == {0: 3}   # none that recent: the high watermark
         assert admin.list_offsets(topic_name, OLD) == {0: 0}
+
+
+def test_a_filtered_projected_fetch_sees_the_append_time(bootstrap: str, topic_name: str) -> None:
+    """The brokers' pushdown (a Consumer with ``columns`` and ``row_filter``): the timestamps it
+    answers and the predicate on ``timestamp`` are the append time's."""
+    before, after = _append(bootstrap, topic_name, [b"a", b"b"])
+    end = _high_watermark(bootstrap, topic_name)
+    recent = pc.field("timestamp") >= pa.scalar(before, pa.timestamp("ms"))
+    with Consumer(bootstrap, auto_offset_reset="none", columns=["value", "timestamp"], row_filter=recent) as consumer:
+        consumer.assign([(topic_name, 0)])
+        consumer.seek(topic_name, 0, 0, end=end)
+        batches: list[pa.RecordBatch] = []
+        wait_until(lambda: batches.extend(consumer.poll_arrow(0.2)) or consumer.position(topic_name, 0) >= end,
+                   timeout=30, message="the range was never read")
+    rows = pa.Table.from_batches(batches) if batches else pa.table({"value": [], "timestamp": []})
+    assert rows.column("value").to_pylist() == [b"a", b"b"], rows
+    stamps = rows.column("timestamp").cast(pa.int64()).to_pylist()
+    assert all(before <= s <= after for s in stamps), (stamps, before, after)
