@@ -64,6 +64,7 @@ consumer's own).
 """
 from __future__ import annotations
 
+import logging
 import queue
 import re
 import time
@@ -99,6 +100,8 @@ from .proto import broker_pb2 as pb
 from .tier import TierTable, from_tier_table
 
 __all__ = ["Consumer", "ConsumerRecord", "OffsetAndMetadata"]
+
+log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 EARLIEST, LATEST = -2, -1
@@ -190,6 +193,8 @@ class Consumer:
         self._closed = False
         self._retriable_errors = 0  # fetch errors met so far that a retry may fix (poll pauses after one)
         self._deferred_error: SparkLogError | None = None  # a partition's error, raised once its answer's records are out
+        # KIP-320: per partition, (position after the last frame read, that frame's leader epoch)
+        self._read_epochs: dict[TopicPartition, tuple[int, int]] = {}
         self._paused: set[TopicPartition] = set()
         self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
         self._tier_mode: dict[TopicPartition, TierInfo] = {}   # positions the Delta tier serves
@@ -582,7 +587,8 @@ class Consumer:
             replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=self._min_bytes, max_bytes=self._max_bytes,
             isolation_level=self._isolation,
             partitions=[pb.FetchPartition(topic=t, partition=p, fetch_offset=o, partition_max_bytes=self._partition_max,
-                                          current_leader_epoch=epochs.get((t, p), -1), last_fetched_epoch=-1,
+                                          current_leader_epoch=epochs.get((t, p), -1),
+                                          last_fetched_epoch=self._last_read_epoch((t, p), o),
                                           log_start_offset=-1,
                                           max_offset=self._ends.get((t, p), 0))
                         for (t, p), o in offsets.items()],
@@ -601,6 +607,31 @@ class Consumer:
                     self._filters[cache_key] = serialize_filter(self._filter, info.schema)
                 request.row_filter = self._filters[cache_key]
         return request
+
+    def _last_read_epoch(self, tp: TopicPartition, position: int) -> int:
+        """The leader epoch of the last frame read, when the position is where that read left
+        it (-1 after a seek, a reset or a projected read: nothing to check against)."""
+        found = self._read_epochs.get(tp)
+        return found[1] if found is not None and found[0] == position else -1
+
+    def _diverged(self, tp: TopicPartition, result: pb.FetchPartitionResult) -> None:
+        """KIP-320: the leader's log diverges from what this consumer read: the epoch of its
+        last record ends at ``end`` there, below the position (an unclean election replaced
+        those records).  With a reset policy the position moves back to ``end``, where the
+        leader's records differ, so nothing written there since is skipped; without one,
+        ``OffsetOutOfRangeError``."""
+        end = result.diverging_epoch.end_offset
+        position = self._positions.get(tp)
+        self._read_epochs.pop(tp, None)
+        if position is None or end >= position:
+            return
+        if self._reset == "none":
+            raise OffsetOutOfRangeError(f"{tp[0]}-{tp[1]}: the log was truncated at offset {end} below the position "
+                                        f"{position} (records this consumer read are gone: an unclean leader "
+                                        "election); seek to go on")
+        log.warning("%s-%d: the log was truncated at offset %d below the position %d (an unclean leader election): "
+                    "reading again from %d", tp[0], tp[1], end, position, end)
+        self._positions[tp] = end
 
     def _take(self, key: tuple[str, str], call: Any,
               offsets: dict[TopicPartition, int]) -> list[tuple[TopicPartition, pa.RecordBatch]]:
@@ -624,6 +655,9 @@ class Consumer:
             if tp not in self._positions or self._positions[tp] != offsets.get(tp):
                 continue  # unassigned or sought since the fetch left
             try:
+                if result.HasField("diverging_epoch"):
+                    self._diverged(tp, result)
+                    continue
                 failure = error_from_pb(result.error)
                 if failure is not None:
                     if not (isinstance(failure, OffsetOutOfRangeError) and self._enter_tier(tp)):
@@ -730,6 +764,7 @@ class Consumer:
         position = self._positions[tp]
         assert position is not None
         batches: list[pa.RecordBatch] = []
+        last_epoch = -1  # the leader epoch of the last frame read past the position
         if arrow_stream:
             reader = ipc.open_stream(pa.py_buffer(arrow_stream))
             for batch in reader:
@@ -740,6 +775,8 @@ class Consumer:
             buffer = pa.py_buffer(records)
             aborted = aborted_ranges(result)
             for pos, header in iter_frames(memoryview(buffer), verify=True):
+                if header.next_offset > position:
+                    last_epoch = header.partition_leader_epoch
                 if header.attributes & ATTR_CONTROL or header.next_offset <= position or not header.record_count:
                     continue  # control frames, frames already read, frames compaction emptied
                 if aborted and is_aborted(header, aborted):
@@ -767,6 +804,8 @@ class Consumer:
             self._positions[tp] = result.next_fetch_offset
         elif batches:
             self._positions[tp] = int(batches[-1].column("offset")[-1].as_py()) + 1
+        if last_epoch >= 0 and self._positions[tp] is not None:
+            self._read_epochs[tp] = (int(self._positions[tp] or 0), last_epoch)
         end = self._ends.get(tp)
         if end is not None:
             batches = _below(batches, end)

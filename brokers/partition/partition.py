@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from brokers.log.append import CheckedFrames, check_frames
+from brokers.log.epoch_lookup import UNDEFINED_EPOCH, end_offset_for_epoch
 from brokers.log.partition_log import PartitionLog
 from spark_log.clock import Clock, SystemClock
 from spark_log.config import TopicConfig
@@ -299,6 +300,23 @@ class Partition(CompactingPartition, TieredPartition):
                 first = next(iter_frames(result.data, verify=False))[1].base_offset
                 aborted = tuple(self._core.aborted_between(first, result.next_offset))
             return PartitionRead(result, self._core.offsets(ends), aborted)
+
+    def consumer_divergence(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+        """KIP-320 for a consumer at ``fetch_offset`` whose last record was in
+        ``last_fetched_epoch``: ``(epoch, end_offset)``, this log's largest epoch up to that
+        one and where it ends, when it ends below ``fetch_offset`` (records the consumer read
+        are not in this log: an unclean election replaced them); None otherwise.  An epoch
+        above every epoch of this log (a new leader that has not written yet) ends at this
+        log's end."""
+        if last_fetched_epoch < 0:
+            return None
+        with self._cond:
+            self._core.check_open()
+            entries, log_end = self._log.epoch_entries(), self._ends().log_end_offset
+        epoch, end = end_offset_for_epoch(entries, last_fetched_epoch, log_end)
+        if epoch == UNDEFINED_EPOCH:
+            epoch, end = (entries[-1][0] if entries else UNDEFINED_EPOCH), log_end
+        return None if end >= fetch_offset else (epoch, end)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> int | None:
         """The base offset of the first frame whose max timestamp is >= ``timestamp_ms``."""

@@ -143,6 +143,11 @@ class FetchHandler:
                                   partition.leader_epoch)
         if needs_pushdown and pushdown is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
+        diverging = partition.consumer_divergence(wanted.fetch_offset, wanted.last_fetched_epoch)
+        if diverging is not None:  # KIP-320: the consumer read records this log no longer has
+            _set_offsets(result, partition.offsets())
+            result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
+            return 0, RECORDS, None
         limit = budget if wanted.partition_max_bytes <= 0 else min(budget, wanted.partition_max_bytes)
         if limit <= 0 and not first:
             _set_offsets(result, partition.offsets())

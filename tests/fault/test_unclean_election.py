@@ -93,6 +93,12 @@ def test_unclean_election_offline_by_default_then_elects_on_config_change(tmp_pa
                    message=f"the controller fences follower {follower}: ISR shrinks to the leader {leader}")
         b = produce(address[leader], [f"b-{i}".encode() for i in range(20)])
         assert b[0].offset == a[-1].offset + 1
+        # a consumer reads A and B; it goes on reading across the unclean election below
+        reader = Consumer(bootstrap, auto_offset_reset="earliest")
+        reader.assign([(TOPIC, 0)])
+        seen: list[bytes] = []
+        wait_until(lambda: seen.extend(r.value for r in reader.poll(0.5)) or len(seen) >= 40, timeout=30,
+                   message="the reader read A and B")
         cluster.kill(leader)
         wait_until(lambda: partition().leader is None, timeout=30,
                    message=f"leader {leader} fenced: the partition goes offline")
@@ -131,6 +137,12 @@ def test_unclean_election_offline_by_default_then_elects_on_config_change(tmp_pa
         assert elected.isr == (follower,) and elected.leader_epoch > offline.leader_epoch
         c = produce(address[follower], [f"c-{i}".encode() for i in range(20)])
         assert c[0].offset == a[-1].offset + 1, "F leads from its own log end: the B offsets are reused"
+        # KIP-320: the reader's position (40) is past the log F leads, whose epoch of B's records
+        # ends at 20: it moves back to 20 and reads every C record (none skipped)
+        wait_until(lambda: seen.extend(r.value for r in reader.poll(0.5)) or b"c-19" in seen, timeout=60,
+                   message="the reader read C")
+        reader.close()
+        assert seen[40:] == [s.value for s in c], seen[40:]
 
         cluster.start(leader)
         wait_until(lambda: set(partition().isr) == set(BROKERS), timeout=45,

@@ -64,3 +64,32 @@ def test_a_poll_returns_within_its_timeout_while_a_long_poll_is_out() -> None:
     assert time.monotonic() - started < 5.0 and len(held) == 1
     for call in held:
         call.resolve()
+
+
+def _read_then_diverged(request: pb.FetchRequest) -> bytes:
+    (wanted,) = request.partitions
+    if wanted.last_fetched_epoch < 0:  # the first read: offsets 0-3 in leader epoch 5
+        return response(pb.FetchPartitionResult(topic=T, partition=0, high_watermark=4, last_stable_offset=4,
+                                                records=frame(0, [b"a", b"b", b"c", b"d"], epoch=5),
+                                                next_fetch_offset=4))
+    assert wanted.last_fetched_epoch == 5
+    return response(pb.FetchPartitionResult(topic=T, partition=0, high_watermark=2, next_fetch_offset=4,
+                                            diverging_epoch=pb.EpochEndOffset(epoch=4, end_offset=2)))
+
+
+@pytest.mark.parametrize("reset", ["earliest", "none"])
+def test_a_truncated_log_moves_the_position_back_or_is_an_error(reset: str) -> None:
+    """KIP-320: the consumer sends the epoch of its last record; a leader whose log ends
+    that epoch below the position answers where it diverges.  With a reset policy the
+    position moves back there (what the new leader wrote since is read, not skipped);
+    without one, OffsetOutOfRangeError."""
+    consumer = fake_consumer(FakeCluster(T, 1, _read_then_diverged), auto_offset_reset=reset)
+    consumer.assign([(T, 0)])
+    consumer.seek(T, 0, 0)
+    assert [r.offset for r in consumer.poll(1.0)] == [0, 1, 2, 3]
+    if reset == "none":
+        with pytest.raises(OffsetOutOfRangeError):
+            consumer.poll(0.2)
+        assert consumer.position(T, 0) == 4
+    else:  # read again from 2 (this fake's leader answers the same records there)
+        assert [r.offset for r in consumer.poll(1.0)] == [2, 3]

@@ -351,3 +351,24 @@ def test_a_marker_in_an_epoch_a_frame_cannot_hold_is_refused_with_a_typed_error(
         assert partition.offsets().log_end_offset == 1
     finally:
         partition.close()
+
+
+def test_a_consumer_whose_records_this_log_no_longer_has_is_told_where_it_diverges(tmp_path: Path,
+                                                                                   clock: ThreadClock) -> None:
+    """KIP-320 for consumers: epoch 0 holds offsets 0-4, epoch 2 offsets 5-9.  A consumer at 8
+    whose last record was in epoch 1 (a leader this log never followed) diverges at 5;
+    one whose last record is in epoch 2 does not; one past the log in an epoch above this
+    log's (a new leader that has not written yet) diverges at the log end."""
+    partition = _open(tmp_path / "p", clock, ME)
+    try:
+        for epoch in (0, 2):
+            partition.become(LeaderAndIsr(leader_id=ME, leader_epoch=epoch, partition_epoch=epoch, replicas=(ME,),
+                                          isr=(ME,)), config=partition.config)
+            partition.append_as_leader(_checked(_frame(5)))
+        assert partition.consumer_divergence(8, 1) == (0, 5)
+        assert partition.consumer_divergence(8, 2) is None
+        assert partition.consumer_divergence(5, 0) is None
+        assert partition.consumer_divergence(8, -1) is None  # nothing read yet: nothing to check
+        assert partition.consumer_divergence(12, 3) == (2, 10)
+    finally:
+        partition.close()
