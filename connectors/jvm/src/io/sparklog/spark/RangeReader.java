@@ -37,6 +37,9 @@ import org.apache.spark.unsafe.types.UTF8String;
  *  consumer checks them; control frames and frames without records are passed over. */
 final class RangeReader implements PartitionReader<ColumnarBatch> {
   private static final int MAX_BYTES = 16 << 20;
+  /** A frame's attribute bit: the leader stamped its header with its append time (a
+   *  LogAppendTime topic); its records' timestamp column keeps the producer's CreateTime. */
+  static final int ATTR_LOG_APPEND_TIME = 0x40;
   private final ReadPlan plan;
   private final StructType schema;
   private final Scans.RangePartition part;
@@ -320,6 +323,8 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
       int attributes = frames.getShort(at + 24) & 0xFFFF;
       int count = frames.getInt(at + 28);
       long firstTs = frames.getLong(at + 32);
+      boolean appendTime = (attributes & ATTR_LOG_APPEND_TIME) != 0;
+      long frameTs = appendTime ? frames.getLong(at + 40) : firstTs;  // the append time (both header stamps)
       int schemaId = frames.getInt(at + 60);
       long storedCrc = frames.getInt(at + 20) & 0xFFFFFFFFL;
       ByteBuffer covered = frames.duplicate();
@@ -354,7 +359,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         while (hi > lo && offsets[hi - 1] >= part.end) hi--;
       }
       if (hi <= lo) continue;
-      emit(answer, framesBase + frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, firstTs, count);
+      emit(answer, framesBase + frameAt + bodyStart, length - bodyStart, schemaId, base, offsets, lo, hi, frameTs, appendTime, count);
     }
   }
 
@@ -424,7 +429,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
   /** The Arrow IPC record batch at answer[bodyAt, bodyAt + bodyLength): its metadata parsed,
    *  its body a slice of the answer's off-heap buffer (no copy; LZ4 bodies decompress from it). */
   private void emit(ArrowBuf answer, int bodyAt, int bodyLength, int schemaId, long base, long[] offsets, int lo, int hi,
-                    long firstTs, int count) {
+                    long frameTs, boolean appendTime, int count) {
     Schema arrow = cluster.topic(part.topic, false).schemas.get(schemaId);
     if (arrow == null) arrow = cluster.topic(part.topic, true).schemas.get(schemaId);
     if (arrow == null) {
@@ -477,7 +482,7 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     ColumnVector[] columns = new ColumnVector[schema.length()];
     int i = 0;
     for (StructField f : schema.fields()) {
-      columns[i++] = column(root, f, rows, base, offsets, lo, firstTs);
+      columns[i++] = column(root, f, rows, base, offsets, lo, frameTs, appendTime);
     }
     ColumnarBatch out = new ColumnarBatch(columns, rows);
     ready.add(out);
@@ -563,7 +568,10 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     return new int[] {nodes, buffers};
   }
 
-  private ColumnVector column(VectorSchemaRoot root, StructField f, int rows, long base, long[] offsets, int lo, long firstTs) {
+  /** {@code frameTs}: the frame's timestamp (a typed topic's records', or with {@code appendTime}
+   *  a LogAppendTime frame's append time, which every record takes over its timestamp column). */
+  private ColumnVector column(VectorSchemaRoot root, StructField f, int rows, long base, long[] offsets, int lo, long frameTs,
+                              boolean appendTime) {
     switch (f.name()) {
       case "topic":
       case "partition":
@@ -578,9 +586,9 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
         }
         break;
       case "timestamp":
-        if (typed) {
+        if (typed || appendTime) {
           ConstantColumnVector v = new ConstantColumnVector(rows, DataTypes.TimestampType);
-          v.setLong(firstTs * 1000);
+          v.setLong(frameTs * 1000);
           return v;
         }
         break;
