@@ -9,8 +9,8 @@
 - ``widen``: a batch written with an older compatible schema, read as the current one.
 - ``add_reserved_columns``: decoded frames -> consumer batches with the reserved columns
   ``topic``, ``partition``, ``offset``, ``timestamp`` appended.
-- ``with_append_time``: a bytes-topic batch of a ``LogAppendTime`` frame with the frame's
-  append time as every record's ``timestamp``.
+- ``with_append_time`` (``frame``'s, re-exported): a bytes-topic batch of a ``LogAppendTime``
+  frame with the frame's append time as every record's ``timestamp``.
 
 The bytes-topic layout (``BYTES_SCHEMA``, ``HEADERS_TYPE``) and the schema codecs are the
 kernel's: ``spark_log.schemas``.
@@ -25,7 +25,7 @@ import pyarrow as pa
 from . import bytes_message
 from .arrays import binary_array, bool_array, int32_array, repeated_int32, repeated_string, timestamp_ms_array
 from .errors import SchemaMismatchError
-from .frame import Codec, ipc_message
+from .frame import Codec, ipc_message, with_append_time
 from .schemas import BYTES_SCHEMA, HEADERS_TYPE
 
 __all__ = [
@@ -221,19 +221,6 @@ def add_reserved_columns(batch: pa.RecordBatch, *, topic: str, partition: int,
     names += ["topic", "partition", "offset"]
     arrays += [*_topic_and_partition(topic, partition, n), offsets]
     return pa.RecordBatch.from_arrays(arrays, names=names)
-
-
-def with_append_time(batch: pa.RecordBatch, append_time_ms: int) -> pa.RecordBatch:
-    """``batch`` (a bytes topic's frame, whose ``timestamp`` column is each record's) with
-    every record's timestamp ``append_time_ms``: in a ``LogAppendTime`` topic the leader
-    stamps only the frame's header (its bytes are stored as the producer sent them), so the
-    column keeps the producer's CreateTime, and a reader takes the header's (Kafka's
-    consumers do the same with a batch's LogAppendTime attribute)."""
-    at = batch.schema.get_field_index("timestamp")
-    if at < 0:
-        return batch
-    stamps = timestamp_ms_array(np.full(batch.num_rows, append_time_ms, dtype=np.int64))
-    return batch.set_column(at, batch.schema.field(at), stamps.cast(batch.schema.field(at).type))
 
 
 _SMALL_BATCH = 64  # rows of a batch whose topic and partition columns are kept for reuse

@@ -82,7 +82,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 
-from .arrays import binary_array, int16_array, to_numpy
+from .arrays import binary_array, int16_array, timestamp_ms_array, to_numpy
 from .errors import CorruptRecordError, InvalidRequestError
 from .unfilled import unfilled_bytearray
 
@@ -99,6 +99,7 @@ __all__ = [
     "Peek",
     "encode_batch",
     "encode_message",
+    "with_append_time",
     "encode_v2",
     "decode_batch",
     "parse_header",
@@ -590,6 +591,19 @@ def leader_header(buf: bytes | bytearray | memoryview, header: FrameHeader, posi
         crc = _crc32c.crc32c(frame_body(buf, header, position), _crc32c.crc32c(bytes(head[_CRC_START:])))
         _CRC.pack_into(head, _CRC_AT, int(crc))
     return head
+
+
+def with_append_time(batch: pa.RecordBatch, append_time_ms: int) -> pa.RecordBatch:
+    """``batch`` (a bytes topic's frame, whose ``timestamp`` column is each record's) with
+    every record's timestamp ``append_time_ms``: in a ``LogAppendTime`` topic the leader
+    stamps only the frame's header (its bytes are stored as the producer sent them), so the
+    column keeps the producer's CreateTime, and a reader takes the header's (Kafka's
+    consumers do the same with a batch's LogAppendTime attribute)."""
+    at = batch.schema.get_field_index("timestamp")
+    if at < 0:
+        return batch
+    stamps = timestamp_ms_array(np.full(batch.num_rows, append_time_ms, dtype=np.int64))
+    return batch.set_column(at, batch.schema.field(at), stamps.cast(batch.schema.field(at).type))
 
 
 def decode_batch(frame: "bytes | bytearray | memoryview | pa.Buffer", schema: pa.Schema, *, verify: bool = False) -> pa.RecordBatch:

@@ -13,7 +13,7 @@ stored frames of one partition into an Arrow IPC stream of the selected rows:
   ``offset`` (int64) and ``timestamp`` (timestamp[ms]) unless projected already;
 - a record's timestamp (output and filter alike) is its ``timestamp`` column (bytes
   topics), else the frame's; a ``LogAppendTime`` frame's records all take the append time
-  of its header (its column keeps the producer's CreateTime: ``_records.with_append_time``).
+  of its header (its column keeps the producer's CreateTime: ``frame.with_append_time``).
 
 Records below ``fetch_offset`` in the first frame are skipped.  Control frames and frames
 without records (compaction emptied them) are skipped; record offsets come from the
@@ -32,7 +32,7 @@ from brokers.metadata.image import TopicImage
 from spark_log.filters import deserialize_filter
 from spark_log.errors import CorruptRecordError, InvalidRequestError, SchemaMismatchError
 from spark_log.frame import ATTR_CONTROL, ATTR_LOG_APPEND_TIME, FrameHeader, decode_batch, iter_frames, record_offsets
-from spark_log._records import with_append_time
+from spark_log.frame import with_append_time
 
 __all__ = ["Pushdown"]
 
