@@ -4,10 +4,13 @@ Layout.  ``<tier location>/<topic>`` is an ordinary Delta table (any Delta reade
 it: ``deltalake``, Spark with delta-spark, DuckDB).  Its columns: a bytes topic's ``key``,
 ``value``, ``headers``, ``timestamp``; a typed topic's own columns and ``timestamp``; then
 ``partition`` (int32) and ``offset`` (int64).  ``timestamp`` is Delta's ``timestamp_ntz``
-(microseconds; the records' milliseconds exactly).  The table is partitioned by
-``partition``; inside a partition every data file holds one contiguous offset range of one
-tiering commit, and Delta's per-file min/max statistics on ``offset`` let a reader of an
-offset range open only the files that overlap it.
+(microseconds; the records' milliseconds exactly): each record's timestamp as a consumer
+reads it, so in a ``LogAppendTime`` topic the leader's append time, not the producer's
+CreateTime the stored records keep (the tiering job reads through the Consumer or the
+``spark-log`` source, which both take a LogAppendTime frame's header time).  The table is
+partitioned by ``partition``; inside a partition every data file holds one contiguous
+offset range of one tiering commit, and Delta's per-file min/max statistics on ``offset``
+let a reader of an offset range open only the files that overlap it.
 
 What the tier holds.  Only committed records: the tiering job reads ``read_committed``
 below the last stable offset, so aborted records and transaction markers (and every other

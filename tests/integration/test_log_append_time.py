@@ -10,7 +10,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from jobs.tier import consumer_reader, tier_topic
 from spark_log import Admin, Consumer, Producer
+from spark_log.tier import TierTable
+from tests.support.tiering import TIERED, wait_local_start
 from tests.support.wait import wait_until
 
 pytestmark = pytest.mark.integration
@@ -69,3 +72,34 @@ def test_a_filtered_projected_fetch_sees_the_append_time(bootstrap: str, topic_n
     assert rows.column("value").to_pylist() == [b"a", b"b"], rows
     stamps = rows.column("timestamp").cast(pa.int64()).to_pylist()
     assert all(before <= s <= after for s in stamps), (stamps, before, after)
+
+
+def test_tiered_rows_carry_the_append_time(bootstrap: str, topic_name: str) -> None:
+    """Tiering to Delta (the job's Consumer reader) writes the append time, and a union read
+    serves it from the tier once the brokers deleted the tiered segments."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1, replication_factor=3,
+                           config={**TIERED, "message.timestamp.type": "LogAppendTime"})
+    before = int(time.time() * 1000)
+    with Producer(bootstrap, linger_ms=1, batch_size=600) as producer:
+        futures = [producer.send(topic_name, b"v%03d" % i + b"x" * 40, partition=0, timestamp=OLD) for i in range(60)]
+        for future in futures:
+            future.result(timeout=60)
+    after = int(time.time() * 1000)
+    with Admin(bootstrap) as admin:
+        tiered = tier_topic(admin, topic_name, reader=consumer_reader(bootstrap)).tiered
+        location = admin.describe_tier(topic_name).location
+    assert tiered and tiered[0][1] > 0, tiered
+    table = TierTable(location, topic_name).load().to_pyarrow_table(columns=["offset", "timestamp"])
+    stamps = table.column("timestamp").cast(pa.timestamp("ms")).cast(pa.int64()).to_pylist()
+    assert len(stamps) == tiered[0][1] and all(before <= s <= after for s in stamps), (stamps, before, after)
+    wait_local_start(bootstrap, topic_name, 0, 1)   # the first records are now served by the tier
+    end = _high_watermark(bootstrap, topic_name)
+    with Consumer(bootstrap, auto_offset_reset="none") as consumer:
+        consumer.assign([(topic_name, 0)])
+        consumer.seek(topic_name, 0, 0, end=end)
+        got: list = []
+        wait_until(lambda: got.extend(consumer.poll(0.2)) or consumer.position(topic_name, 0) >= end,
+                   timeout=60, message="the union read never reached the end")
+    assert [r.offset for r in got] == list(range(60))   # (the brokers' TIERED control frame: offset 60)
+    assert all(before <= r.timestamp <= after for r in got), ([r.timestamp for r in got], before, after)
