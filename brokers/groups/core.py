@@ -83,7 +83,8 @@ class GroupShard:
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._sessions: dict[MemberKey, int] = {}
         self._revocations: dict[MemberKey, int] = {}
-        self._holds: dict[str, dict[str, tuple[frozenset[TopicPartition], int]]] = {}  # group -> txn id -> hold
+        # group -> transactional id -> (partitions held, until wall ms, topic ids when added)
+        self._holds: dict[str, dict[str, tuple[frozenset[TopicPartition], int, tuple[tuple[str, str], ...]]]] = {}
 
     # -- applying records (live and replay) --------------------------------------------------
 
@@ -94,7 +95,7 @@ class GroupShard:
             if record.partitions is None:
                 holds.pop(record.transactional_id, None)
             else:
-                holds[record.transactional_id] = (record.partitions, record.until_ms)
+                holds[record.transactional_id] = (record.partitions, record.until_ms, record.topic_ids)
             if not holds:
                 del self._holds[record.group_id]
             return
@@ -328,9 +329,12 @@ class GroupShard:
             raise InvalidRequestError("an offset commit needs at least one partition")
         limit = self.config.offset_metadata_max_bytes
         gone: set[TopicPartition] = set()
+        added_ids = dict(self._holds.get(gid, {}).get(request.transactional_id, (None, 0, ()))[2]) \
+            if request.transactional else {}
         for (topic, partition), committed in request.offsets.items():
-            if topic not in topics or not 0 <= partition < topics[topic][1]:
-                if request.transactional:  # checked when the transaction added it: deleted since
+            recreated = topic in topics and added_ids.get(topic, topics[topic][0]) != topics[topic][0]
+            if topic not in topics or not 0 <= partition < topics[topic][1] or recreated:
+                if request.transactional:  # checked when the transaction added it: deleted (or re-created) since
                     gone.add((topic, partition))
                     continue
                 raise UnknownTopicOrPartitionError(f"cannot commit an offset for {topic}-{partition}: no such partition")
@@ -382,12 +386,14 @@ class GroupShard:
                             topics=topics)
         if not request.transactional_id:
             raise InvalidRequestError("holding offsets needs a transactional id")
-        held, until = self._holds.get(request.group_id, {}).get(request.transactional_id, (frozenset(), until_ms))
+        held, until, ids = self._holds.get(request.group_id, {}).get(request.transactional_id,
+                                                                     (frozenset(), until_ms, ()))
         partitions = held | frozenset(request.offsets)
-        if partitions == held and until >= until_ms:
+        topic_ids = tuple(sorted({**{t: topics[t][0] for t, _ in request.offsets}, **dict(ids)}.items()))
+        if partitions == held and until >= until_ms and topic_ids == ids:
             return Outcome((), None)
-        return Outcome((PendingRecord(request.group_id, request.transactional_id, partitions, max(until, until_ms)),),
-                       None)
+        return Outcome((PendingRecord(request.group_id, request.transactional_id, partitions, max(until, until_ms),
+                                      topic_ids),), None)
 
     def release_offsets(self, group_id: str, transactional_id: str) -> Outcome[None]:
         """The transaction holding offsets of ``group_id`` aborted: its hold ends."""
@@ -399,7 +405,7 @@ class GroupShard:
     def _check_stable(self, group_id: str, partitions: Iterable[TopicPartition] | None, wall_ms: int) -> None:
         """``UnstableOffsetCommitError`` if a live hold covers one of ``partitions`` (any, when None)."""
         wanted = None if partitions is None else set(partitions)
-        for transactional_id, (held, until) in sorted(self._holds.get(group_id, {}).items()):
+        for transactional_id, (held, until, _) in sorted(self._holds.get(group_id, {}).items()):
             unstable = sorted(held if wanted is None else wanted & held)
             if unstable and wall_ms < until:
                 raise UnstableOffsetCommitError(

@@ -12,8 +12,9 @@ latest record of a key says everything about it:
   assignments).
 - ``PendingRecord``: key ``["pending", group, transactional id]``, the partitions of the
   group an open transaction holds offsets for (``send_offsets_to_transaction``, KIP-447);
-  value ``{"v": 1, "parts": [[topic, partition], ...], "until": wall ms}``, tombstoned when
-  the transaction's offsets are committed or it aborts.
+  value ``{"v": 1, "parts": [[topic, partition], ...], "until": wall ms, "tids": {topic:
+  topic id}}`` (the ids the topics had when the offsets were added), tombstoned when the
+  transaction's offsets are committed or it aborts.
 - A null value is a tombstone: the offset, the group's membership state, or the hold is deleted.
 
 Keys and values are compact UTF-8 JSON (keys as arrays, so their bytes are canonical:
@@ -67,6 +68,7 @@ class PendingRecord:
     transactional_id: str
     partitions: frozenset[TopicPartition] | None  # None: tombstone (released)
     until_ms: int = -1  # wall clock: the hold ends then at the latest
+    topic_ids: tuple[tuple[str, str], ...] = ()  # (topic, its id when the offsets were added), sorted
 
 
 Record = GroupRecord | OffsetRecord | PendingRecord
@@ -110,7 +112,8 @@ def encode(record: Record) -> tuple[bytes, bytes | None]:
     if isinstance(record, PendingRecord):
         key = _dumps(["pending", record.group_id, record.transactional_id])
         return key, None if record.partitions is None else _dumps(
-            {"v": _VERSION, "parts": _parts(record.partitions), "until": record.until_ms})
+            {"v": _VERSION, "parts": _parts(record.partitions), "until": record.until_ms,
+             "tids": dict(record.topic_ids)})
     key = _dumps(["group", record.group_id])
     return key, None if record.group is None else _dumps(_group_json(record.group))
 
@@ -148,7 +151,8 @@ def decode(key: bytes, value: bytes | None) -> Record:
             if value is None:
                 return PendingRecord(group_id, transactional_id, None)
             v = json.loads(value)
-            return PendingRecord(group_id, transactional_id, _assignment(v["parts"]), int(v["until"]))
+            return PendingRecord(group_id, transactional_id, _assignment(v["parts"]), int(v["until"]),
+                                 tuple(sorted((str(t), str(i)) for t, i in v.get("tids", {}).items())))
         if kind == "group" and len(parts) == 2:
             group_id = str(parts[1])
             if value is None:

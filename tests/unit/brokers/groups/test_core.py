@@ -500,7 +500,7 @@ def test_holds_are_records_a_new_coordinator_replays() -> None:
     outcome = d.shard.hold_offsets(CommitOffsets(group_id="g", offsets={("t", 3): CommittedOffset(7)},
                                                  transactional_id="tx"), 5_000, wall_ms=0, topics=d.topics)
     (record,) = outcome.records
-    assert decode(*encode(record)) == record
+    assert record.topic_ids == (("t", "id-t"),) and decode(*encode(record)) == record
     released = d.shard.release_offsets("g", "tx")
     replayed = GroupShard()
     replayed.apply(decode(*encode(record)), 0)
@@ -509,3 +509,20 @@ def test_holds_are_records_a_new_coordinator_replays() -> None:
     assert released.records == ()  # this shard never applied the hold
     replayed.apply(decode(*encode(PendingRecord("g", "tx", None))), 0)
     assert replayed.fetch_offsets("g", [("t", 3)], require_stable=True, wall_ms=1) == {}
+
+
+def test_a_transactions_offsets_skip_a_topic_re_created_after_they_were_added() -> None:
+    """The offsets were added (and held) for one incarnation of ``t``; ``t`` is deleted and
+    created again before the transaction commits: they do not apply to the new topic (the
+    hold keeps the topic ids of the moment they were added), and the hold ends anyway."""
+    d = Driver(topics={"t": ("id-t", 4), "u": ("id-u", 1)})
+    _hold(d, {("t", 0): 10, ("u", 0): 3}, until_ms=10_000)
+    d.topics = {"t": ("id-t-again", 4), "u": ("id-u", 1)}
+    commit = CommitOffsets(group_id="g", offsets={("t", 0): CommittedOffset(10), ("u", 0): CommittedOffset(3)},
+                           transactional=True, transactional_id="tx")
+    outcome = d.shard.commit_offsets(commit, wall_ms=2, topics=d.topics)
+    d.shard.finish(outcome, d.now)
+    assert {tp: o.offset for tp, o in d.shard.fetch_offsets("g", None, d.topics).items()} == {("u", 0): 3}
+    assert _stable(d, [("t", 0)], 3) == {}  # released
+    (record,) = [r for r in outcome.records if isinstance(r, PendingRecord)]
+    assert record.partitions is None
