@@ -31,7 +31,9 @@ Ordering and exactly-once.  Every producer is idempotent.  Without ``producer_id
 partition, and uses the micro-batch id as ``producer_epoch``) a replay by a new Producer
 with the same id, epoch and records appends nothing twice: sequences start at 0 per
 partition for each Producer instance, frames are cut deterministically from the same
-input, and the broker acknowledges duplicates with their original offsets.  A Producer with
+input, and the broker acknowledges duplicates with their original offsets (or, for a frame
+appended so long ago that it no longer knows them, with DUPLICATE_SEQUENCE: the send
+succeeds with offset -1, as in Kafka).  A Producer with
 an older epoch than one the broker has seen is fenced (``FencedEpochError``).  Brokers
 append a producer's frames in sequence order even when concurrent calls arrive out of
 order, so order per partition holds with any number of calls in flight.
@@ -95,6 +97,7 @@ from .clock import Clock, SystemClock
 from ._producer_txn import ProducerTransactions
 from ._group_session import ConsumerGroupMetadata
 from .errors import (
+    DuplicateSequenceError,
     InvalidConfigError,
     OutOfOrderSequenceError,
     SparkLogError,
@@ -882,9 +885,12 @@ class Producer:
         self._gate.release(address, response.throttle_time_ms)
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
-            if failure is None:
+            if failure is None or isinstance(failure, DuplicateSequenceError):
+                # DUPLICATE_SEQUENCE: a replay of a frame appended so long ago that the broker
+                # no longer knows its offsets: the records are in the log, the send succeeded
+                # with offset -1 (Kafka's Sender does the same)
                 self._metrics.add("records_sent", shipment.count)
-                shipment.resolve(result.base_offset)
+                shipment.resolve(result.base_offset if failure is None else -1)
                 self._unsettle(shipment)
                 self._settled(1)
             else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
