@@ -297,10 +297,9 @@ def test_compaction_removes_the_markers_of_transactions_with_no_record_left(clus
     got = _read_all(bootstrap, topic_name, 1, "read_committed")
     assert sorted(got[-3:]) == sorted(f"p-29-{key}".encode() for key in range(3))
 
-def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstrap: str, admin: Admin,
-                                                                        topic_name: str) -> None:
-    """send_offsets_to_transaction: a group's committed offsets move if and only if the
-    transaction commits; a member fenced by its group cannot add them."""
+def _source_and_sink(bootstrap: str, admin: Admin, topic_name: str) -> tuple[str, str, str]:
+    """A source topic holding 20 records ``in-0``.. at offsets 0-19, an empty sink topic
+    (one partition each, RF=3) and a fresh group id."""
     source, sink, group = topic_name + "-in", topic_name + "-out", f"g-{uuid.uuid4().hex[:8]}"
     admin.create_topic(source, partitions=1, replication_factor=3)
     admin.create_topic(sink, partitions=1, replication_factor=3)
@@ -308,6 +307,14 @@ def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstra
         for i in range(20):
             plain.send(source, f"in-{i}".encode(), partition=0)
         plain.flush()
+    return source, sink, group
+
+
+def test_consume_transform_produce_commits_offsets_with_the_transaction(bootstrap: str, admin: Admin,
+                                                                        topic_name: str) -> None:
+    """send_offsets_to_transaction: a group's committed offsets move if and only if the
+    transaction commits; a member fenced by its group cannot add them."""
+    source, sink, group = _source_and_sink(bootstrap, admin, topic_name)
     with Consumer(bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
                   isolation_level="read_committed") as consumer, \
             Producer(bootstrap, transactional_id=_tid()) as producer:
@@ -345,13 +352,7 @@ def test_a_member_taking_over_waits_for_the_offsets_an_open_transaction_holds(bo
     for them (send_offsets_to_transaction); A leaves before the commit.  Member B, given the
     partition meanwhile, reads nothing while the transaction is open (a read_committed
     offset fetch is unstable), then starts at 10 once it commits: no input twice."""
-    source, sink, group = topic_name + "-in", topic_name + "-out", f"g-{uuid.uuid4().hex[:8]}"
-    admin.create_topic(source, partitions=1, replication_factor=3)
-    admin.create_topic(sink, partitions=1, replication_factor=3)
-    with Producer(bootstrap) as plain:
-        for i in range(20):
-            plain.send(source, f"in-{i}".encode(), partition=0)
-        plain.flush()
+    source, sink, group = _source_and_sink(bootstrap, admin, topic_name)
     settings = dict(group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
                     isolation_level="read_committed")
     with Producer(bootstrap, transactional_id=_tid()) as producer:
