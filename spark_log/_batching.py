@@ -41,6 +41,7 @@ class OpenBatch:
     seq: int = -1  # first sequence, reserved when the batch is closed (under the producer lock)
     pid: int = -1  # the producer id the sequence was reserved under
     group: FutureGroup = field(default_factory=FutureGroup)
+    attempts: int = 0  # times it was put back after a retriable error on the way to the wire
 
 
 @dataclass(slots=True)

@@ -48,7 +48,9 @@ Retries: retriable errors (not leader, unknown partition while a topic is being 
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
 metadata refresh where the error asks for it (and after a timeout: the leader may be cut
 off), until ``delivery_timeout_ms``; then the
-futures fail with the last error.  That error's ``maybe_written`` says whether any
+futures fail with the last error.  A closed batch whose topic metadata cannot be read on
+its way to the wire (a refresh failing with a retriable error) is queued again after the
+backoff, its partition's later batches behind it, until the same deadline.  That error's ``maybe_written`` says whether any
 attempt may have written the records: False only when every attempt was refused before
 the append (``SparkLogError.refused_before_write``, e.g. ``NotEnoughReplicasError``);
 True after a timeout, a lost connection, ``NotEnoughReplicasAfterAppendError`` or any
@@ -235,6 +237,10 @@ class Producer:
         self._pending = 0  # shipments not yet resolved
         self._closing = 0  # batches closed but not yet shipped
         self._retries: list[tuple[float, int, Shipment]] = []
+        # closed batches put back after a retriable error before they were encoded (a metadata
+        # lookup failed): (due, order, slot, batch), back to _ready when due
+        self._reship: list[tuple[float, int, tuple[str, int], OpenBatch]] = []
+        self._parked: dict[tuple[str, int], tuple[int, float]] = {}  # slot -> (batches in _reship, latest due)
         self._issue_seq = itertools.count()
         # per partition: producer id -> its shipments not yet settled; shipments of a newer
         # id wait in _held until every older id's are (see the module docstring)
@@ -641,9 +647,13 @@ class Producer:
                     self._buffered = 0
                     lock.notify_all()  # senders blocked on the buffer bound
                 ready: list[Shipment] = []
+                addresses = [batch.address for _, batch in batches]
                 for (topic, partition), batch in batches:
                     try:
-                        self._ship_open_now(topic, partition, batch, ready)
+                        if (topic, partition) in self._parked:  # without the lock: a race only reorders (the broker waits for gaps)
+                            self._put_back((topic, partition), batch)  # behind its partition's earlier batches
+                        else:
+                            self._ship_open_now(topic, partition, batch, ready)
                     finally:
                         with lock:
                             self._closing -= 1
@@ -653,17 +663,34 @@ class Producer:
                     if ready:
                         self._issue_many(ready)
                 finally:
-                    for _, batch in batches:
-                        if batch.address is not None:
-                            self._call_done(batch.address)  # on the wire (or failed): no longer queued
+                    for address in addresses:
+                        if address is not None:
+                            self._call_done(address)  # on the wire (or failed, or put back): no longer queued
         except BaseException:
             with lock:
                 self._shipping = False
                 lock.notify_all()
             raise
 
+    def _put_back(self, slot: tuple[str, int], batch: OpenBatch) -> None:
+        """Queue ``batch`` again after a backoff (a retriable error before it was encoded);
+        ``flush`` waits for it as for any closed batch."""
+        batch.attempts += 1
+        batch.address = None  # no longer counted as queued for its leader (_drain released it)
+        delay = min(_RETRY_BACKOFF_S * 2 ** min(batch.attempts - 1, 5), _RETRY_BACKOFF_MAX_S)
+        with self._lock:
+            self._closing += 1
+            count, due = self._parked.get(slot, (0, 0.0))
+            due = max(due, self._now_s() + delay)  # never before an earlier batch of its partition
+            self._parked[slot] = (count + 1, due)
+            heapq.heappush(self._reship, (due, next(self._issue_seq), slot, batch))
+            self._lock.notify_all()
+
     def _ship_open_now(self, topic: str, partition: int, batch: OpenBatch,
-                       collect: list[Shipment]) -> None:
+                       collect: list[Shipment]) -> bool:
+        """Encode ``batch`` into a shipment on ``collect``; False when a retriable error (a
+        metadata lookup failed) put it back to be shipped again after a backoff, until its
+        delivery deadline (then, or for any other error, its futures fail)."""
         try:
             info = self._topic(topic)
             if info.kind == "typed":
@@ -675,17 +702,23 @@ class Producer:
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
             self._lost_sequences(batch.pid)
-            return
+            return True
         except SparkLogError as exc:
+            self._metrics.add("errors")
+            if exc.retriable and not self._closed and self._now_s() < batch.created + self._delivery_timeout_s:
+                self._metrics.add("retries")
+                self._put_back((topic, partition), batch)
+                return False
+            self._metrics.add("records_failed", len(batch.values))
             batch.group.fail(exc)
             self._lost_sequences(batch.pid)
-            return
+            return True
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
         if info.kind == "typed":
             self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
                               first_seq=batch.seq, producer_id=batch.pid, collect=collect)
-            return
+            return True
         timestamps = batch.timestamps  # known as ints: the frame header without reading the column back
         frame = encode_message(message, codec=codec, record_count=len(timestamps),
                                first_timestamp=timestamps[0], max_timestamp=max(timestamps),
@@ -698,6 +731,7 @@ class Producer:
             counts[batch.pid] = counts.get(batch.pid, 0) + 1
         collect.append(Shipment(topic, partition, frame, len(timestamps), self._now_s() + self._delivery_timeout_s,
                                 batch.group, next(self._issue_seq), pid=batch.pid))
+        return True
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
                      *, sticky: bool, group: FutureGroup | None = None,
@@ -957,7 +991,7 @@ class Producer:
         while True:
             retry: list[Shipment] = []
             with self._lock:
-                if self._closed and not self._open and not self._retries and not self._ready:
+                if self._closed and not self._open and not self._retries and not self._ready and not self._reship:
                     return
                 now = self._now_s()
                 wake = now + 1.0
@@ -971,6 +1005,17 @@ class Producer:
                     retry.append(heapq.heappop(self._retries)[2])
                 if self._retries:
                     wake = min(wake, self._retries[0][0])
+                while self._reship and self._reship[0][0] <= now:
+                    _, _, slot, batch = heapq.heappop(self._reship)
+                    count, due = self._parked[slot]
+                    if count > 1:
+                        self._parked[slot] = (count - 1, due)
+                    else:
+                        del self._parked[slot]
+                    self._ready.append((slot, batch))
+                    self._buffered += batch.size
+                if self._reship:
+                    wake = min(wake, self._reship[0][0])
                 if not retry and (self._shipping or not self._ready):
                     self._lock.wait(max(0.0, wake - now))
                     continue

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from spark_log import errors
 from spark_log.errors import ErrorCode
-from tests.support.fake_produce import FakeCluster, answer_all, bytes_topic, fake_producer
+from tests.support.fake_produce import FakeCluster, answer_all, bytes_topic, fake_producer, ok
 
 
 def test_duplicate_sequence_is_an_acknowledgement_with_an_unknown_offset(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -28,3 +29,54 @@ def test_duplicate_sequence_is_an_acknowledgement_with_an_unknown_offset(monkeyp
 
 def _table(n: int) -> pa.Table:
     return pa.table({"value": pa.array([b"x"] * n, pa.binary())})
+
+
+def test_a_retriable_metadata_error_on_the_way_to_the_wire_is_retried(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch closed while its topic's metadata was cached, shipped after the cache was
+    dropped (every NOT_LEADER drops it) with the refresh failing with a retriable error: the
+    batch is shipped again after a backoff (until its delivery deadline), in order with the
+    partition's later batches; a non-retriable error fails it at once."""
+    cluster = FakeCluster({"t": bytes_topic()}, auto=ok)
+    fails = {"left": 2}
+
+    def flaky(name: str) -> None:
+        if fails["left"]:
+            fails["left"] -= 1
+            raise errors.BrokerNotAvailableError("metadata refresh: no broker answered")
+
+    p = fake_producer(monkeypatch, cluster, linger_ms=0, delivery_timeout_ms=60_000)
+    try:
+        cluster.topic_hook = flaky  # send() reads the cache; the way to the wire asks topic()
+        futures = [p.send("t", f"v{i}".encode()) for i in range(3)]
+        assert [f.exception(timeout=10) for f in futures] == [None, None, None]
+        p.flush(10)
+        assert fails["left"] == 0
+        sequences = [header.base_sequence for _, _, header in cluster.frames()]
+        assert sequences == sorted(sequences), f"the partition's frames went out of sequence order: {sequences}"
+        assert p.metrics()["retries"] >= 1
+
+        def refused(name: str) -> None:
+            raise errors.TopicAuthorizationError("not allowed")
+
+        cluster.topic_hook = refused
+        assert isinstance(p.send("t", b"w").exception(timeout=10), errors.TopicAuthorizationError)
+    finally:
+        cluster.topic_hook = None
+        p.close(5)
+
+
+def test_a_retriable_metadata_error_fails_the_batch_at_its_delivery_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    cluster = FakeCluster({"t": bytes_topic()}, auto=ok)
+
+    def down(name: str) -> None:
+        raise errors.BrokerNotAvailableError("metadata refresh: no broker answered")
+
+    p = fake_producer(monkeypatch, cluster, linger_ms=0, delivery_timeout_ms=300)
+    try:
+        cluster.topic_hook = down
+        assert isinstance(p.send("t", b"v").exception(timeout=10), errors.BrokerNotAvailableError)
+        p.flush(5)
+        assert cluster.frames() == []
+    finally:
+        cluster.topic_hook = None
+        p.close(5)
