@@ -270,7 +270,8 @@ class Producer:
 
         Bytes topics take ``value`` (and ``key``) as bytes or str; typed topics take
         ``value`` as a row mapping column -> value (``key`` unused: the topic's key columns
-        choose the partition).  ``timestamp`` is ms since the epoch (default: now).  Raises
+        choose the partition; ``headers`` refused with ``InvalidRequestError``: a typed
+        record has none).  ``timestamp`` is ms since the epoch (default: now).  Raises
         at once for an unknown topic or partition (a broker with ``auto_create_topics`` on
         creates a missing topic first, with its default partitions and replication factor,
         and ``send`` waits for that, at most the request timeout); delivery errors go to the
@@ -285,6 +286,10 @@ class Producer:
         if info is None or info.schema_id < 0:
             info = self._topic(topic)  # asks the cluster; raises for an unknown topic
         if info.kind != "bytes":
+            if headers:
+                raise errors.InvalidRequestError(
+                    f"topic {topic!r} is typed: its records have no headers (a typed frame holds only the "
+                    f"schema's columns), so send() refuses headers rather than drop them; put them in a column")
             return self._send_typed(info, topic, value, key, partition, timestamp)
         if type(value) is not bytes:
             if isinstance(value, str):
