@@ -91,7 +91,7 @@ from ._client_metrics import ClientMetrics
 from ._batching import OpenBatch, Shipment, check_headers, cut_frames, split_rows
 from .fetch_wire import encode_produce_request
 from ._futures import FutureGroup
-from ._partitioner import StickyPartitioner, partition_for_key
+from ._partitioner import StickyPartitioner, key_array, partition_for_key, partitions_for_keys
 from ._records import bytes_ipc_message, conform
 from ._throttle import ThrottleGate
 from .security import ClientSecurity
@@ -323,12 +323,10 @@ class Producer:
 
     def _send_typed(self, info: TopicInfo, topic: str, value: Any, key: Any, partition: int | None,
                     timestamp: int | None) -> "Future[tuple[int, int]]":
-        """``send`` to a typed topic: the row is converted now (one-row Arrow batch)."""
+        """``send`` to a typed topic: the row is converted now (one-row Arrow batch), and its
+        key columns hashed from it by ``key_array``, as ``send_batch`` and the Spark sink do."""
         if not isinstance(value, Mapping):
             raise errors.SchemaMismatchError(f"topic {topic!r} is typed: send a row as a dict of column -> value")
-        if info.key_columns:
-            parts = [value.get(c) for c in info.key_columns]
-            key = None if all(p is None for p in parts) else "\x1f".join("" if p is None else str(p) for p in parts)
         try:  # converted now, so a bad row fails here and never leaves a hole in the sequences
             payload = pa.RecordBatch.from_pylist([dict(value)], schema=info.schema)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
@@ -337,8 +335,12 @@ class Producer:
         n = info.num_partitions
         sticky = False
         if partition is None:
-            if key is not None:
-                partition = partition_for_key(key, n)
+            keyed = False
+            if info.key_columns:  # the key bytes as send_batch and the Spark sink make them (Arrow's cast)
+                keys, has_key = key_array(payload, info.key_columns)
+                keyed = bool(has_key[0])
+            if keyed:
+                partition = int(partitions_for_keys(keys, n)[0])
             else:
                 partition = self._sticky.partition(topic, n)
                 sticky = True

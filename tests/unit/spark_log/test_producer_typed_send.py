@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from spark_log import errors
+from spark_log._partitioner import key_array, partitions_for_keys
 from tests.support.fake_produce import FakeCluster, fake_producer, ok, typed_topic
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -24,5 +25,30 @@ def test_headers_are_refused_on_a_typed_topic(monkeypatch: pytest.MonkeyPatch) -
         p.flush(5)
         assert cluster.frames() == []
         p.send("typed", {"id": 1, "name": "a"}, headers={}).result(timeout=10)  # no headers: nothing to drop
+    finally:
+        p.close(5)
+
+
+@pytest.mark.parametrize("typ,value", [(pa.binary(), b"\x00\x01key"), (pa.bool_(), True), (pa.float64(), 3.0),
+                                       (pa.string(), "user-1"), (pa.int64(), 42)])
+def test_send_routes_a_key_as_send_batch_and_the_sink_do(monkeypatch: pytest.MonkeyPatch, typ: pa.DataType,
+                                                         value: object) -> None:
+    """``send``, ``send_batch`` and the Spark sink (``key_array``) hash a typed row's key
+    columns the same way (Arrow's cast to text), so one key lands in one partition."""
+    schema = pa.schema([("k", typ), ("k2", pa.int32()), ("v", pa.int64())])
+    n = 64
+    cluster = FakeCluster({"typed": typed_topic("typed", schema, partitions=n, key_columns=("k", "k2"))}, auto=ok)
+    p = fake_producer(monkeypatch, cluster, linger_ms=0)
+    try:
+        for k2 in (7, None):
+            row = {"k": value, "k2": k2, "v": 1}
+            part_send, _ = p.send("typed", row).result(timeout=10)
+            table = pa.Table.from_pylist([row], schema=schema)
+            [f] = p.send_batch("typed", table)
+            part_batch, _ = f.result(timeout=10)
+            keys, _ = key_array(table, ["k", "k2"])
+            part_sink = int(partitions_for_keys(keys, n)[0])
+            assert part_send == part_batch == part_sink, (
+                f"key {value!r} ({typ}), {k2}: send() -> {part_send}, send_batch() -> {part_batch}, sink -> {part_sink}")
     finally:
         p.close(5)
