@@ -271,7 +271,8 @@ class Producer:
         Bytes topics take ``value`` (and ``key``) as bytes or str; typed topics take
         ``value`` as a row mapping column -> value (``key`` unused: the topic's key columns
         choose the partition; ``headers`` refused with ``InvalidRequestError``: a typed
-        record has none).  ``timestamp`` is ms since the epoch (default: now).  Raises
+        record has none; a typed frame has one timestamp for all its rows, so a row whose
+        timestamp differs from its open batch's starts a new batch).  ``timestamp`` is ms since the epoch (default: now).  Raises
         at once for an unknown topic or partition (a broker with ``auto_create_topics`` on
         creates a missing topic first, with its default partitions and replication factor,
         and ``send`` waits for that, at most the request timeout); delivery errors go to the
@@ -349,12 +350,14 @@ class Producer:
         if self._txn is not None:
             self._txn.add(topic, partition)
         ts = self._clock.wall_ms() if timestamp is None else int(timestamp)
-        return self._append((topic, partition), payload, None, None, ts, size, sticky)
+        return self._append((topic, partition), payload, None, None, ts, size, sticky, one_timestamp=True)
 
     def _append(self, slot: tuple[str, int], payload: Any, key: bytes | None, headers: Any, ts: int,
-                size: int, sticky: bool) -> "Future[tuple[int, int]]":
+                size: int, sticky: bool, *, one_timestamp: bool = False) -> "Future[tuple[int, int]]":
         """Add one record to its partition's open batch; close the batch when it is full or
-        when its leader has nothing of ours in flight, and hand it on."""
+        when its leader has nothing of ours in flight, and hand it on.  ``one_timestamp``
+        (typed topics: a frame has one timestamp for all its rows): a record whose timestamp
+        differs from the open batch's closes that batch and starts the next."""
         lock = self._lock
         lock.acquire()  # the condition's lock, taken without Condition.__enter__'s Python frame
         try:
@@ -364,6 +367,11 @@ class Producer:
                 lock.notify_all()  # the sender ships them if no other thread is
                 lock.wait(1.0)
             batch = self._open.get(slot)
+            if one_timestamp and batch is not None and batch.timestamps[0] != ts:
+                del self._open[slot]
+                self._close(slot, batch)
+                lock.notify_all()  # the sender ships it (or this thread does, below)
+                batch = None
             if batch is None:
                 batch = self._open[slot] = OpenBatch(created=self._now_s(), address=self._leader_or_none(slot))
                 lock.notify()  # the sender's linger timer (with linger 0 it closes the batch when it runs)
@@ -608,9 +616,11 @@ class Producer:
                 self._generation[self.producer_id] = next(self._id_order)
                 self._next_seq.clear()
 
-    def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int, producer_id: int) -> bytes:
+    def _encode(self, batch: pa.RecordBatch, schema_id: int, base_sequence: int, producer_id: int,
+                timestamp_ms: int | None = None) -> bytes:
         return encode_batch(
-            batch, schema_id=schema_id, compression=self._codec, timestamp_ms=self._clock.wall_ms(),
+            batch, schema_id=schema_id, compression=self._codec,
+            timestamp_ms=self._clock.wall_ms() if timestamp_ms is None else timestamp_ms,
             producer_id=producer_id, producer_epoch=self.producer_epoch, base_sequence=base_sequence,
             transactional=self._txn is not None,
         )
@@ -722,9 +732,10 @@ class Producer:
             return True
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
-        if info.kind == "typed":
+        if info.kind == "typed":  # every row of the batch has the one timestamp (see _append)
             self._ship_frames(topic, partition, [(record_batch, info.schema_id)], sticky=True, group=batch.group,
-                              first_seq=batch.seq, producer_id=batch.pid, collect=collect)
+                              first_seq=batch.seq, producer_id=batch.pid, collect=collect,
+                              timestamp_ms=batch.timestamps[0])
             return True
         timestamps = batch.timestamps  # known as ints: the frame header without reading the column back
         frame = encode_message(message, codec=codec, record_count=len(timestamps),
@@ -743,9 +754,12 @@ class Producer:
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
                      *, sticky: bool, group: FutureGroup | None = None,
                      first_seq: int | None = None, producer_id: int = -1,
-                     collect: list[Shipment] | None = None) -> "list[Future[tuple[int, int]]]":
+                     collect: list[Shipment] | None = None,
+                     timestamp_ms: int | None = None) -> "list[Future[tuple[int, int]]]":
         """Encode ``frames`` for one partition and issue them (with ``collect``: append the
-        shipments to it instead, for ``_issue_many`` to send with other partitions')."""
+        shipments to it instead, for ``_issue_many`` to send with other partitions).
+        ``timestamp_ms``: the rows' timestamp in a frame without a timestamp column (typed;
+        default: now)."""
         futures: list[Future[tuple[int, int]]] = []
         deadline = self._now_s() + self._delivery_timeout_s
         request: list[Shipment] = []
@@ -756,7 +770,7 @@ class Producer:
         seq = first_seq
         # frames of one call go out in sequence order; other calls may interleave (the broker reorders)
         for batch, schema_id in frames:
-            frame = self._encode(batch, schema_id, seq, producer_id)
+            frame = self._encode(batch, schema_id, seq, producer_id, timestamp_ms)
             seq += batch.num_rows
             done: FutureGroup | Future[Any] = group if group is not None else Future()
             if isinstance(done, Future):

@@ -7,6 +7,7 @@ import pytest
 
 from spark_log import errors
 from spark_log._partitioner import key_array, partitions_for_keys
+from spark_log.clock import ManualClock
 from tests.support.fake_produce import FakeCluster, fake_producer, ok, typed_topic
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
@@ -50,5 +51,38 @@ def test_send_routes_a_key_as_send_batch_and_the_sink_do(monkeypatch: pytest.Mon
             part_sink = int(partitions_for_keys(keys, n)[0])
             assert part_send == part_batch == part_sink, (
                 f"key {value!r} ({typ}), {k2}: send() -> {part_send}, send_batch() -> {part_batch}, sink -> {part_sink}")
+    finally:
+        p.close(5)
+
+
+def test_send_keeps_the_given_timestamp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A typed frame has no timestamp column: readers give every row the header's
+    ``first_timestamp``.  So a typed batch holds rows of one timestamp (a row with another
+    starts the next batch) and its frame carries it."""
+    cluster = FakeCluster({"typed": typed_topic("typed", SCHEMA)}, auto=ok)
+    p = fake_producer(monkeypatch, cluster, linger_ms=60_000)  # only flush ships: batches as send() cut them
+    try:
+        stamps = [1_000, 1_000, 2_000, 1_000]
+        futures = [p.send("typed", {"id": i, "name": "a"}, timestamp=ts) for i, ts in enumerate(stamps)]
+        p.flush(10)
+        assert [f.exception(timeout=10) for f in futures] == [None] * 4
+        got = [(h.record_count, h.first_timestamp, h.max_timestamp) for _, _, h in cluster.frames()]
+        assert got == [(2, 1_000, 1_000), (1, 2_000, 2_000), (1, 1_000, 1_000)]
+    finally:
+        p.close(5)
+
+
+def test_send_without_a_timestamp_stamps_the_send_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A row sent without a timestamp has the time of ``send``, not the later time its batch
+    ships."""
+    clock = ManualClock(wall_ms=5_000)
+    cluster = FakeCluster({"typed": typed_topic("typed", SCHEMA)}, auto=ok)
+    p = fake_producer(monkeypatch, cluster, linger_ms=60_000, clock=clock)
+    try:
+        future = p.send("typed", {"id": 1, "name": "a"})
+        clock.advance(250)
+        p.flush(10)
+        future.result(timeout=10)
+        assert [h.first_timestamp for _, _, h in cluster.frames()] == [5_000]
     finally:
         p.close(5)
