@@ -216,6 +216,28 @@ def _offset_fetch_filter(_request: gpb.OffsetFetchRequest, response: gpb.OffsetF
     return response
 
 
+def _describe_group_filter(_request: Any, response: gpb.DescribeGroupResponse,
+                           allowed: Allowed) -> gpb.DescribeGroupResponse:
+    """DescribeGroup shows only topics the caller may DESCRIBE: committed offsets (as
+    OffsetFetch), and each member's subscribed names and assignments (the pattern is the
+    member's own text)."""
+    def visible(name: str) -> bool:
+        return allowed(_O.DESCRIBE, topic(name))
+
+    offsets = [o for o in response.offsets if visible(o.topic)]
+    del response.offsets[:]
+    response.offsets.extend(offsets)
+    for member in response.members:
+        names = [n for n in member.subscribed_topic_names if visible(n)]
+        del member.subscribed_topic_names[:]
+        member.subscribed_topic_names.extend(names)
+        for field in (member.assignment, member.target_assignment, member.pending_revocation):
+            kept = [t for t in field if visible(t.topic)]
+            del field[:]
+            field.extend(kept)
+    return response
+
+
 def _list_groups_filter(_request: Any, response: gpb.ListGroupsResponse, allowed: Allowed) -> gpb.ListGroupsResponse:
     if allowed(_O.DESCRIBE, CLUSTER):
         return response
@@ -254,8 +276,13 @@ def _txn_add_partitions(request: Any) -> Sequence[Check]:
 
 
 def _txn_add_offsets(request: Any) -> Sequence[Check]:
-    return [((_O.WRITE, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id)),),
-            ((_O.READ, group(request.group_id)),)]
+    """WRITE on the transactional id, READ on the group and on every topic of the offsets
+    (the offsets are later written by a node: the caller's own rights are checked here, as
+    OffsetCommit checks them and Kafka's TxnOffsetCommit does)."""
+    checks: list[Check] = [((_O.WRITE, Resource(ResourceType.TRANSACTIONAL_ID, request.transactional_id)),),
+                           ((_O.READ, group(request.group_id)),)]
+    checks.extend(((_O.READ, topic(name)),) for name in dict.fromkeys(o.topic for o in request.offsets))
+    return checks
 
 RULES: dict[str, Rule] = {
     _BROKER + "Metadata": Rule(_metadata, response_filter=_metadata_filter),
@@ -294,8 +321,9 @@ RULES: dict[str, Rule] = {
     "/spark_log.raft.RaftService/Call": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     "/spark_log.quorum.v1.Quorum/DescribeQuorum": Rule(_on_cluster(_O.DESCRIBE)),
     _GROUPS + "FindCoordinator": Rule(_on_group(_O.DESCRIBE)),
-    _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE)),
-    _GROUPS + "ConsumerGroupHeartbeat": Rule(_on_group(_O.READ)),
+    _GROUPS + "DescribeGroup": Rule(_on_group(_O.DESCRIBE), response_filter=_describe_group_filter),
+    _GROUPS + "ConsumerGroupHeartbeat": Rule(_group_and_topics(_O.READ, _O.DESCRIBE,
+                                                               lambda r: list(r.subscribed_topic_names))),
     _GROUPS + "TxnOffsetCommit": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     _GROUPS + "HoldTxnOffsets": Rule(_on_cluster(_O.CLUSTER_ACTION)),
     _GROUPS + "ReleaseTxnOffsets": Rule(_on_cluster(_O.CLUSTER_ACTION)),
