@@ -234,7 +234,9 @@ class Producer:
         self._wall_ns = time.time_ns if type(self._clock) is SystemClock else None
         self._next_seq: dict[tuple[str, int], int] = {}
         self._in_flight = threading.BoundedSemaphore(max_in_flight)
-        self._pending = 0  # shipments not yet resolved
+        self._pending = 0  # shipments not yet resolved (len(_live))
+        self._live: dict[int, Shipment] = {}  # those shipments, by issue order
+        self._force_error: SparkLogError | None = None  # set by a close() whose timeout passed
         self._closing = 0  # batches closed but not yet shipped
         self._retries: list[tuple[float, int, Shipment]] = []
         # closed batches put back after a retriable error before they were encoded (a metadata
@@ -530,17 +532,47 @@ class Producer:
         self._drain()
 
     def close(self, timeout: float | None = None) -> None:
-        """Flush, then release connections.  Idempotent."""
+        """Flush, then release connections.  Idempotent.
+
+        With ``timeout`` (seconds), as Kafka's ``close(Duration)``: what is not acknowledged
+        when it passes is abandoned: every unfinished send fails with
+        ``RequestTimeoutError`` (``maybe_written`` True for sends that went to a broker,
+        False for those that never did), nothing is retried, and ``close`` returns."""
         if self._closed:
             return
+        forced = False
         try:
-            self.flush(timeout)
+            try:
+                self.flush(timeout)
+            except errors.RequestTimeoutError:
+                forced = True
         finally:
             with self._lock:
                 self._closed = True
                 self._lock.notify_all()
+            if forced:
+                self._abandon(errors.RequestTimeoutError(
+                    f"the producer was closed with sends unacknowledged after close(timeout={timeout})"))
             self._sender.join(timeout=5)
             self._cluster.close()
+
+    def _abandon(self, error: SparkLogError) -> None:
+        """``close`` timed out: fail every send not yet acknowledged with ``error``."""
+        with self._lock:
+            self._force_error = error
+            batches = [batch for batch in self._open.values()] + [batch for _, batch in self._ready]
+            batches += [batch for _, _, _, batch in self._reship]
+            self._closing -= len(self._ready) + len(self._reship)  # a drain under way settles its own
+            self._open, self._ready, self._reship, self._retries, self._held = {}, [], [], [], {}
+            self._parked.clear()
+            self._buffered = 0
+            live = list(self._live.values())
+            self._lock.notify_all()
+        for batch in batches:  # never encoded: on no broker
+            self._metrics.add("records_failed", len(batch.values))
+            batch.group.fail(type(error)(error.message, **dict(error.details, maybe_written=False)))
+        for shipment in live:
+            self._failed(shipment, error, appended=None)
 
     def __enter__(self) -> "Producer":
         return self
@@ -743,12 +775,14 @@ class Producer:
                                schema_id=info.schema_id, producer_id=batch.pid, producer_epoch=self.producer_epoch,
                                base_sequence=batch.seq, transactional=self._txn is not None)
         self._metrics.batch(len(timestamps), len(frame))
+        shipment = Shipment(topic, partition, frame, len(timestamps), self._now_s() + self._delivery_timeout_s,
+                            batch.group, next(self._issue_seq), pid=batch.pid)
         with self._lock:
             self._pending += 1
+            self._live[shipment.seq] = shipment
             counts = self._unsettled.setdefault((topic, partition), {})
             counts[batch.pid] = counts.get(batch.pid, 0) + 1
-        collect.append(Shipment(topic, partition, frame, len(timestamps), self._now_s() + self._delivery_timeout_s,
-                                batch.group, next(self._issue_seq), pid=batch.pid))
+        collect.append(shipment)
         return True
 
     def _ship_frames(self, topic: str, partition: int, frames: list[tuple[pa.RecordBatch, int]],
@@ -776,11 +810,13 @@ class Producer:
             if isinstance(done, Future):
                 done.set_running_or_notify_cancel()
                 futures.append(done)
-            request.append(Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
-                                    pid=producer_id))
+            shipment = Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
+                                pid=producer_id)
+            request.append(shipment)
             self._metrics.batch(batch.num_rows, len(frame))
             with self._lock:
                 self._pending += 1
+                self._live[shipment.seq] = shipment
                 counts = self._unsettled.setdefault((topic, partition), {})
                 counts[producer_id] = counts.get(producer_id, 0) + 1
             size += len(frame)
@@ -854,6 +890,10 @@ class Producer:
 
     def _send(self, address: str, shipments: list[Shipment]) -> None:
         """One Produce call to ``address`` for ``shipments`` (any partitions it leads)."""
+        if self._force_error is not None:  # a close() whose timeout passed: nothing more goes out
+            for shipment in shipments:
+                self._failed(shipment, self._force_error)
+            return
         request = encode_produce_request(  # the frames copied once, not into a message and out again
             acks=self._acks, timeout_ms=int(self._request_timeout_s * 1000),
             transactional_id=self._txn.transactional_id if self._txn is not None else "",
@@ -879,9 +919,7 @@ class Producer:
             for shipment in shipments:
                 shipment.resolve(-1)
                 self._unsettle(shipment)
-            with self._lock:
-                self._pending -= len(shipments)
-                self._lock.notify_all()
+                self._settled(shipment)
             def settled(_: Any) -> None:
                 self._in_flight.release()
                 self._gate.release(address, None)
@@ -940,6 +978,8 @@ class Producer:
         self._gate.release(address, response.throttle_time_ms)
         for shipment, result in zip(shipments, response.partitions):
             failure = error_from_pb(result.error)
+            if shipment.seq not in self._live:
+                continue  # failed already, by a close() whose timeout passed
             if failure is None or isinstance(failure, DuplicateSequenceError):
                 # DUPLICATE_SEQUENCE: a replay of a frame appended so long ago that the broker
                 # no longer knows its offsets: the records are in the log, the send succeeded
@@ -947,13 +987,16 @@ class Producer:
                 self._metrics.add("records_sent", shipment.count)
                 shipment.resolve(result.base_offset if failure is None else -1)
                 self._unsettle(shipment)
-                self._settled(1)
+                self._settled(shipment)
             else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
                 self._failed(shipment, failure, appended=result.base_offset >= 0)
 
-    def _settled(self, count: int) -> None:
+    def _settled(self, shipment: Shipment) -> None:
+        """``shipment`` is resolved or failed for good (once: a close that timed out may have
+        failed it before its answer came)."""
         with self._lock:
-            self._pending -= count
+            if self._live.pop(shipment.seq, None) is not None:
+                self._pending -= 1
             self._lock.notify_all()
 
     def _unsettle(self, shipment: Shipment) -> None:
@@ -983,8 +1026,12 @@ class Producer:
         per-partition answer: then the error's class says (``refused_before_write``)."""
         if appended or (appended is None and not error.refused_before_write):
             shipment.maybe_written = True
+        if shipment.seq not in self._live:  # failed already, by a close() whose timeout passed
+            return
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         self._metrics.add("errors")
+        if self._force_error is not None:  # closed: no retry
+            retriable, error = False, self._force_error
         if retriable and self._now_s() < shipment.deadline:
             self._metrics.add("retries")
             # a leader that timed out may be on the wrong side of a partition, still believing
@@ -1004,7 +1051,7 @@ class Producer:
             self._txn.note_failure(error)
         self._lost_sequences(shipment.pid)
         self._unsettle(shipment)
-        self._settled(1)
+        self._settled(shipment)
 
     # -- the sender thread: linger expiry and retries ----------------------------------------
 
