@@ -9,7 +9,11 @@ In this order (the first that applies decides):
    ``SessionExpiredError`` (retriable: the client authenticates again).  Sessions are
    accepted on ``SASL_SSL`` listeners only;
 3. a verified client certificate (listeners with ``ssl_client_auth = "required"``, where
-   the TLS handshake already refused callers without one): ``User:<subject>``;
+   the TLS handshake already refused callers without one): ``User:<subject>``, the subject
+   as gRPC's ``x509_subject`` writes it (RFC 2253: most specific RDN first, special
+   characters escaped, e.g. ``User:CN=alice,O=acme,C=US``).  The data listener names a
+   certificate with ``certificate_principal``, which writes the same string, so one ACL
+   applies to both listeners;
 4. nothing: ``User:ANONYMOUS`` on ``PLAINTEXT`` and ``SSL`` listeners, an
    ``AuthenticationError`` on ``SASL_SSL`` (authenticate with SCRAM or a certificate).
 
@@ -27,11 +31,82 @@ from spark_log.scram import ScramCredential
 from .principal import ANONYMOUS, node, user
 from .sessions import SESSION_HEADER, SessionStore
 
-__all__ = ["Authenticator", "CLIENT_ID_HEADER"]
+__all__ = ["Authenticator", "CLIENT_ID_HEADER", "certificate_principal"]
 
 CLIENT_ID_HEADER = "spark-log-client-id"
 AuthContext = Mapping[str, Sequence[bytes]]
 CallMetadata = Sequence[tuple[str, str | bytes]]
+
+# The attribute types gRPC's x509_subject (BoringSSL's X509_NAME_print_ex with
+# XN_FLAG_RFC2253) writes by a short name.  Only these are named: a type outside the table
+# is written by gRPC either by another short name or as ``<oid>=#<DER hex>`` depending on
+# the BoringSSL build, so ``certificate_principal`` refuses it rather than guess a name an
+# ACL would not match.  tests/unit/brokers/security/test_certificate_principal.py checks
+# every entry against the gRPC listener.
+_SHORT_NAMES = {
+    "2.5.4.3": "CN", "2.5.4.4": "SN", "2.5.4.5": "serialNumber", "2.5.4.6": "C", "2.5.4.7": "L",
+    "2.5.4.8": "ST", "2.5.4.9": "street", "2.5.4.10": "O", "2.5.4.11": "OU", "2.5.4.12": "title",
+    "2.5.4.13": "description", "2.5.4.15": "businessCategory", "2.5.4.17": "postalCode", "2.5.4.41": "name",
+    "2.5.4.42": "GN", "2.5.4.43": "initials", "2.5.4.44": "generationQualifier", "2.5.4.46": "dnQualifier",
+    "2.5.4.65": "pseudonym", "2.5.4.72": "role", "1.2.840.113549.1.9.1": "emailAddress",
+    "0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID",
+}
+# ASN.1 string tags whose characters BoringSSL converts to UTF-8 as cryptography decodes
+# them (T61String is not among them: BoringSSL reads it as Latin-1, cryptography as UTF-8)
+_STRING_TAGS = frozenset({12, 18, 19, 22, 26, 28, 30})  # UTF8, Numeric, Printable, IA5, Visible, Universal, BMP
+_ESCAPED = frozenset(b',+"\\<>;')
+
+
+def _rfc2253_value(value: str) -> str:
+    """``value`` escaped as BoringSSL's RFC 2253 printing does: its UTF-8 bytes, with
+    ``,+"\\<>;`` (and ``#`` or a space first, a space last) after a backslash, and control
+    characters, DEL and every non-ASCII byte as ``\\XX``."""
+    data = value.encode("utf-8")
+    out = []
+    last = len(data) - 1
+    for i, b in enumerate(data):
+        if b in _ESCAPED or (i == 0 and b in b"# ") or (i == last and b == 0x20):
+            out.append("\\" + chr(b))
+        elif b < 0x20 or b >= 0x7F:
+            out.append(f"\\{b:02X}")
+        else:
+            out.append(chr(b))
+    return "".join(out)
+
+
+def certificate_principal(der: bytes) -> str:
+    """``User:<subject>`` of a DER client certificate, the subject exactly as gRPC's
+    ``auth_context()["x509_subject"]`` writes it (the gRPC listener's principal of the
+    same certificate): every attribute, the last in the certificate first, ``+`` between
+    the attributes of one RDN and ``,`` between RDNs, values escaped (``_rfc2253_value``).
+    ``AuthenticationError`` for a subject it cannot write as gRPC does (an attribute type
+    outside ``_SHORT_NAMES``, a value that is not one of ``_STRING_TAGS``): such a
+    certificate authenticates on gRPC only."""
+    from cryptography import x509
+
+    try:
+        name = x509.load_der_x509_certificate(der).subject
+        rdns = list(name.rdns)
+    except ValueError as exc:
+        raise AuthenticationError(f"cannot read the client certificate's subject: {exc}") from None
+    entries: list[tuple[int, str]] = []
+    for index, rdn in enumerate(rdns):
+        for attribute in rdn:
+            oid = attribute.oid.dotted_string
+            short = _SHORT_NAMES.get(oid)
+            tag = getattr(attribute, "_type", None)
+            if short is None or getattr(tag, "value", None) not in _STRING_TAGS or not isinstance(attribute.value, str):
+                raise AuthenticationError(f"the client certificate's subject has an attribute ({oid}) this listener "
+                                          "cannot name as the gRPC listener does; authenticate over gRPC or with "
+                                          "SCRAM")
+            entries.append((index, f"{short}={_rfc2253_value(attribute.value)}"))
+    entries.reverse()
+    out: list[str] = []
+    for i, (index, text) in enumerate(entries):
+        if i:
+            out.append("+" if entries[i - 1][0] == index else ",")
+        out.append(text)
+    return user("".join(out))
 
 
 class Authenticator:

@@ -17,8 +17,10 @@ addresses finds it.  The METADATA answer names every live broker's data listener
 Security: the listener serves the node's ``security_protocol`` with the node's own material
 and rules (``attach_security``): TLS with the certificate, key and CA of ``TlsFiles`` (a
 renewed certificate is used from the next handshake; client certificates required when
-``ssl_client_auth = "required"``, the principal then being ``User:<subject>`` as gRPC names
-it); on ``SASL_SSL`` a connection authenticates first with SCRAM-SHA-256 (``SCRAM_START``/
+``ssl_client_auth = "required"``, the principal then being ``User:<subject>`` exactly as gRPC
+names it: ``brokers.security.authn.certificate_principal``, RFC 2253 with the most specific RDN
+first, e.g. ``User:CN=alice,O=acme,C=US``; a subject it cannot name as gRPC does is refused
+with ``AuthenticationError`` rather than served as another principal); on ``SASL_SSL`` a connection authenticates first with SCRAM-SHA-256 (``SCRAM_START``/
 ``SCRAM_FINISH``, the ``SessionStore`` exchange of ``Security.ScramStart/ScramFinish``),
 else every request is refused with ``AuthenticationError``; with the authorizer on, each
 request passes the rule of the gRPC method it stands for (``RULES``: FETCH and FETCH_TIER are
@@ -213,15 +215,8 @@ class Caller:
     host: str
     authenticated: bool = True
     client_id: str = ""
+    refusal: str = ""  # why an unauthenticated connection is refused (empty: authenticate with SCRAM)
     replica_session: Any = None  # a follower's fetch session on this connection (replica_session.py)
-
-
-def _subject(cert: dict[str, Any]) -> str:
-    """A peer certificate's subject as gRPC's ``x509_subject`` writes it ("CN=name")."""
-    short = {"commonName": "CN", "organizationName": "O", "organizationalUnitName": "OU", "countryName": "C",
-             "localityName": "L", "stateOrProvinceName": "ST"}
-    parts = [f"{short.get(k, k)}={v}" for rdn in cert.get("subject", ()) for k, v in rdn]
-    return ",".join(parts)
 
 
 class _Reader:
@@ -380,12 +375,16 @@ class _Connection(socketserver.BaseRequestHandler):
                 log.info("data listener: TLS handshake with %s failed: %s", self.client_address, exc)
                 return
             sock.settimeout(None)
-            cert = sock.getpeercert()
-            if cert:
-                from brokers.security.principal import user
+            der = sock.getpeercert(binary_form=True)
+            if der:
+                from brokers.security.authn import certificate_principal
 
-                caller.principal = user(_subject(cert))
-                caller.authenticated = True
+                try:  # the name the gRPC listener gives the same certificate
+                    caller.principal = certificate_principal(der)
+                    caller.authenticated = True
+                except AuthenticationError as exc:  # never ANONYMOUS instead: every request is refused
+                    caller.authenticated = False
+                    caller.refusal = exc.message
         listener._track(sock, True)
         try:
             while not listener.stopping:
@@ -579,8 +578,8 @@ class DataListener:
             elif api == NODE_AUTH:
                 self._replica_api(api, request, body, is_active, caller)
             elif not caller.authenticated:
-                raise AuthenticationError("this listener needs authentication: SCRAM-SHA-256 (SCRAM_START/SCRAM_FINISH) "
-                                          "or a client certificate")
+                raise AuthenticationError(caller.refusal or "this listener needs authentication: SCRAM-SHA-256 "
+                                          "(SCRAM_START/SCRAM_FINISH) or a client certificate")
             elif api in (METADATA, METADATA_V2):
                 self._metadata(request, body, caller, topic_ids=api == METADATA_V2)
             elif api in (LIST_OFFSETS, LIST_OFFSETS_V2):
