@@ -29,7 +29,6 @@ Thread-safety: none; the shell holds the shard's lock around every call.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Iterable, Mapping
 
 from spark_log.errors import (
@@ -59,6 +58,7 @@ from .model import (
     MemberState,
     TopicPartition,
     TopicsView,
+    pattern_error,
 )
 from .reconcile import reconcile
 from .records import GroupRecord, OffsetRecord, PendingRecord, Record
@@ -254,12 +254,9 @@ class GroupShard:
                 f"assignor {hb.assignor!r} is not enabled on this broker; known: {', '.join(config.assignors)}")
         if any(not t or not isinstance(t, str) for t in hb.subscription.topics):
             raise InvalidRequestError("subscribed topic names must be non-empty strings")
-        if hb.subscription.regex:
-            try:
-                re.compile(hb.subscription.regex)
-            except re.error as exc:
-                raise InvalidRegularExpressionError(
-                    f"subscription pattern {hb.subscription.regex!r} is not a valid regular expression: {exc}") from None
+        if hb.subscription.regex and (reason := pattern_error(hb.subscription.regex)):
+            raise InvalidRegularExpressionError(
+                f"subscription pattern {hb.subscription.regex[:100]!r} is not accepted: {reason}")
         return session_ms
 
     def _leave(self, group: Group | None, member: Member | None, hb: Heartbeat,

@@ -18,9 +18,12 @@ Thread-safety: values only; no locks needed.
 from __future__ import annotations
 
 import enum
-import re
+import functools
+import logging
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, Protocol
+
+import re2  # google-re2: linear-time matching (Kafka compiles these patterns with RE2J)
 
 from brokers.coordination.keys import partition_for as partition_for  # the group's partition of the topic
 
@@ -39,7 +42,12 @@ __all__ = [
     "INTERNAL_TOPIC",
     "partition_for",
     "is_internal",
+    "MAX_PATTERN_CHARS",
+    "MAX_PATTERN_PROGRAM",
+    "pattern_error",
 ]
+
+log = logging.getLogger(__name__)
 
 INTERNAL_TOPIC = "__consumer_offsets"
 ASSIGNORS = ("uniform", "range")
@@ -59,6 +67,72 @@ def is_internal(topic: str) -> bool:
     return topic.startswith("__")
 
 
+MAX_PATTERN_CHARS = 1_000
+"""The longest subscription pattern the coordinator takes."""
+MAX_PATTERN_PROGRAM = 1_000
+"""The largest compiled subscription pattern (RE2 program instructions; a counted repeat
+such as ``[a-z]{1,500}`` is expanded): the cost of matching one topic name grows with it."""
+
+
+class _Pattern(Protocol):
+    """What is used of a compiled ``re2`` pattern (the package ships no type hints)."""
+
+    programsize: int
+
+    def fullmatch(self, text: str) -> object | None: ...
+
+
+def _re2_options() -> object:
+    options = re2.Options()
+    options.log_errors = False  # a refused pattern is answered with a typed error, not written to stderr
+    return options
+
+
+_RE2_OPTIONS = _re2_options()
+
+
+@functools.lru_cache(maxsize=256)
+def _compile(pattern: str) -> tuple[_Pattern | None, str]:
+    """The compiled pattern and ``""``, or ``None`` and why it is refused.
+
+    Subscription patterns come from any client allowed to join some group and are matched
+    against every topic of the cluster on the coordinator, so they are compiled with RE2
+    (linear time in the topic name, no backtracking; it releases the GIL while matching),
+    never with Python's backtracking ``re``: ``([a-z]|[a-z])*X`` would take 2**n steps on a
+    topic name of n characters and stall every thread of the broker.  RE2 refuses what it
+    cannot match in linear time (backreferences, lookahead and lookbehind)."""
+    if len(pattern) > MAX_PATTERN_CHARS:  # only from a stored record (pattern_error checks first): that string is kept anyway
+        return None, f"it is longer than {MAX_PATTERN_CHARS} characters"
+    try:
+        compiled: _Pattern = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return None, f"{reason} (RE2 syntax: no backreferences, lookahead or lookbehind)"
+    if compiled.programsize > MAX_PATTERN_PROGRAM:
+        return None, f"it is too complex (RE2 program of {compiled.programsize} instructions, at most {MAX_PATTERN_PROGRAM})"
+    return compiled, ""
+
+
+def pattern_error(pattern: str) -> str:
+    """Why the coordinator refuses ``pattern`` as a subscription pattern; ``""`` if it takes it."""
+    if len(pattern) > MAX_PATTERN_CHARS:  # before the cache: it must not keep a long string a client sent
+        return f"it is longer than {MAX_PATTERN_CHARS} characters"
+    return _compile(pattern)[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _usable(pattern: str) -> _Pattern | None:
+    """The compiled pattern of a subscription already in a group; ``None`` (it matches no
+    topic, logged once) for one the coordinator refuses now: a group record written before
+    patterns were compiled with RE2 may hold one, and it must still load."""
+    compiled, reason = _compile(pattern)
+    if compiled is None:
+        log.warning("subscription pattern %r of a stored group member is refused (%s): it matches no topic", pattern, reason)
+    return compiled
+
+
 class MemberState(str, enum.Enum):
     """Where a member stands with respect to the target assignment (KIP-848)."""
 
@@ -69,8 +143,10 @@ class MemberState(str, enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Subscription:
-    """Topic names (sorted, unique) and/or a regular expression matched in full against
-    topic names (internal topics never match)."""
+    """Topic names (sorted, unique) and/or a regular expression (RE2 syntax, compiled by
+    ``_compile``) matched in full against topic names (internal topics never match; a
+    pattern the coordinator refuses, in a group record older than that check, matches
+    nothing)."""
 
     topics: tuple[str, ...] = ()
     regex: str = ""
@@ -78,13 +154,16 @@ class Subscription:
     def matches(self, topic: str) -> bool:
         if topic in self.topics:
             return True
-        return bool(self.regex) and not is_internal(topic) and re.fullmatch(self.regex, topic) is not None
+        if not self.regex or is_internal(topic):
+            return False
+        pattern = _usable(self.regex)
+        return pattern is not None and pattern.fullmatch(topic) is not None
 
     def resolve(self, topics: TopicsView) -> frozenset[str]:
         """The existing topics this subscription covers."""
         found = {t for t in self.topics if t in topics}
-        if self.regex:
-            pattern = re.compile(self.regex)
+        pattern = _usable(self.regex) if self.regex else None
+        if pattern is not None:
             found.update(t for t in topics if not is_internal(t) and pattern.fullmatch(t) is not None)
         return frozenset(found)
 
