@@ -7,7 +7,8 @@ In this order (the first that applies decides):
 2. ``spark-log-session`` metadata: a live SCRAM session (``sessions.py``) whose user still
    has the credential it authenticated with is ``User:<name>``; otherwise
    ``SessionExpiredError`` (retriable: the client authenticates again).  Sessions are
-   accepted on ``SASL_SSL`` listeners only;
+   accepted on ``SASL_SSL`` listeners only.  The data listener asks the same
+   (``session_principal``) before each request of a SCRAM connection;
 3. a verified client certificate (listeners with ``ssl_client_auth = "required"``, where
    the TLS handshake already refused callers without one): ``User:<subject>``, the subject
    as gRPC's ``x509_subject`` writes it (RFC 2253: most specific RDN first, special
@@ -117,6 +118,22 @@ class Authenticator:
         self._secret = node_secret
         self._users = users
 
+    def session_principal(self, token: str) -> str:
+        """The principal of SCRAM session ``token`` if it is still live: known to this node
+        and not expired (``SessionStore.lookup``), and its user still has the credential it
+        authenticated with (same salt: not deleted, password not changed); else
+        ``SessionExpiredError`` (the session is ended).  Asked on every gRPC call carrying a
+        token, and before every request of a SCRAM-authenticated data-listener connection
+        (which holds its session's token)."""
+        if self.protocol != "SASL_SSL":
+            raise AuthenticationError(f"SCRAM sessions need a SASL_SSL listener; this one is {self.protocol}")
+        session = self.sessions.lookup(token)
+        credential = self._users().get(session.username)
+        if credential is None or credential.salt != session.salt:
+            self.sessions.end(token)
+            raise SessionExpiredError(f"the credentials of user {session.username!r} changed; authenticate again")
+        return session.principal
+
     def authenticate(self, auth_context: AuthContext, metadata: CallMetadata) -> str:
         """The caller's principal (see the module docstring); raises ``AuthenticationError``."""
         node_token = session_token = None
@@ -131,14 +148,7 @@ class Authenticator:
                 raise AuthenticationError("invalid inter-node token (is inter_node_secret_file the same on every node?)")
             return node(node_id)
         if session_token is not None:
-            if self.protocol != "SASL_SSL":
-                raise AuthenticationError(f"SCRAM sessions need a SASL_SSL listener; this one is {self.protocol}")
-            session = self.sessions.lookup(session_token)
-            credential = self._users().get(session.username)
-            if credential is None or credential.salt != session.salt:
-                self.sessions.end(session_token)
-                raise SessionExpiredError(f"the credentials of user {session.username!r} changed; authenticate again")
-            return session.principal
+            return self.session_principal(session_token)
         subject = auth_context.get("x509_subject")
         if subject:
             return user(subject[0].decode(errors="replace"))

@@ -66,7 +66,11 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                             i64 last offset, u8 duplicate)
     SCRAM_START (5)   req: str client-first;  resp: str exchange id, str server-first
     SCRAM_FINISH (6)  req: str exchange id, str client-final;  resp: str server-final, str principal
-                      (the connection is then that principal)
+                      (the connection is then that principal, for as long as its session lives: every
+                      later request first passes gRPC's session check, ``Authenticator.session_principal``;
+                      once the session expires (``sasl_session_lifetime_ms``) or the user is deleted or
+                      given a new password, the request is answered SESSION_EXPIRED and the connection
+                      is closed)
     PRODUCE_TXN (7)   req: str transactional id, then PRODUCE's; resp: PRODUCE's.  Transactional frames
                       (attribute 0x10) of a participant the coordinator knows (KIP-890 verification
                       and WRITE on the transactional id, as ``Broker.Produce`` with ``transactional_id``)
@@ -216,6 +220,8 @@ class Caller:
     authenticated: bool = True
     client_id: str = ""
     refusal: str = ""  # why an unauthenticated connection is refused (empty: authenticate with SCRAM)
+    session_token: str | None = None  # a SCRAM connection's session, checked before each request
+    closing: bool = False  # close the connection once this answer is sent (its session ended)
     replica_session: Any = None  # a follower's fetch session on this connection (replica_session.py)
 
 
@@ -406,10 +412,13 @@ class _Connection(socketserver.BaseRequestHandler):
                 chunks = head_out.chunks + answer
                 total = sum(len(c) for c in chunks)
                 _send_chunks(sock, [_U32.pack(total), *chunks])
+                if caller.closing:
+                    return
         except OSError:
             return
         finally:
             listener._track(sock, False)
+            listener.end_session(caller)
 
 
 _IOV_MAX = 512  # buffers per sendmsg (Linux allows 1024)
@@ -571,6 +580,8 @@ class DataListener:
         try:
             request = _Reader(payload)
             body = _Writer()
+            if caller.session_token is not None and api not in (SCRAM_START, SCRAM_FINISH, NODE_AUTH):
+                self._check_session(caller)
             if api == SCRAM_START:
                 self._scram_start(request, body, caller)
             elif api == SCRAM_FINISH:
@@ -642,11 +653,39 @@ class DataListener:
             raise AuthenticationError(f"SCRAM needs a SASL_SSL listener; this one is {self.protocol}")
         exchange_id, client_final = request.str(), request.str()
         result = self.security.sessions.finish(exchange_id, client_final)
-        self.security.sessions.end(result.token)  # the connection is the session: no token to hand out
+        self.end_session(caller)  # a connection authenticating again: its earlier session ends
+        # the connection is the session: its token stays here (never sent), and every later
+        # request checks it as gRPC checks a call's token (_check_session)
+        caller.session_token = result.token
         caller.principal = result.principal
         caller.authenticated = True
         out.str(result.server_final)
         out.str(result.principal)
+
+    def _check_session(self, caller: Caller) -> None:
+        """Before each request of a SCRAM connection: its session is still live (not expired,
+        the user not deleted, the password not changed), asked of the gRPC listener's own
+        check (``Authenticator.session_principal``).  Else the session's typed error
+        (``SessionExpiredError``, retriable) is the answer, the connection is no longer
+        authenticated and is closed once it is sent: the client connects and authenticates
+        again (the JVM connector retries a retriable error, then reconnects)."""
+        assert caller.session_token is not None
+        try:
+            caller.principal = self.security.authenticator.session_principal(caller.session_token)
+        except SparkLogError:
+            from brokers.security.principal import ANONYMOUS
+
+            caller.session_token = None
+            caller.principal = ANONYMOUS
+            caller.authenticated = False
+            caller.closing = True
+            raise
+
+    def end_session(self, caller: Caller) -> None:
+        """End ``caller``'s SCRAM session, if any (the connection closed, or authenticated again)."""
+        token, caller.session_token = caller.session_token, None
+        if token is not None and self.security is not None:
+            self.security.sessions.end(token)
 
     def _authorizer(self, caller: Caller) -> Any:
         """The authorizer when it applies to ``caller`` (None: everything allowed)."""

@@ -63,6 +63,7 @@ def node_auth(listener: Any, request: Any, out: Any, caller: Any) -> None:
     if listener.security is None or listener.protocol == "PLAINTEXT":
         raise AuthenticationError("NODE_AUTH needs a TLS listener (SSL or SASL_SSL)")
     principal: str = listener.security.authenticator.authenticate({}, [(HEADER, token)])
+    listener.end_session(caller)  # a node now: no SCRAM session of the connection is checked any more
     caller.principal = principal
     caller.authenticated = True
     out.str(principal)
