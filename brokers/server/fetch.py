@@ -143,7 +143,8 @@ class FetchHandler:
                                   partition.leader_epoch)
         if needs_pushdown and pushdown is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {wanted.topic!r}")
-        diverging = partition.consumer_divergence(wanted.fetch_offset, wanted.last_fetched_epoch)
+        last_epoch = wanted.last_fetched_epoch if wanted.HasField("last_fetched_epoch") else -1
+        diverging = partition.consumer_divergence(wanted.fetch_offset, last_epoch)
         if diverging is not None:  # KIP-320: the consumer read records this log no longer has
             _set_offsets(result, partition.offsets())
             result.diverging_epoch.epoch, result.diverging_epoch.end_offset = diverging
