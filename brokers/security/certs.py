@@ -27,6 +27,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from .authn import certificate_principal
+
 __all__ = ["LocalPki", "Issued", "write_secret"]
 
 Now = Callable[[], datetime.datetime]
@@ -132,4 +134,6 @@ class LocalPki:
         # key first, then the certificate: a reader that sees the new certificate finds its key
         _write(key_path, _key_pem(key), private=True)
         _write(cert_path, cert.public_bytes(serialization.Encoding.PEM))
-        return Issued(cert=cert_path, key=key_path, subject=f"CN={common_name}")
+        # the subject as gRPC (and the data listener) name it: escaped, not "CN=" + the name
+        subject = certificate_principal(cert.public_bytes(serialization.Encoding.DER)).removeprefix("User:")
+        return Issued(cert=cert_path, key=key_path, subject=subject)

@@ -31,7 +31,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID, ObjectIdentifier
 
 from brokers.metadata.security_image import SecurityImage
 from brokers.net.tls import TlsFiles, server_credentials
-from brokers.security.authn import _SHORT_NAMES, Authenticator
+from brokers.security.authn import _SHORT_NAMES, Authenticator, certificate_principal
 from brokers.security.authorizer import Authorizer
 from brokers.security.sessions import SessionStore
 from brokers.server.data_listener import _REQUEST_HEAD, _U32, DataListener, _Server
@@ -234,3 +234,16 @@ def test_a_subject_it_cannot_write_as_grpc_does_is_refused(tmp_path: Path, subje
     refused rather than served as a principal no ACL written for the gRPC name matches."""
     files = _pki(tmp_path, subject)
     assert data_listener_principal(files).startswith("REFUSED: ")
+
+
+def test_the_local_ca_names_an_issued_certificate_as_the_listeners_do(tmp_path: Path) -> None:
+    """``LocalPki.issue``'s ``principal`` (what the dev tools write ACLs for) is the
+    certificate's principal on both listeners, also for a common name that needs escaping."""
+    from brokers.security.certs import LocalPki
+
+    pki = LocalPki.create(tmp_path / "ca")
+    for name in ("alice", "alice,O=acme", "bob+ops"):
+        issued = pki.issue(name, server=False)
+        der = x509.load_pem_x509_certificate(issued.cert.read_bytes()).public_bytes(serialization.Encoding.DER)
+        assert issued.principal == certificate_principal(der)
+    assert pki.issue("alice,O=acme", server=False, file_stem="escaped").principal == "User:CN=alice\\,O=acme"
