@@ -83,8 +83,7 @@ class GroupShard:
         self._offsets: dict[str, dict[TopicPartition, CommittedOffset]] = {}
         self._sessions: dict[MemberKey, int] = {}
         self._revocations: dict[MemberKey, int] = {}
-        # group -> transactional id -> (partitions held, until wall ms, topic ids when added)
-        self._holds: dict[str, dict[str, tuple[frozenset[TopicPartition], int, tuple[tuple[str, str], ...]]]] = {}
+        self._holds: dict[str, dict[str, PendingRecord]] = {}  # group -> transactional id -> its live hold
 
     # -- applying records (live and replay) --------------------------------------------------
 
@@ -95,7 +94,7 @@ class GroupShard:
             if record.partitions is None:
                 holds.pop(record.transactional_id, None)
             else:
-                holds[record.transactional_id] = (record.partitions, record.until_ms, record.topic_ids)
+                holds[record.transactional_id] = record
             if not holds:
                 del self._holds[record.group_id]
             return
@@ -326,8 +325,8 @@ class GroupShard:
             raise InvalidRequestError("an offset commit needs at least one partition")
         limit = self.config.offset_metadata_max_bytes
         gone: set[TopicPartition] = set()
-        added_ids = dict(self._holds.get(gid, {}).get(request.transactional_id, (None, 0, ()))[2]) \
-            if request.transactional else {}
+        hold = self._holds.get(gid, {}).get(request.transactional_id) if request.transactional else None
+        added_ids = dict(hold.topic_ids) if hold is not None else {}
         for (topic, partition), committed in request.offsets.items():
             recreated = topic in topics and added_ids.get(topic, topics[topic][0]) != topics[topic][0]
             if topic not in topics or not 0 <= partition < topics[topic][1] or recreated:
@@ -383,8 +382,10 @@ class GroupShard:
                             topics=topics)
         if not request.transactional_id:
             raise InvalidRequestError("holding offsets needs a transactional id")
-        held, until, ids = self._holds.get(request.group_id, {}).get(request.transactional_id,
-                                                                     (frozenset(), until_ms, ()))
+        hold = self._holds.get(request.group_id, {}).get(request.transactional_id)
+        if hold is None:
+            hold = PendingRecord(request.group_id, request.transactional_id, frozenset(), until_ms)
+        held, until, ids = hold.partitions or frozenset(), hold.until_ms, hold.topic_ids
         partitions = held | frozenset(request.offsets)
         topic_ids = tuple(sorted({**{t: topics[t][0] for t, _ in request.offsets}, **dict(ids)}.items()))
         if partitions == held and until >= until_ms and topic_ids == ids:
@@ -402,9 +403,10 @@ class GroupShard:
     def _check_stable(self, group_id: str, partitions: Iterable[TopicPartition] | None, wall_ms: int) -> None:
         """``UnstableOffsetCommitError`` if a live hold covers one of ``partitions`` (any, when None)."""
         wanted = None if partitions is None else set(partitions)
-        for transactional_id, (held, until, _) in sorted(self._holds.get(group_id, {}).items()):
+        for transactional_id, hold in sorted(self._holds.get(group_id, {}).items()):
+            held = hold.partitions or frozenset()
             unstable = sorted(held if wanted is None else wanted & held)
-            if unstable and wall_ms < until:
+            if unstable and wall_ms < hold.until_ms:
                 raise UnstableOffsetCommitError(
                     f"group {group_id!r}: the open transaction of {transactional_id!r} holds offsets of "
                     f"{', '.join(f'{t}-{p}' for t, p in unstable)}; retry once it ends")

@@ -17,6 +17,8 @@ this broker's ``GroupCoordinator`` or, elsewhere, its gRPC service.
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import partial
+from typing import Callable
 
 import grpc
 
@@ -45,29 +47,27 @@ class GroupOffsetsLink:
         partition, ...); else hold the partitions for ``transactional_id`` until ``until_ms``."""
         commit = _commit(group_id, offsets, member_id, member_epoch, transactional=False,
                          transactional_id=transactional_id)
-        self._call(group_id, commit, "HoldTxnOffsets", until_ms=until_ms)
+        self._call(group_id, commit, "HoldTxnOffsets", lambda: self._groups.hold_offsets(commit, until_ms),
+                   until_ms=until_ms)
 
     def commit(self, offsets: list[GroupOffset], transactional_id: str) -> None:
         """Write a committed transaction's offsets to their groups (releasing its holds)."""
         for group_id, items in _by_group(offsets).items():
-            self._call(group_id, _commit(group_id, items, "", -1, transactional=True, transactional_id=transactional_id),
-                       "TxnOffsetCommit")
+            commit = _commit(group_id, items, "", -1, transactional=True, transactional_id=transactional_id)
+            self._call(group_id, commit, "TxnOffsetCommit", partial(self._groups.commit_offsets, commit))
 
     def release(self, offsets: list[GroupOffset], transactional_id: str) -> None:
         """An aborted transaction's holds end (its offsets are dropped)."""
         for group_id in _by_group(offsets):
             self._call(group_id, CommitOffsets(group_id=group_id, offsets={}, transactional_id=transactional_id),
-                       "ReleaseTxnOffsets")
+                       "ReleaseTxnOffsets", partial(self._groups.release_offsets, group_id, transactional_id))
 
-    def _call(self, group_id: str, commit: CommitOffsets, method: str, *, until_ms: int = 0) -> None:
+    def _call(self, group_id: str, commit: CommitOffsets, method: str, local: Callable[[], None], *,
+              until_ms: int = 0) -> None:
+        """``local()`` when this broker coordinates the group, else ``method`` at its coordinator."""
         where = self._groups.find_coordinator(group_id)
         if where.broker_id == self.broker_id:
-            if method == "HoldTxnOffsets":
-                self._groups.hold_offsets(commit, until_ms)
-            elif method == "ReleaseTxnOffsets":
-                self._groups.release_offsets(group_id, commit.transactional_id)
-            else:
-                self._groups.commit_offsets(commit)
+            local()
             return
         request = gpb.OffsetCommitRequest(
             group_id=group_id, member_id=commit.member_id, member_epoch=commit.member_epoch,
