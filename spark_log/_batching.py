@@ -58,6 +58,7 @@ class Shipment:
     attempts: int = 0
     maybe_written: bool = False  # some attempt may have appended it (see Producer._failed)
     pid: int = -1  # the producer id its frame carries
+    first_seq: int = -1  # and the sequence of its first record
 
     def resolve(self, base_offset: int) -> None:
         partition = self.partition

@@ -42,7 +42,11 @@ After a send fails for good a producer with a random id takes a fresh id (sequen
 ``_lost_sequences``).  Sends of the old id already on their way may still be appended (a
 failure that may have written its records leaves no hole behind it), so the new id's
 first sends to a partition wait until every send of an older id to that partition is
-settled: acknowledged sends stay in send order across the change of id.
+settled: acknowledged sends stay in send order across the change of id.  A leader that
+forgot the id (retention deleted all its frames before a restart) refuses its next
+sequences out of order; when every earlier sequence was acknowledged, the refused frame
+and the id's later sequences on that partition are re-stamped under a fresh id from 0, in
+order (Kafka's KIP-360; ``_sequence_reset``).
 
 Retries: retriable errors (not leader, unknown partition while a topic is being created,
 broker unavailable, timeouts) are retried with the same frames and sequences, after a
@@ -93,6 +97,7 @@ from .fetch_wire import encode_produce_request
 from ._futures import FutureGroup
 from ._partitioner import StickyPartitioner, key_array, partition_for_key, partitions_for_keys
 from ._records import bytes_ipc_message, conform
+from ._sequence_reset import SequenceResets
 from ._throttle import ThrottleGate
 from .security import ClientSecurity
 from .clock import Clock, SystemClock
@@ -105,7 +110,7 @@ from .errors import (
     SparkLogError,
     UnknownTopicOrPartitionError,
 )
-from .frame import Codec, encode_batch, encode_message
+from .frame import Codec, encode_batch, encode_message, with_producer
 from .proto import broker_pb2 as pb
 
 __all__ = ["Producer"]
@@ -250,6 +255,7 @@ class Producer:
         self._held: dict[tuple[str, int], list[list[Shipment]]] = {}
         self._id_order = itertools.count()
         self._generation: dict[int, int] = {self.producer_id: next(self._id_order)}
+        self._resets = SequenceResets(self._rng)  # KIP-360: ids a partition's leader forgot
         self._closed = False
         self._metrics = ClientMetrics("producer", ("records_sent", "records_failed", "requests", "retries", "errors"),
                                       client_id=client_id, extra=lambda: {"throttled": self._gate.throttled,
@@ -631,6 +637,8 @@ class Producer:
             self._closing += 1
         seq = self._next_seq.get(slot, 0)
         self._next_seq[slot] = seq + count
+        if self._resets:
+            return self._resets.mapped(slot, self.producer_id, seq)
         return self.producer_id, seq
 
     def _lost_sequences(self, producer_id: int) -> None:
@@ -643,7 +651,7 @@ class Producer:
         if self._explicit_id:
             return
         with self._lock:
-            if producer_id == self.producer_id:
+            if producer_id == self.producer_id or self._resets.is_fresh(producer_id):
                 self.producer_id = self._rng.getrandbits(63)
                 self._generation[self.producer_id] = next(self._id_order)
                 self._next_seq.clear()
@@ -740,6 +748,9 @@ class Producer:
         """Encode ``batch`` into a shipment on ``collect``; False when a retriable error (a
         metadata lookup failed) put it back to be shipped again after a backoff, until its
         delivery deadline (then, or for any other error, its futures fail)."""
+        if self._resets:  # reserved before its id was re-stamped on this partition
+            with self._lock:
+                batch.pid, batch.seq = self._resets.mapped((topic, partition), batch.pid, batch.seq)
         try:
             info = self._topic(topic)
             if info.kind == "typed":
@@ -776,7 +787,7 @@ class Producer:
                                base_sequence=batch.seq, transactional=self._txn is not None)
         self._metrics.batch(len(timestamps), len(frame))
         shipment = Shipment(topic, partition, frame, len(timestamps), self._now_s() + self._delivery_timeout_s,
-                            batch.group, next(self._issue_seq), pid=batch.pid)
+                            batch.group, next(self._issue_seq), pid=batch.pid, first_seq=batch.seq)
         with self._lock:
             self._pending += 1
             self._live[shipment.seq] = shipment
@@ -811,7 +822,7 @@ class Producer:
                 done.set_running_or_notify_cancel()
                 futures.append(done)
             shipment = Shipment(topic, partition, frame, batch.num_rows, deadline, done, next(self._issue_seq),
-                                pid=producer_id)
+                                pid=producer_id, first_seq=seq - batch.num_rows)
             request.append(shipment)
             self._metrics.batch(batch.num_rows, len(frame))
             with self._lock:
@@ -834,6 +845,7 @@ class Producer:
     def _issue(self, shipments: list[Shipment]) -> None:
         """Send one Produce call for shipments of one partition (of one producer id), or hold
         it while an older producer id has sends to that partition not yet settled."""
+        self._restamp(shipments)
         if self._hold(shipments):
             return
         first = shipments[0]
@@ -844,6 +856,27 @@ class Producer:
                 self._failed(shipment, exc)
             return
         self._send(address, shipments)
+
+    def _restamp(self, shipments: list[Shipment]) -> None:
+        """Re-stamp the frames of ``shipments`` whose producer id the partition's leader
+        forgot (``_sequence_reset``): the fresh id and sequences, counted as the fresh id's."""
+        if not self._resets:
+            return
+        with self._lock:
+            for shipment in shipments:
+                slot = (shipment.topic, shipment.partition)
+                pid, seq = self._resets.mapped(slot, shipment.pid, shipment.first_seq)
+                if pid == shipment.pid:
+                    continue
+                counts = self._unsettled.setdefault(slot, {})
+                left = counts.get(shipment.pid, 0) - 1
+                if left > 0:
+                    counts[shipment.pid] = left
+                else:
+                    counts.pop(shipment.pid, None)
+                counts[pid] = counts.get(pid, 0) + 1
+                shipment.frame = with_producer(shipment.frame, pid, seq)
+                shipment.pid, shipment.first_seq = pid, seq
 
     def _hold(self, shipments: list[Shipment]) -> bool:
         """Hold ``shipments`` (of one partition and producer id) while an older producer id
@@ -862,6 +895,7 @@ class Producer:
         """Send shipments of many partitions: one Produce call per leader broker (split at
         ``_REQUEST_TARGET_BYTES``), so a linger round over 1,000 partitions costs a few
         calls, not 1,000.  Per partition as ``_issue``."""
+        self._restamp(shipments)
         slots: dict[tuple[str, int, int], list[Shipment]] = {}
         for shipment in shipments:
             slots.setdefault((shipment.topic, shipment.partition, shipment.pid), []).append(shipment)
@@ -986,10 +1020,10 @@ class Producer:
                 # with offset -1 (Kafka's Sender does the same)
                 self._metrics.add("records_sent", shipment.count)
                 shipment.resolve(result.base_offset if failure is None else -1)
-                self._unsettle(shipment)
+                self._unsettle(shipment, last_offset=result.last_offset if failure is None else -1)
                 self._settled(shipment)
             else:  # an answer with the offsets of an append failed after appending (e.g. the acks=all wait)
-                self._failed(shipment, failure, appended=result.base_offset >= 0)
+                self._failed(shipment, failure, appended=result.base_offset >= 0, log_start=result.log_start_offset)
 
     def _settled(self, shipment: Shipment) -> None:
         """``shipment`` is resolved or failed for good (once: a close that timed out may have
@@ -999,12 +1033,15 @@ class Producer:
                 self._pending -= 1
             self._lock.notify_all()
 
-    def _unsettle(self, shipment: Shipment) -> None:
-        """``shipment`` is settled (acknowledged or failed for good): once its producer id
-        has nothing unsettled on the partition, the newer ids' held shipments go."""
+    def _unsettle(self, shipment: Shipment, *, last_offset: int | None = None) -> None:
+        """``shipment`` is settled (acknowledged, with ``last_offset`` the offset of its last
+        record or -1 when unknown, or failed for good): once its producer id has nothing
+        unsettled on the partition, the newer ids' held shipments go."""
         slot = (shipment.topic, shipment.partition)
         release: list[list[Shipment]] = []
         with self._lock:
+            if last_offset is not None and not self._explicit_id:
+                self._resets.acknowledged(slot, shipment.pid, shipment.first_seq, shipment.count, last_offset)
             counts = self._unsettled.get(slot)
             if counts is None:
                 return
@@ -1019,15 +1056,24 @@ class Producer:
         for shipments in release:
             self._issue(shipments)  # held again if another older id is still unsettled
 
-    def _failed(self, shipment: Shipment, error: SparkLogError, *, appended: bool | None = False) -> None:
+    def _failed(self, shipment: Shipment, error: SparkLogError, *, appended: bool | None = False,
+                log_start: int = -1) -> None:
         """One attempt of ``shipment`` failed with ``error``: retry it, or fail its futures.
         ``appended``: the broker's answer says it appended the records (True) or not
         (False, also when nothing was sent); None when the call failed without a
-        per-partition answer: then the error's class says (``refused_before_write``)."""
-        if appended or (appended is None and not error.refused_before_write):
-            shipment.maybe_written = True
+        per-partition answer: then the error's class says (``refused_before_write``).
+        ``log_start``: the partition's log start offset the answer gave (-1: none)."""
         if shipment.seq not in self._live:  # failed already, by a close() whose timeout passed
             return
+        if isinstance(error, OutOfOrderSequenceError) and not self._explicit_id:
+            with self._lock:  # the leader may have forgotten the id: re-stamp (KIP-360)
+                fresh = self._resets.refused((shipment.topic, shipment.partition), shipment.pid, shipment.first_seq,
+                                             maybe_written=shipment.maybe_written, log_start=log_start)
+                if fresh is not None:
+                    self._generation[fresh] = self._generation.get(shipment.pid, 0)
+                    shipment.attempts = 0
+        if appended or (appended is None and not error.refused_before_write):
+            shipment.maybe_written = True
         retriable = error.retriable or (isinstance(error, OutOfOrderSequenceError) and shipment.attempts < 20)
         self._metrics.add("errors")
         if self._force_error is not None:  # closed: no retry

@@ -108,6 +108,7 @@ __all__ = [
     "iter_frames",
     "record_offsets",
     "set_offset_and_epoch",
+    "with_producer",
     "leader_header",
     "frame_body",
     "ipc_message",
@@ -143,6 +144,10 @@ _EPOCH_AT = 12
 _CRC = struct.Struct("<I")  # at 20
 _CRC_AT = 20
 _CRC_START = 24
+_PRODUCER = struct.Struct("<qi")  # producer_id, base_sequence at 48
+_PRODUCER_AT = 48
+_LENGTH = struct.Struct("<i")  # frame_length at 8
+_LENGTH_AT = 8
 _ATTRIBUTES = struct.Struct("<H")  # at 24
 _ATTRIBUTES_AT = 24
 _TIMESTAMPS = struct.Struct("<qq")  # first_timestamp, max_timestamp at 32
@@ -565,6 +570,17 @@ def set_offset_and_epoch(frame: bytearray | memoryview, base_offset: int, epoch:
     """Rewrite a frame's base offset and leader epoch in place (the CRC stays valid)."""
     _BASE_OFFSET.pack_into(frame, position, base_offset)
     _EPOCH.pack_into(frame, position + _EPOCH_AT, epoch)
+
+
+def with_producer(frame: bytes | bytearray | memoryview, producer_id: int, base_sequence: int) -> bytes:
+    """A copy of the (version-1) frame ``frame`` whose records carry ``producer_id`` and
+    sequences from ``base_sequence`` (CRC recomputed): a producer re-stamps frames it could
+    not deliver under a producer id the broker forgot (KIP-360; ``Producer``)."""
+    out = bytearray(frame)
+    _PRODUCER.pack_into(out, _PRODUCER_AT, producer_id, base_sequence)
+    length = _LENGTH.unpack_from(out, _LENGTH_AT)[0]
+    _CRC.pack_into(out, _CRC_AT, int(_crc32c.crc32c(memoryview(out)[_CRC_START:length])))
+    return bytes(out)
 
 
 def frame_body(buf: bytes | bytearray | memoryview, header: FrameHeader, position: int = 0) -> memoryview:

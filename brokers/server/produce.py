@@ -52,6 +52,7 @@ from spark_log.errors import (
     InvalidTopicError,
     MissingKeyError,
     NotEnoughReplicasAfterAppendError,
+    OutOfOrderSequenceError,
     SchemaMismatchError,
     SparkLogError,
     StorageError,
@@ -251,9 +252,14 @@ class ProduceHandler:
         first = frames.headers[0]
         if first.is_transactional:
             self._verify(partition, transactional_id, first)
-        outcome = partition.append_as_leader(frames, required_leader_epoch=entry.current_leader_epoch,
-                                             acks_all=acks == -1, gap_timeout_ms=min(timeout_ms, _MAX_GAP_WAIT_MS),
-                                             notify=False)
+        try:
+            outcome = partition.append_as_leader(frames, required_leader_epoch=entry.current_leader_epoch,
+                                                 acks_all=acks == -1, gap_timeout_ms=min(timeout_ms, _MAX_GAP_WAIT_MS),
+                                                 notify=False)
+        except OutOfOrderSequenceError:
+            # the log start lets the producer tell whether retention took its state (KIP-360)
+            result.log_start_offset = partition.offsets().log_start_offset
+            raise
         result.base_offset = outcome.base_offset
         result.last_offset = outcome.last_offset
         result.duplicate = outcome.duplicate
