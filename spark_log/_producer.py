@@ -365,7 +365,8 @@ class Producer:
         """Add one record to its partition's open batch; close the batch when it is full or
         when its leader has nothing of ours in flight, and hand it on.  ``one_timestamp``
         (typed topics: a frame has one timestamp for all its rows): a record whose timestamp
-        differs from the open batch's closes that batch and starts the next."""
+        differs from the open batch's closes that batch and starts the next, as does a record
+        that would take the batch past ``batch_size``."""
         lock = self._lock
         lock.acquire()  # the condition's lock, taken without Condition.__enter__'s Python frame
         try:
@@ -375,7 +376,10 @@ class Producer:
                 lock.notify_all()  # the sender ships them if no other thread is
                 lock.wait(1.0)
             batch = self._open.get(slot)
-            if one_timestamp and batch is not None and batch.timestamps[0] != ts:
+            # a record that does not fit goes in the next batch (as Kafka's accumulator does), so a
+            # record too large for the topic is refused alone, never with the records before it
+            if batch is not None and (batch.size + size > self._batch_size
+                                      or (one_timestamp and batch.timestamps[0] != ts)):
                 del self._open[slot]
                 self._close(slot, batch)
                 lock.notify_all()  # the sender ships it (or this thread does, below)
@@ -641,17 +645,27 @@ class Producer:
             return self._resets.mapped(slot, self.producer_id, seq)
         return self.producer_id, seq
 
-    def _lost_sequences(self, producer_id: int) -> None:
+    def _lost_sequences(self, producer_id: int, slot: tuple[str, int] | None = None, first_seq: int = -1,
+                        count: int = 0) -> None:
         """A batch reserved under ``producer_id`` failed for good, leaving a hole in its
         partition's sequences that would refuse every later batch (OUT_OF_ORDER_SEQUENCE).
-        A producer with a random id starts afresh under a new id, sequences from 0 (the
-        idea of Kafka's KIP-360); batches already encoded under the old id fail as they
-        would have.  An explicit ``producer_id`` (the Spark writer's idempotence key) is
-        kept: its owner retries with a new Producer, which replays the same sequences."""
+        With ``slot`` (the batch's partition; it was certainly not written, sequences
+        ``first_seq`` on, ``count`` records) the id's later sequences there move to a fresh
+        id (``_sequence_reset``).  Otherwise a producer with a random id starts afresh under
+        a new id, sequences from 0 (the idea of Kafka's KIP-360); batches already encoded
+        under the old id fail as they would have.  An explicit ``producer_id`` (the Spark
+        writer's idempotence key) is kept: its owner retries with a new Producer, which
+        replays the same sequences."""
         if self._explicit_id:
             return
         with self._lock:
-            if producer_id == self.producer_id or self._resets.is_fresh(producer_id):
+            current = self._resets.origin(producer_id) == self.producer_id
+            if slot is not None and current:
+                fresh = self._resets.skipped(slot, producer_id, first_seq, count)
+                if fresh is not None:  # newest: its frames wait for the old id's earlier ones
+                    self._generation[fresh] = next(self._id_order)
+                    return
+            if current:
                 self.producer_id = self._rng.getrandbits(63)
                 self._generation[self.producer_id] = next(self._id_order)
                 self._next_seq.clear()
@@ -761,7 +775,7 @@ class Producer:
                                             codec)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             batch.group.fail(errors.SchemaMismatchError(f"records do not fit topic {topic!r}: {exc}"))
-            self._lost_sequences(batch.pid)
+            self._lost_sequences(batch.pid, (topic, partition), batch.seq, len(batch.values))
             return True
         except SparkLogError as exc:
             self._metrics.add("errors")
@@ -771,7 +785,7 @@ class Producer:
                 return False
             self._metrics.add("records_failed", len(batch.values))
             batch.group.fail(exc)
-            self._lost_sequences(batch.pid)
+            self._lost_sequences(batch.pid, (topic, partition), batch.seq, len(batch.values))
             return True
         if batch.sticky:
             self._sticky.next(topic, info.num_partitions, previous=partition)
@@ -862,6 +876,7 @@ class Producer:
         forgot (``_sequence_reset``): the fresh id and sequences, counted as the fresh id's."""
         if not self._resets:
             return
+        release: list[list[Shipment]] = []
         with self._lock:
             for shipment in shipments:
                 slot = (shipment.topic, shipment.partition)
@@ -874,9 +889,12 @@ class Producer:
                     counts[shipment.pid] = left
                 else:
                     counts.pop(shipment.pid, None)
+                    release += self._held.pop(slot, [])  # they may have waited for that id only
                 counts[pid] = counts.get(pid, 0) + 1
                 shipment.frame = with_producer(shipment.frame, pid, seq)
                 shipment.pid, shipment.first_seq = pid, seq
+        for held in release:
+            self._issue(held)  # held again if another older id is still unsettled
 
     def _hold(self, shipments: list[Shipment]) -> bool:
         """Hold ``shipments`` (of one partition and producer id) while an older producer id
@@ -1095,7 +1113,11 @@ class Producer:
         shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
         if self._txn is not None:
             self._txn.note_failure(error)
-        self._lost_sequences(shipment.pid)
+        if shipment.maybe_written:
+            self._lost_sequences(shipment.pid)
+        else:
+            self._lost_sequences(shipment.pid, (shipment.topic, shipment.partition), shipment.first_seq,
+                                 shipment.count)
         self._unsettle(shipment)
         self._settled(shipment)
 

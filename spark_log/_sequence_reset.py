@@ -16,6 +16,12 @@ may have written is re-stamped only when the answer's log start offset is past t
 last acknowledged offset (retention removed its frames, as Kafka's producer checks), so a
 broker that only lags cannot make a record appear twice.
 
+The same re-stamping closes a hole: when a frame fails for good without being written (a
+record too large for the topic), the id's later sequences on that partition would wait
+for it and be refused; they move to a fresh id from the hole's end instead (as Kafka's
+producer adjusts the sequences of the batches behind a failed one), sent once every
+earlier frame of the id there is settled.
+
 Pure bookkeeping; the producer's lock guards it.  Producers with an explicit id (the Spark
 writer's idempotence key) and transactional ones never re-stamp.
 """
@@ -33,6 +39,7 @@ class SequenceResets:
         self._rng = rng
         self._acked: dict[tuple[Slot, int], tuple[int, int]] = {}  # (slot, id) -> (last sequence, last offset)
         self._resets: dict[tuple[Slot, int], tuple[int, int]] = {}  # (slot, old id) -> (fresh id, first sequence)
+        self._origin: dict[int, int] = {}  # fresh id -> the id the producer reserved its sequences under
 
     def __bool__(self) -> bool:
         """Whether any id was re-stamped (``mapped`` is the identity until then)."""
@@ -62,11 +69,26 @@ class SequenceResets:
             return None
         fresh = self._rng.getrandbits(63)
         self._resets[key] = (fresh, first_seq)
+        self._origin[fresh] = self._origin.get(producer_id, producer_id)
         return fresh
 
-    def is_fresh(self, producer_id: int) -> bool:
-        """Whether ``producer_id`` took over another id's sequences somewhere."""
-        return any(fresh == producer_id for fresh, _ in self._resets.values())
+    def skipped(self, slot: Slot, producer_id: int, first_seq: int, count: int) -> int | None:
+        """Sequences ``first_seq .. first_seq + count - 1`` failed without being written (a
+        record too large, a refusal before the append): the fresh id that takes over the
+        id's later sequences on ``slot``, so the hole does not refuse them; None when the id
+        was moved there already (the caller then gives up the id instead)."""
+        producer_id, first_seq = self.mapped(slot, producer_id, first_seq)  # a hole in a fresh id's sequences
+        key = (slot, producer_id)
+        if key in self._resets:
+            return None
+        fresh = self._rng.getrandbits(63)
+        self._resets[key] = (fresh, first_seq + count)
+        self._origin[fresh] = self._origin.get(producer_id, producer_id)
+        return fresh
+
+    def origin(self, producer_id: int) -> int:
+        """The id whose sequences ``producer_id`` took over (itself when it is no fresh id)."""
+        return self._origin.get(producer_id, producer_id)
 
     def mapped(self, slot: Slot, producer_id: int, seq: int) -> tuple[int, int]:
         """The id and sequence that ``producer_id``'s ``seq`` on ``slot`` goes under now."""

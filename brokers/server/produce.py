@@ -69,6 +69,9 @@ __all__ = ["ProduceHandler", "ProduceEntryLike", "ProduceRequestLike", "validate
 
 log = logging.getLogger(__name__)
 
+# the sequence gaps of one request wait at most this long together, and at most half the
+# call's timeout, so that a refusal reaches the producer before its call times out (a
+# timeout tells it less)
 _MAX_GAP_WAIT_MS = 10_000
 _SCHEMA_WAIT_MS = 5_000   # how long a frame's schema id newer than this broker's image waits for it
 
@@ -172,6 +175,7 @@ class ProduceHandler:
             raise InvalidRequestError(f"acks must be -1 (all), 0 or 1, got {request.acks}")
         timeout_ms = request.timeout_ms if request.timeout_ms > 0 else 30_000
         deadline_ms = self._clock.monotonic_ms() + timeout_ms
+        gap_deadline_ms = deadline_ms - timeout_ms + min(timeout_ms // 2, _MAX_GAP_WAIT_MS)
         response = pb.ProduceResponse()
         replicating: list[_Replicating] = []  # acks=all: waited for once every entry is appended
         appended = False
@@ -181,7 +185,7 @@ class ProduceHandler:
                                              high_watermark=-1)
             records = entry.records  # read once: each read of a protobuf bytes field is a new copy
             try:
-                partition, outcome = self._append(entry, records, request.acks, timeout_ms, result,
+                partition, outcome = self._append(entry, records, request.acks, timeout_ms, gap_deadline_ms, result,
                                                   request.transactional_id)
             except StorageError as exc:  # a full or failing disk: logged and counted, not only answered
                 self.counters.storage_error("produce", entry.topic, entry.partition, exc)
@@ -234,6 +238,7 @@ class ProduceHandler:
         return image.topics.get(name) if image is not None else None
 
     def _append(self, entry: ProduceEntryLike, records: bytes | memoryview, acks: int, timeout_ms: int,
+                gap_deadline_ms: int,
                 result: pb.PartitionProduceResult, transactional_id: str = "") -> tuple[Partition, AppendOutcome]:
         """Validate and append one entry; the caller waits for replication (acks=all)."""
         if entry.topic in COORDINATOR_TOPICS:  # only their coordinators write them
@@ -254,7 +259,8 @@ class ProduceHandler:
             self._verify(partition, transactional_id, first)
         try:
             outcome = partition.append_as_leader(frames, required_leader_epoch=entry.current_leader_epoch,
-                                                 acks_all=acks == -1, gap_timeout_ms=min(timeout_ms, _MAX_GAP_WAIT_MS),
+                                                 acks_all=acks == -1,
+                                                 gap_timeout_ms=max(0, gap_deadline_ms - self._clock.monotonic_ms()),
                                                  notify=False)
         except OutOfOrderSequenceError:
             # the log start lets the producer tell whether retention took its state (KIP-360)

@@ -147,12 +147,28 @@ def test_records_sent_while_a_call_is_in_flight_wait_and_go_together(rig: Any) -
 
 def test_a_full_batch_goes_while_a_call_is_in_flight(rig: Any) -> None:
     cluster, producer = rig
-    p = producer(batch_size=900)
+    p = producer(batch_size=992)
     p.send("t", b"first")
     futures = [p.send("t", bytes(100)) for _ in range(8)]  # 100 + 24 bytes each: full at the 8th
     wait_until(lambda: len(cluster.calls) == 2, timeout=10, message="the full batch did not ship")
     assert cluster.calls[1].record_counts == [8]
     cluster.calls[1].answer(1)  # answered before the first call: offsets still follow the frame
+    assert [f.result(timeout=5) for f in futures] == [(0, 1 + i) for i in range(8)]
+
+
+def test_a_record_that_does_not_fit_goes_in_the_next_batch(rig: Any) -> None:
+    """As Kafka's accumulator: a batch never takes a record past ``batch_size`` (a record
+    larger than it goes alone), so a record too large for the topic fails alone."""
+    cluster, producer = rig
+    p = producer(batch_size=900)
+    p.send("t", b"first")
+    futures = [p.send("t", bytes(100)) for _ in range(7)]  # 868 bytes: the 8th would not fit
+    futures.append(p.send("t", bytes(2000)))               # closes them, and goes alone
+    wait_until(lambda: sum(len(call.record_counts) for call in cluster.calls) == 3, timeout=10,
+               message="the batches did not ship")
+    assert [n for call in cluster.calls[1:] for n in call.record_counts] == [7, 1]  # two frames
+    for call in cluster.calls:
+        call.answer(0 if call is cluster.calls[0] else 1)
     assert [f.result(timeout=5) for f in futures] == [(0, 1 + i) for i in range(8)]
 
 

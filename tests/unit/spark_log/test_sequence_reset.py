@@ -23,7 +23,7 @@ def test_a_refusal_right_after_the_acknowledged_sequences_moves_the_rest_to_a_fr
     resets = _resets()
     resets.acknowledged(SLOT, 5, 0, 10, last_offset=109)
     fresh = resets.refused(SLOT, 5, 10, maybe_written=False, log_start=-1)
-    assert fresh is not None and fresh != 5 and resets.is_fresh(fresh)
+    assert fresh is not None and fresh != 5 and resets.origin(fresh) == 5
     assert resets.mapped(SLOT, 5, 10) == (fresh, 0)
     assert resets.mapped(SLOT, 5, 25) == (fresh, 15)      # later sequences keep their order
     assert resets.mapped(SLOT, 5, 9) == (5, 9)            # acknowledged ones are not moved
@@ -77,3 +77,15 @@ def test_with_producer_restamps_id_and_sequence_with_a_valid_crc() -> None:
     damaged[-1] ^= 0xFF
     with pytest.raises(errors.CorruptRecordError):
         verify_frame(memoryview(bytes(damaged)))
+
+
+def test_holes_move_the_later_sequences_along_a_chain_of_fresh_ids() -> None:
+    resets = _resets()
+    first = resets.skipped(SLOT, 5, 0, 1)        # sequence 0 failed unwritten
+    assert first is not None and resets.mapped(SLOT, 5, 1) == (first, 0)
+    second = resets.skipped(SLOT, 5, 6, 1)       # so did 6, stamped before the first hole was known
+    assert second is not None and second != first
+    assert resets.mapped(SLOT, 5, 3) == (first, 2)
+    assert resets.mapped(SLOT, 5, 7) == (second, 0)
+    assert resets.origin(second) == 5 and resets.origin(first) == 5
+    assert resets.skipped(SLOT, 5, 0, 1) is None  # below the moved sequences: the caller gives the id up

@@ -1,4 +1,6 @@
-"""A producer goes on after its partition's leader forgot its id (KIP-360), for real.
+"""A producer's sends go on past sequences the broker will never append, for real.
+
+1. The partition's leader forgot the producer's id (KIP-360).
 
 Retention deletes every frame of an idle producer and the broker restarts: the broker
 rebuilds its producer state from the log, so the producer's id is unknown there, and the
@@ -7,23 +9,31 @@ re-stamps it under a fresh id and it is delivered, once, in order.
 
 One broker, a 1 KiB segment and 10 minutes' retention; the producer's records carry
 timestamps an hour old, so retention deletes them as soon as their segment is closed.
-Adds about 25 s (the restart, retention's 5 s maintenance tick, the broker's gap wait).
+
+2. A record too large for the topic fails alone: the records sent around it, in the same
+   batch or pipelined behind it, are delivered once, in order.
+
+Adds about 30 s (a restart, retention's 5 s maintenance tick, the broker's gap waits).
 """
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
-from spark_log import Admin, Consumer, Producer
+import pytest
+
+from spark_log import Admin, Consumer, Producer, errors
 from tests.support.cluster import local_cluster
 from tests.support.wait import wait_until
 
 TOPIC = "forgotten"
 
 
-def _values(bootstrap: str, count: int) -> list[bytes]:
+def _values(bootstrap: str, count: int, topic: str = TOPIC) -> list[bytes]:
     with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
-        consumer.assign([(TOPIC, 0)])
+        consumer.assign([(topic, 0)])
         values: list[bytes] = []
         deadline = time.monotonic() + 30
         while len(values) < count and time.monotonic() < deadline:
@@ -60,3 +70,24 @@ def test_a_producer_whose_id_the_leader_forgot_delivers_its_next_records(tmp_pat
         values = _values(cluster.bootstrap, 6)
         assert [v for v in values if v.startswith(b"new-")] == [b"new-0", b"new-1", b"new-2"]
         assert not any(v.startswith(b"old-") for v in values)
+
+
+def test_a_record_too_large_for_the_topic_fails_alone(tmp_path: Path) -> None:
+    with local_cluster(tmp_path, brokers=1) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topic("small", partitions=1, replication_factor=1, config={"max.message.bytes": "4096"})
+        sent: list[tuple[bytes, Future[tuple[int, int]]]] = []
+        with Producer(cluster.bootstrap, request_timeout_ms=5_000, delivery_timeout_ms=60_000) as producer:
+            for i in range(10):  # incompressible, so the frame stays too large
+                sent.append((b"big", producer.send("small", os.urandom(20_000), partition=0)))
+                sent += [(b"s%d-%d" % (i, j), producer.send("small", b"s%d-%d" % (i, j), partition=0))
+                         for j in range(5)]
+            for value, future in sent:
+                if value == b"big":
+                    with pytest.raises(errors.RecordTooLargeError) as refused:
+                        future.result(timeout=60)
+                    assert refused.value.maybe_written is False
+                else:
+                    future.result(timeout=60)
+        smalls = [value for value, _ in sent if value != b"big"]
+        assert _values(cluster.bootstrap, len(smalls), "small") == smalls
