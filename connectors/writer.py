@@ -50,7 +50,9 @@ creates the topic compacted with it).
 
 Routing
 -------
-A ``partition`` column (int, non-null) picks the partition; else the key (bytes topics:
+A ``partition`` column (int) picks the partition of each row where it is not null (a
+value outside ``0 .. partitions - 1``, negative ones included, fails the task with
+``InvalidConfigError``, as Kafka's producer refuses it); else the key (bytes topics:
 ``key``; typed topics: ``keyColumns`` or the topic's key columns) is hashed with Kafka's
 murmur2 partitioner; rows without a key go to partition ``(spark_partition +
 arrow_batch_index) % partitions``, so that replays route them identically.  Without
@@ -258,11 +260,13 @@ def _partition_of_rows(batch: pa.RecordBatch, target: WriteTarget, n: int, fallb
         out = np.where(present, hashed, out).astype(np.int32)
     if "partition" in batch.schema.names:
         column = batch.column("partition")
-        given = column.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-        bad = given >= n
+        named = column.is_valid().to_numpy(zero_copy_only=False)  # a null partition: route by key
+        given = column.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        bad = named & ((given < 0) | (given >= n))
         if bad.any():
-            raise InvalidConfigError(f"column 'partition' holds {int(given[bad][0])}, but the topic has {n} partitions", key="partition")
-        out = np.where(given >= 0, given, out).astype(np.int32)
+            raise InvalidConfigError(f"column 'partition' holds {int(given[bad][0])}, but the topic has partitions "
+                                     f"0 to {n - 1}", key="partition")
+        out = np.where(named, given, out).astype(np.int32)
     return out
 
 
