@@ -129,7 +129,7 @@ final class Options implements Serializable {
       for (Map.Entry<String, Object> e : ((Map<String, Object>) parsed).entrySet()) {
         if (!(e.getValue() instanceof List) || ((List<Object>) e.getValue()).isEmpty()) throw new IllegalArgumentException();
         for (Object p : (List<Object>) e.getValue()) {
-          if (!(p instanceof Long) || (Long) p < 0) throw new IllegalArgumentException();
+          if (!(p instanceof Long) || (Long) p < 0 || (Long) p > Integer.MAX_VALUE) throw new IllegalArgumentException();
           out.add(new TopicPartition(e.getKey(), ((Long) p).intValue()));
         }
       }
