@@ -411,21 +411,24 @@ class PartitionLog:
                 break
             self._delete_oldest()
 
-    def apply_retention(self) -> int:
+    def apply_retention(self, *, high_watermark: int) -> int:
         """Delete whole segments past ``retention_ms`` (by their largest timestamp) or
-        beyond ``retention_bytes`` (oldest first); never the active segment.  Only when
-        ``cleanup.policy`` names ``delete`` (a ``compact``-only log keeps every key's latest
-        record forever).  Returns how many segments were deleted."""
-        self._check_open()
+        beyond ``retention_bytes`` (oldest first); never the active segment, nor a segment
+        holding an offset at or above ``high_watermark`` (the replica's: records the ISR may
+        not hold yet stay, and the log start never passes it; Kafka's ``deletableSegments``).
+        Only when ``cleanup.policy`` names ``delete`` (a ``compact``-only log keeps every
+        key's latest record forever).  Returns how many segments were deleted."""
+        self._check_open(high_watermark=high_watermark)
         if not self._config.delete:
             return 0
-        deleted = retention.segments_to_delete(
+        wanted = retention.segments_to_delete(
             [(segment.size, segment.max_timestamp) for segment in self._segments],
             retention_ms=self._config.retention_ms,
             retention_bytes=self._config.retention_bytes,
             now_ms=self._clock.wall_ms(),
         )
-        return self._delete_oldest_segments(deleted)
+        eligible = retention.segments_below([segment.base_offset for segment in self._segments], high_watermark)
+        return self._delete_oldest_segments(min(wanted, eligible))
 
     def apply_tiered_retention(self, *, below: int, retention_ms: int, retention_bytes: int) -> int:
         """A tiered log's local retention (``local.retention.*``, whatever ``cleanup.policy``

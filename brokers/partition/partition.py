@@ -476,8 +476,8 @@ class Partition(CompactingPartition, TieredPartition):
             self._log.maybe_roll()
             if self._config.remote_storage_enable:
                 self._tiered_retention()   # tiered.py: only what the Delta tier holds
-            else:
-                self._log.apply_retention()
+            else:   # only below this replica's HW (a follower's: the leader's, capped by its LEO)
+                self._log.apply_retention(high_watermark=self._core.high_watermark(self._log.log_end_offset))
             self._core.trim_transactions(self._log.log_start_offset)
             self._core.expire_producers(self._clock.wall_ms())
             retired = self._log.take_retired()

@@ -120,7 +120,7 @@ class LogMachine(RuleBasedStateMachine):
     def retention(self) -> None:
         assert self.log is not None
         before = self.log.log_start_offset
-        self.log.apply_retention()
+        self.log.apply_retention(high_watermark=self.log.log_end_offset)
         assert self.log.log_start_offset >= before
         if self.config.retention_bytes >= 0:
             bases = self.log.segment_base_offsets

@@ -296,14 +296,29 @@ def test_retention_by_bytes_never_deletes_the_active_segment(tmp_path: Path) -> 
     with PartitionLog(tmp_path / "p", small_config(retention_bytes=5000)) as log:
         for i in range(60):
             log.append_as_leader(make_frame(3, value_bytes=40), leader_epoch=0)
-        deleted = log.apply_retention()
+        deleted = log.apply_retention(high_watermark=log.log_end_offset)
         assert deleted > 0
         assert log.size_bytes <= 5000 + 4096
         assert log.log_start_offset == log.segment_base_offsets[0]
         assert read_all(log)[0][0] == log.log_start_offset
     with PartitionLog(tmp_path / "p", small_config(retention_bytes=0)) as log:
-        log.apply_retention()
+        log.apply_retention(high_watermark=log.log_end_offset)
         assert len(log.segment_base_offsets) == 1
+
+
+def test_retention_stops_at_the_high_watermark(tmp_path: Path) -> None:
+    """Only segments wholly below the HW go (Kafka's ``deletableSegments``): the log start
+    never passes it, whatever retention wants."""
+    with PartitionLog(tmp_path / "p", small_config(retention_bytes=0)) as log:
+        for _ in range(60):
+            log.append_as_leader(make_frame(3, value_bytes=40), leader_epoch=0)
+        bases = log.segment_base_offsets
+        assert len(bases) > 3
+        assert log.apply_retention(high_watermark=0) == 0 and log.log_start_offset == 0
+        assert log.apply_retention(high_watermark=bases[2] - 1) == 1 and log.log_start_offset == bases[1]
+        assert log.apply_retention(high_watermark=bases[2]) == 1 and log.log_start_offset == bases[2]
+        assert log.apply_retention(high_watermark=log.log_end_offset) == len(bases) - 3
+        assert log.segment_base_offsets == bases[-1:]
 
 
 def test_retention_by_time(tmp_path: Path, clock: ManualClock) -> None:
@@ -312,11 +327,11 @@ def test_retention_by_time(tmp_path: Path, clock: ManualClock) -> None:
             log.append_as_leader(make_frame(3, value_bytes=40, ts=BASE_TS + 1000 * i), leader_epoch=0)
         segments = log.segment_base_offsets
         clock.advance(BASE_TS + 25_000 - clock.wall_ms())
-        deleted = log.apply_retention()
+        deleted = log.apply_retention(high_watermark=log.log_end_offset)
         assert deleted >= 1 and log.segment_base_offsets == segments[deleted:]
         assert log.offset_for_timestamp(BASE_TS + 10_000) is not None
         clock.advance(10**9)
-        log.apply_retention()
+        log.apply_retention(high_watermark=log.log_end_offset)
         assert log.segment_base_offsets == segments[-1:]
 
 

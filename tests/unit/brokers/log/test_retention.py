@@ -1,9 +1,10 @@
-"""retention.segments_to_delete: table tests of the time and size rules."""
+"""retention.segments_to_delete and segments_below: table tests of the time and size rules
+and of the high-watermark bound."""
 from __future__ import annotations
 
 import pytest
 
-from brokers.log.retention import segments_to_delete
+from brokers.log.retention import segments_below, segments_to_delete
 
 SEGMENTS = [(100, 1_000), (100, 2_000), (100, 3_000), (50, 4_000)]  # (size, max timestamp); last is active
 
@@ -27,3 +28,18 @@ def test_segments_to_delete(retention_ms: int, retention_bytes: int, now_ms: int
 
 def test_a_lone_active_segment_never_goes() -> None:
     assert segments_to_delete([(10**9, 0)], retention_ms=0, retention_bytes=0, now_ms=10**12) == 0
+
+
+@pytest.mark.parametrize(
+    "offset, expected",
+    [
+        (0, 0),      # nothing below the HW: nothing may go
+        (9, 0),      # [0, 10) is not entirely below 9
+        (10, 1),     # the next segment starts at the HW: [0, 10) is below it
+        (24, 1),
+        (25, 2),
+        (10**9, 3),  # never the active segment
+    ],
+)
+def test_segments_below(offset: int, expected: int) -> None:
+    assert segments_below([0, 10, 25, 40], offset) == expected

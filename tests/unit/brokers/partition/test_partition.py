@@ -306,6 +306,40 @@ def test_retention_closes_the_segments_it_deletes_after_letting_go_of_the_lock(
         partition.close()
 
 
+def test_retention_never_deletes_records_above_the_high_watermark(tmp_path: Path, clock: ThreadClock) -> None:
+    """Kafka's ``deletableSegments``: a segment goes only once the next one starts at or
+    below the high watermark, on the leader (records the ISR has not copied stay) and on a
+    follower (its own HW: the leader's, capped by its LEO), so the log start never passes
+    the HW."""
+    config = TopicConfig(segment_bytes=1024, retention_bytes=0)
+    assignment = LeaderAndIsr(leader_id=ME, leader_epoch=1, partition_epoch=1, replicas=(ME, FOLLOWER),
+                              isr=(ME, FOLLOWER))
+    leader, follower = _open(tmp_path / "leader", clock, ME, config), _open(tmp_path / "follower", clock, FOLLOWER, config)
+    try:
+        leader.become(assignment, config=config)
+        follower.become(assignment, config=config)
+        for _ in range(40):   # acks=1: the follower, in the ISR, has copied none of it
+            leader.append_as_leader(_checked(_frame(20)))
+        assert len(leader._log.segment_base_offsets) > 3
+        leader.maintenance()
+        assert leader.offsets().log_start_offset == leader.high_watermark == 0
+        _fetch_once(leader, follower)          # the follower copies some segments; the HW it was told is 0
+        assert follower.offsets().log_end_offset > 0
+        follower.maintenance()
+        assert follower.offsets().log_start_offset == follower.high_watermark == 0
+        for _ in range(100):                   # until both HWs reach the LEO
+            if follower.high_watermark == leader.offsets().log_end_offset:
+                break
+            _fetch_once(leader, follower)
+        for replica in (leader, follower):
+            replica.maintenance()
+            offsets = replica.offsets()
+            assert 0 < offsets.log_start_offset <= offsets.high_watermark == offsets.log_end_offset
+    finally:
+        leader.close()
+        follower.close()
+
+
 def _txn_frame(pid: int, epoch: int, seq: int) -> CheckedFrames:
     batch = pa.record_batch({"value": pa.array([b"v"], pa.binary())})
     return _checked(encode_batch(batch, producer_id=pid, producer_epoch=epoch, base_sequence=seq, transactional=True,
