@@ -151,15 +151,21 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
     - A typed topic with a schema needs the topic's columns in types that cast to the
       topic's; else ``SchemaMismatchError`` naming the columns.
     - A bytes topic needs ``value`` (binary or string).
-    - ``InvalidConfigError`` when neither ``topic`` nor a ``topic`` column is given.
+    - ``InvalidConfigError`` when neither ``topic`` nor a ``topic`` column is given, and
+      for ``keyColumns`` other than ``key`` when rows name their topic (bytes topics).
     """
     names = spark_arrow_schema.names
+    if options.topic is None:
+        if "topic" not in names:
+            raise InvalidConfigError("option 'topic' is required unless the DataFrame has a 'topic' column", key="topic")
+        if options.key_columns not in (None, ("key",)):
+            raise InvalidConfigError(
+                f"option 'keyColumns' applies to typed topics (option 'topic'); rows that name their topic are "
+                f"written to bytes topics, which hash the 'key' column (got {list(options.key_columns)})",
+                key="keyColumns")
+        return WriteTarget(options, "bytes", None, {}, ("key",))
     admin = client.open_admin(options)
     try:
-        if options.topic is None:
-            if "topic" not in names:
-                raise InvalidConfigError("option 'topic' is required unless the DataFrame has a 'topic' column", key="topic")
-            return WriteTarget(options, "bytes", None, {}, ("key",))
         info = _describe_or_create(admin, options)
         if info.kind == "bytes":
             if options.tombstone_column is not None:

@@ -2,12 +2,46 @@
 over a fake admin: bad options and columns get a typed error before anything is written."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+from typing import Any
+
 import pyarrow as pa
 import pytest
 
+from connectors import client
 from connectors.options import WriterOptions
-from connectors.writer import WriteTarget, _partition_of_rows
-from spark_log.errors import InvalidConfigError
+from connectors.writer import WriteTarget, _partition_of_rows, resolve_target
+from spark_log.errors import InvalidConfigError, UnknownTopicOrPartitionError
+
+
+class _Admin:
+    """The part of ``Admin`` the driver's checks use, over topics held in a dict."""
+
+    def __init__(self) -> None:
+        self.topics: dict[str, SimpleNamespace] = {}
+
+    def add(self, name: str, *, kind: str = "bytes", partitions: int = 1, replication_factor: int = 1,
+            schema: pa.Schema | None = None) -> None:
+        self.topics[name] = SimpleNamespace(name=name, kind=kind, num_partitions=partitions, schema=schema,
+                                            key_columns=(), config={}, replication_factor=replication_factor)
+
+    def describe_topic(self, name: str, live: bool = True) -> SimpleNamespace:
+        if name not in self.topics:
+            raise UnknownTopicOrPartitionError(f"no topic {name!r}")
+        return self.topics[name]
+
+    def create_topic(self, name: str, *, partitions: int, replication_factor: int, kind: str, **_: Any) -> None:
+        self.add(name, kind=kind, partitions=partitions, replication_factor=replication_factor)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def admin(monkeypatch: pytest.MonkeyPatch) -> _Admin:
+    fake = _Admin()
+    monkeypatch.setattr(client, "open_admin", lambda options: fake)
+    return fake
 
 
 def _bytes_target(partitions: int) -> WriteTarget:
@@ -25,3 +59,12 @@ def test_a_partition_outside_the_topic_is_refused(given: int) -> None:
     batch = pa.record_batch({"value": pa.array([b"a", b"b"]), "partition": pa.array([0, given], pa.int32())})
     with pytest.raises(InvalidConfigError, match=f"column 'partition' holds {given}, but the topic has partitions 0 to 2"):
         _partition_of_rows(batch, _bytes_target(3), 3, fallback=0)
+
+
+def test_key_columns_are_refused_when_rows_name_their_topic(admin: _Admin) -> None:
+    """Rows that name their topic go to bytes topics, which hash 'key': keyColumns had no effect."""
+    schema = pa.schema([("topic", pa.string()), ("value", pa.binary()), ("k", pa.string())])
+    with pytest.raises(InvalidConfigError, match="option 'keyColumns' applies to typed topics"):
+        resolve_target(WriterOptions.parse({"keyColumns": "k"}), schema)
+    target = resolve_target(WriterOptions.parse({"keyColumns": "key"}), schema)
+    assert (target.topic, target.key_columns) == (None, ("key",))
