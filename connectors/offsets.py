@@ -57,6 +57,8 @@ __all__ = [
 
 EARLIEST = -2
 LATEST = -1
+MAX_OFFSET = 2**63 - 1  # offsets are 64-bit signed integers on the wire
+MAX_PARTITION = 2**31 - 1  # partition numbers are 32-bit signed integers
 
 
 class TopicPartition(NamedTuple):
@@ -125,7 +127,8 @@ def parse_spec(option: str, text: str, *, allow: tuple[str, ...]) -> str | Offse
     """Parse a ``startingOffsets``/``endingOffsets`` value.
 
     Returns one of the words in ``allow`` ("earliest", "latest", "group") or a
-    per-partition dict whose values are offsets >= 0 or ``EARLIEST``/``LATEST``.  Raises
+    per-partition dict whose values are offsets in ``[0, MAX_OFFSET]`` or
+    ``EARLIEST``/``LATEST``, partitions in ``[0, MAX_PARTITION]``.  Raises
     ``InvalidConfigError`` naming ``option`` for anything else.
     """
     word = text.strip().lower()
@@ -142,6 +145,13 @@ def parse_spec(option: str, text: str, *, allow: tuple[str, ...]) -> str | Offse
             key=option,
         ) from None
     for tp, offset in offsets.items():
+        if not 0 <= tp.partition <= MAX_PARTITION:
+            raise InvalidConfigError(
+                f"option '{option}': partition {tp.partition} of topic {tp.topic!r} is not in [0, {MAX_PARTITION}]", key=option)
+        if offset > MAX_OFFSET:
+            raise InvalidConfigError(
+                f"option '{option}': offset {offset} of {tp.topic}-{tp.partition} is beyond {MAX_OFFSET} (a 64-bit integer)",
+                key=option)
         if offset < EARLIEST:
             raise InvalidConfigError(f"option '{option}': offset {offset} of {tp.topic}-{tp.partition} is invalid", key=option)
         if offset == EARLIEST and "earliest" not in allow:

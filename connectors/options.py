@@ -98,7 +98,12 @@ def _normalise(options: Mapping[str, str], known: Mapping[str, object]) -> dict[
     return out
 
 
+# Every integer option travels to the brokers as a 64-bit signed field (protobuf int64).
+MAX_LONG = 2**63 - 1
+
+
 def _int(values: Mapping[str, str], name: str, *, minimum: int) -> int | None:
+    """Option ``name`` as an integer in ``[minimum, MAX_LONG]`` (None: not given)."""
     if name not in values:
         return None
     text = values[name].strip()
@@ -108,6 +113,8 @@ def _int(values: Mapping[str, str], name: str, *, minimum: int) -> int | None:
         raise InvalidConfigError(f"option '{name}' must be an integer, got {text!r}", key=name) from None
     if number < minimum:
         raise InvalidConfigError(f"option '{name}' must be >= {minimum}, got {number}", key=name)
+    if number > MAX_LONG:
+        raise InvalidConfigError(f"option '{name}' must be <= {MAX_LONG} (a 64-bit integer), got {number}", key=name)
     return number
 
 

@@ -41,7 +41,9 @@ def test_parse_spec(text: str, allow: tuple[str, ...], expected: object) -> None
 
 @pytest.mark.parametrize(
     ("text", "allow"),
-    [("earliest", ("latest",)), ('{"a": {"0": -2}}', ("latest",)), ('{"a": {"0": -3}}', ("earliest", "latest")), ("soon", ("earliest", "latest"))],
+    [("earliest", ("latest",)), ('{"a": {"0": -2}}', ("latest",)), ('{"a": {"0": -3}}', ("earliest", "latest")), ("soon", ("earliest", "latest")),
+     ('{"a": {"0": 9223372036854775808}}', ("latest",)), ('{"a": {"2147483648": 0}}', ("latest",)),
+     ('{"a": {"-1": 0}}', ("latest",))],
 )
 def test_parse_spec_refuses(text: str, allow: tuple[str, ...]) -> None:
     with pytest.raises(InvalidConfigError, match="endingOffsets"):
@@ -123,3 +125,4 @@ def test_limit_bytes(start: dict, latest: dict, max_bytes: int, sizes: dict, exp
 
 def test_cap_drops_partitions_born_after_the_target() -> None:
     assert off.cap({A0: 10, A1: 3, B0: 1}, {A0: 8, A1: 9}) == {A0: 8, A1: 3}
+

@@ -65,6 +65,13 @@ def test_assign_and_timestamp_and_ending() -> None:
         ({"subscribe": "a", "endingOffsets": "earliest"}, "endingOffsets"),
         ({"subscribe": "a", "startingOffsets": "earliest", "startingTimestamp": "1"}, "startingTimestamp"),
         ({"subscribe": "a", "startingTimestamp": "-5"}, "startingTimestamp"),
+        # beyond a 64-bit integer: protobuf refused it later with a bare ValueError
+        ({"subscribe": "a", "startingTimestamp": "99999999999999999999"}, "startingTimestamp"),
+        ({"subscribe": "a", "startingTimestamp": str(2**63)}, "startingTimestamp"),
+        ({"subscribe": "a", "endingOffsets": '{"a": {"0": 99999999999999999999}}'}, "endingOffsets"),
+        ({"subscribe": "a", "startingOffsets": '{"a": {"0": 9223372036854775808}}'}, "startingOffsets"),
+        ({"subscribe": "a", "startingOffsets": '{"a": {"2147483648": 0}}'}, "startingOffsets"),
+        ({"subscribe": "a", "maxOffsetsPerTrigger": str(2**64)}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "maxOffsetsPerTrigger": "0"}, "maxOffsetsPerTrigger"),
         ({"subscribe": "a", "maxBytesPerTrigger": "lots"}, "maxBytesPerTrigger"),
         ({"subscribe": "a", "minPartitions": "0"}, "minPartitions"),
