@@ -14,11 +14,10 @@ let a reader of an offset range open only the files that overlap it.
 
 What the tier holds.  Only committed records: the tiering job reads ``read_committed``
 below the last stable offset, so aborted records and transaction markers (and every other
-control frame) are left out.  The tier holds a topic's *history*, compacted topics
-included: the records the log held when they were tiered (a compacted log's gaps stay gaps);
-a compacted read (latest value per key) over tier + brokers gives what it gives over the
-brokers' log alone, because compaction only ever removes records that a later record of
-the same key supersedes.
+control frame) are left out.  The tier holds a topic's *history*: the records the log held
+when they were tiered.  It is never compacted, so a tiered topic cannot be compacted
+(``TopicConfig`` refuses ``remote.storage.enable`` with a ``compact`` cleanup policy, as
+Kafka does): a key tombstoned and compacted away on the brokers would come back from it.
 
 Which offsets it holds.  Each Delta commit records, per partition it touches, Delta
 application transactions (the protocol's ``txn`` actions, "SetTransaction"):

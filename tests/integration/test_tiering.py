@@ -16,7 +16,7 @@ from brokers.launcher.local import LocalCluster
 from jobs.tier import consumer_reader, tier_topic
 from spark_log.tier import TierTable
 from spark_log import Admin, Consumer
-from spark_log.errors import OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
+from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
 from tests.support.wait import wait_until
 from tests.support.metrics import scrape, value
 from tests.support.tiering import create_tiered, produce, read_all, tier_rows, wait_local_start
@@ -183,29 +183,23 @@ def test_read_committed_tier_leaves_aborted_records_and_markers_out(cluster: Loc
             assert got[:len(tiered)] == tiered
 
 
-def test_compacted_topic_tiers_its_history_and_reads_the_same_latest_values(cluster: LocalCluster) -> None:
-    bootstrap, topic = cluster.bootstrap, _name("compact")
-    create_tiered(bootstrap, topic, partitions=1, config={"cleanup.policy": "compact", "retention.ms": "-1"})
-    # keys k12..k99 are written once, early (their latest record ends up in the tier); k0..k11 keep changing
-    produced = produce(bootstrap, topic, 100, partitions=1) + produce(bootstrap, topic, 200, start=100, partitions=1,
-                                                                      keys=12)
-    latest = {key: value for _, _, key, value in produced}
+def test_a_tiered_topic_cannot_be_compacted(cluster: LocalCluster) -> None:
+    """The Delta tier is never compacted: a key tombstoned and compacted away on the brokers
+    would come back from it.  The combination is refused at create and at alter, either way
+    round, as Kafka does (``LogConfig.validateNoRemoteStorageForCompactedTopic``)."""
+    bootstrap, refused, tiered, compacted = cluster.bootstrap, _name("refused"), _name("tiered"), _name("compacted")
+    with pytest.raises(InvalidConfigError, match="cannot be compacted"):
+        create_tiered(bootstrap, refused, partitions=1, config={"cleanup.policy": "compact"})
+    create_tiered(bootstrap, tiered, partitions=1)
     with Admin(bootstrap) as admin:
-        admin.compact(topic, wait=True)
-        brokers_only = read_all(bootstrap, topic, partitions=1)
-        assert len(brokers_only) < len(produced)                       # the cleaner removed superseded records
-        assert {k: v for _, _, k, v in brokers_only} == latest
-        result = tier_topic(admin, topic, reader=consumer_reader(bootstrap))
-    local_start = wait_local_start(bootstrap, topic, 0, 1).log_start_offset
-    union = read_all(bootstrap, topic, partitions=1)                   # tier (history as tiered) + brokers
-    from_tier = {k for _, o, k, _ in union if o < local_start}
-    assert len(from_tier) > 10 and any(k == b"k50" for k in from_tier)  # latest values served by the tier
-    assert union == brokers_only                                       # the same records, the same offsets
-    assert {k: v for _, _, k, v in union} == latest                    # the same latest value per key
-    assert result.tiered[0][1] > 0
-    more = produce(bootstrap, topic, 50, start=300, partitions=1, keys=12)
-    latest.update({key: value for _, _, key, value in more})
-    assert {k: v for _, _, k, v in read_all(bootstrap, topic, partitions=1)} == latest
+        assert refused not in admin.list_topics()
+        with pytest.raises(InvalidConfigError, match="cannot be compacted"):
+            admin.alter_configs(tiered, set={"cleanup.policy": "compact,delete"})
+        admin.create_topic(compacted, partitions=1, replication_factor=3, config={"cleanup.policy": "compact"})
+        with pytest.raises(InvalidConfigError, match="cannot be compacted"):
+            admin.alter_configs(compacted, set={"remote.storage.enable": "true"})
+        assert admin.describe_topic(tiered).config["cleanup.policy"] == "delete"
+        assert admin.describe_topic(compacted).config.get("remote.storage.enable", "false") == "false"
 
 
 def test_a_recreated_topic_does_not_take_the_old_topics_table(cluster: LocalCluster) -> None:

@@ -83,3 +83,18 @@ def test_alter_turns_tiering_on_and_refuses_turning_it_off() -> None:
         alter_config_records(_image(config), "t", set={"remote.storage.enable": "false"})
     with pytest.raises(InvalidConfigError, match="remote.storage.enable"):
         alter_config_records(_image(config), "t", delete=["remote.storage.enable"])
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete,compact"])
+def test_a_tiered_topic_cannot_be_compacted(policy: str) -> None:
+    """The Delta tier is never compacted: a key tombstoned and compacted away on the brokers
+    would come back from it, so the combination is refused at create and at alter, either
+    way round (Kafka's ``LogConfig.validateNoRemoteStorageForCompactedTopic``)."""
+    with pytest.raises(InvalidConfigError, match=r"remote\.storage\.enable.*cannot be compacted"):
+        TopicConfig().with_overrides({"remote.storage.enable": "true", "cleanup.policy": policy})
+    tiered = TopicConfig(remote_storage_enable=True)
+    with pytest.raises(InvalidConfigError, match="cannot be compacted"):
+        alter_config_records(_image(tiered), "t", set={"cleanup.policy": policy})
+    with pytest.raises(InvalidConfigError, match="cannot be compacted"):
+        alter_config_records(_image(TopicConfig(cleanup_policy=policy)), "t", set={"remote.storage.enable": "true"})
+    assert TopicConfig(cleanup_policy=policy).compact            # untiered: compaction as before
