@@ -77,6 +77,7 @@ from spark_log.errors import (
     SchemaMismatchError,
     UnknownTopicOrPartitionError,
 )
+from spark_log.schemas import HEADERS_TYPE
 
 from . import client
 from . import crash_points as crash
@@ -150,7 +151,9 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
       the second; a different one is checked as below against the schema that won.
     - A typed topic with a schema needs the topic's columns in types that cast to the
       topic's; else ``SchemaMismatchError`` naming the columns.
-    - A bytes topic needs ``value`` (binary or string).
+    - A bytes topic (and rows that name their topic) needs ``value``, and ``key`` if
+      present, binary or string; ``headers`` as Spark's Kafka sink takes them; ``timestamp``
+      a timestamp or integer ms: ``SchemaMismatchError`` naming the column otherwise.
     - ``InvalidConfigError`` when neither ``topic`` nor a ``topic`` column is given, and
       for ``keyColumns`` other than ``key`` when rows name their topic (bytes topics).
     """
@@ -163,6 +166,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
                 f"option 'keyColumns' applies to typed topics (option 'topic'); rows that name their topic are "
                 f"written to bytes topics, which hash the 'key' column (got {list(options.key_columns)})",
                 key="keyColumns")
+        _check_bytes_columns(spark_arrow_schema, "the topics the rows name")
         return WriteTarget(options, "bytes", None, {}, ("key",))
     admin = client.open_admin(options)
     try:
@@ -180,6 +184,7 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
                 )
             if options.key_columns not in (None, ("key",)):
                 raise InvalidConfigError("option 'keyColumns' applies to typed topics; bytes topics hash the 'key' column", key="keyColumns")
+            _check_bytes_columns(spark_arrow_schema, f"bytes topic '{options.topic}'")
             return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
         schema = info.schema if info.schema is not None else _register_first_schema(admin, info, data.schema)
@@ -192,6 +197,44 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
         return WriteTarget(options, "typed", options.topic, {options.topic: info.partitions}, keys, schema)
     finally:
         admin.close()
+
+
+def _check_bytes_columns(schema: pa.Schema, where: str) -> None:
+    """The columns a bytes topic stores, in types the executors' write converts
+    (``spark_log._records.conform``): ``key``/``value`` binary or string, ``headers`` as
+    ``HEADERS_TYPE``, ``timestamp`` a timestamp or integer ms.  ``SchemaMismatchError``
+    naming the column otherwise: refused on the driver, before any task runs."""
+    for field in schema:
+        kind = field.type
+        if field.name in ("key", "value"):
+            ok, wanted = _is_bytes(kind), "binary or string"
+        elif field.name == "headers":
+            ok, wanted = _is_headers(kind), f"{HEADERS_TYPE} (Spark: array<struct<key: string, value: binary>>)"
+        elif field.name == "timestamp":
+            ok, wanted = pa.types.is_timestamp(kind) or pa.types.is_integer(kind), "a timestamp or integer ms"
+        else:
+            continue
+        if not ok:
+            raise SchemaMismatchError(f"column '{field.name}' of the DataFrame is {kind}; {where} take it as {wanted}")
+
+
+def _is_headers(kind: pa.DataType) -> bool:
+    """Whether ``kind`` is a list of ``struct<key: string, value: binary or string>``, which
+    the write casts to ``HEADERS_TYPE`` (an empty-array cast cannot tell: it checks no values)."""
+    if not (pa.types.is_list(kind) or pa.types.is_large_list(kind)) or not pa.types.is_struct(kind.value_type):
+        return False
+    item = kind.value_type
+    names = [item.field(i).name for i in range(item.num_fields)]
+    if names != ["key", "value"]:
+        return False
+    key, value = item.field(0).type, item.field(1).type
+    return (pa.types.is_string(key) or pa.types.is_large_string(key)) and _is_bytes(value)
+
+
+def _is_bytes(kind: pa.DataType) -> bool:
+    """Binary or string (or all-null): what the write stores as bytes."""
+    return (pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_string(kind)
+            or pa.types.is_large_string(kind) or pa.types.is_null(kind))
 
 
 def _describe_or_create(admin: Admin, options: WriterOptions) -> client.TopicView:

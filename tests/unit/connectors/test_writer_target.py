@@ -11,7 +11,8 @@ import pytest
 from connectors import client
 from connectors.options import WriterOptions
 from connectors.writer import WriteTarget, _partition_of_rows, resolve_target
-from spark_log.errors import InvalidConfigError, UnknownTopicOrPartitionError
+from spark_log.errors import InvalidConfigError, SchemaMismatchError, UnknownTopicOrPartitionError
+from spark_log.schemas import HEADERS_TYPE
 
 
 class _Admin:
@@ -68,3 +69,29 @@ def test_key_columns_are_refused_when_rows_name_their_topic(admin: _Admin) -> No
         resolve_target(WriterOptions.parse({"keyColumns": "k"}), schema)
     target = resolve_target(WriterOptions.parse({"keyColumns": "key"}), schema)
     assert (target.topic, target.key_columns) == (None, ("key",))
+
+
+@pytest.mark.parametrize("column,kind", [
+    ("value", pa.int64()),
+    ("key", pa.float64()),
+    ("headers", pa.list_(pa.string())),
+    ("headers", pa.map_(pa.string(), pa.binary())),
+    ("timestamp", pa.string()),
+])
+@pytest.mark.parametrize("topic_option", [True, False])
+def test_a_bytes_sink_refuses_column_types_it_cannot_store_at_start(
+        admin: _Admin, column: str, kind: pa.DataType, topic_option: bool) -> None:
+    """Checked on the driver, as Spark's Kafka sink does, not first in every executor task."""
+    admin.add("t")
+    fields = [pa.field("topic", pa.string()), pa.field("value", pa.binary()), pa.field(column, kind)]
+    schema = pa.schema([f for f in fields if f.name != column] + [pa.field(column, kind)])
+    options = WriterOptions.parse({"topic": "t"} if topic_option else {})
+    with pytest.raises(SchemaMismatchError, match=f"column '{column}' of the DataFrame is {kind}"):
+        resolve_target(options, schema)
+
+
+def test_a_bytes_sink_takes_string_keys_and_values_and_kafka_headers(admin: _Admin) -> None:
+    admin.add("t")
+    schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("headers", HEADERS_TYPE),
+                        ("timestamp", pa.timestamp("us", tz="UTC"))])
+    assert resolve_target(WriterOptions.parse({"topic": "t"}), schema).kind == "bytes"
