@@ -48,6 +48,7 @@ __all__ = [
     "from_json",
     "parse_spec",
     "resolve",
+    "check_order",
     "from_group",
     "plan_ranges",
     "limit_rows",
@@ -185,6 +186,17 @@ def resolve(spec: str | Offsets, earliest: Offsets, latest: Offsets, *, option: 
     for tp, offset in spec.items():
         out[tp] = earliest[tp] if offset == EARLIEST else latest[tp] if offset == LATEST else offset
     return out
+
+
+def check_order(begin: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int], *, starting: str) -> None:
+    """Refuse a batch read whose start is after its end in some partition (Kafka's source
+    asserts ``fromOffset <= untilOffset``): ``InvalidConfigError`` naming ``starting`` (the
+    option the start came from) and ``endingOffsets``, listing every such partition."""
+    after = [(tp, offset, end[tp]) for tp, offset in _sorted(begin) if tp in end and offset > end[tp]]
+    if after:
+        names = ", ".join(f"{tp.topic}-{tp.partition} starts at {b} > {e}" for tp, b, e in after)
+        raise InvalidConfigError(
+            f"option '{starting}' starts after option 'endingOffsets' ends: {names}", key=starting)
 
 
 def from_group(committed: Mapping[TopicPartition, int], earliest: Offsets, latest: Offsets) -> Offsets:

@@ -323,6 +323,7 @@ class SparkLogBatchReader(DataSourceReader):
             end = latest if o.ending_offsets in (None, "latest") else off.resolve(
                 o.ending_offsets, driver.earliest(), latest, option="endingOffsets"
             )
+            off.check_order(begin, end, starting="startingTimestamp" if o.starting_timestamp is not None else "startingOffsets")
             if self._pushed.min_timestamp is not None:
                 by_time = driver._offsets(self._pushed.min_timestamp)
                 begin = {tp: max(v, by_time.get(tp, end.get(tp, v))) for tp, v in begin.items()}

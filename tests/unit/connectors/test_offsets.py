@@ -126,3 +126,11 @@ def test_limit_bytes(start: dict, latest: dict, max_bytes: int, sizes: dict, exp
 def test_cap_drops_partitions_born_after_the_target() -> None:
     assert off.cap({A0: 10, A1: 3, B0: 1}, {A0: 8, A1: 9}) == {A0: 8, A1: 3}
 
+
+def test_check_order_refuses_a_start_after_the_end() -> None:
+    """Kafka's source asserts fromOffset <= untilOffset; a read of nothing was silent here."""
+    a0, a1 = off.TopicPartition("a", 0), off.TopicPartition("a", 1)
+    off.check_order({a0: 3, a1: 5}, {a0: 3, a1: 9}, starting="startingOffsets")  # start == end: empty, fine
+    off.check_order({a0: 3}, {a1: 0}, starting="startingOffsets")  # not in both: nothing to compare
+    with pytest.raises(InvalidConfigError, match=r"'startingTimestamp'.*'endingOffsets'.*a-1 starts at 9 > 5"):
+        off.check_order({a0: 3, a1: 9}, {a0: 3, a1: 5}, starting="startingTimestamp")
