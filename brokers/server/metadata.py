@@ -70,7 +70,9 @@ class MetadataBuilder:
         return response
 
     def describe(self, topic: TopicImage) -> pb.TopicDescription:
-        replication = max((len(p.replicas) for p in topic.partitions.values()), default=0)
+        # as Kafka counts it: a partition being moved has its target and its original replicas,
+        # and the factor is the original set's size until the move completes
+        replication = max((len(p.replicas) - len(p.adding_replicas) for p in topic.partitions.values()), default=0)
         return pb.TopicDescription(
             name=topic.name, topic_id=topic.topic_id, kind=topic.kind,
             partitions=[self.partition(i, topic.partitions[i]) for i in sorted(topic.partitions)],
