@@ -26,7 +26,7 @@ from brokers.log.append import check_frames
 from .core import PartitionCore
 from .messages import AppendOutcome, LogEnds, PartitionOffsets
 from .producer_state import ProducerRun
-from .tiering import TierState, read_tier_frame, tier_frame
+from .tiering import TierState, read_tier_frame, tier_frame, tier_range_error
 
 __all__ = ["TierStatus", "TieredPartition"]
 
@@ -83,7 +83,9 @@ class TieredPartition:
         """Leader: the Delta tier durably holds ``[start, end)`` of this partition; append the
         TIERED frame (None: the latest frame says so already, nothing appended).  Raises
         ``NotLeaderError``, ``TieringNotEnabledError``, ``TierOffsetInvalidError`` (``end``
-        past the last stable offset, ``start > end``, the end or start going back)."""
+        past the last stable offset, ``start > end``, the end or start going back, or a
+        range not contiguous with what is tiered: ``tiering.tier_range_error``).  The Delta
+        table is not read: the caller is trusted to have committed the range there."""
         with self._cond:
             core, plog = self._core, self._log
             core.check_open()
@@ -91,17 +93,13 @@ class TieredPartition:
                 raise NotLeaderError(f"this broker no longer leads {self.topic}-{self.partition}")
             if not self._config.remote_storage_enable:
                 raise TieringNotEnabledError(f"topic {self.topic!r} is not tiered: set remote.storage.enable=true")
-            lso = core.last_stable_offset(plog.log_end_offset)
             latest = self._tier.latest()
-            if not 0 <= start <= end <= lso:
-                raise TierOffsetInvalidError(f"{self.topic}-{self.partition}: a tiered range [{start}, {end}) must "
-                                             f"lie within [0, {lso}] (the last stable offset)")
             if latest is not None and (latest.start, latest.end) == (start, end):
                 return None
-            if latest is not None and (end < latest.end or start < latest.start):
-                raise TierOffsetInvalidError(
-                    f"{self.topic}-{self.partition}: the tier already holds [{latest.start}, {latest.end}); "
-                    f"[{start}, {end}) would go back")
+            refused = tier_range_error(latest, start=start, end=end, log_start=plog.log_start_offset,
+                                       lso=core.last_stable_offset(plog.log_end_offset))
+            if refused is not None:
+                raise TierOffsetInvalidError(f"{self.topic}-{self.partition}: {refused}")
             data = tier_frame(start=start, end=end, timestamp_ms=self._clock.wall_ms())
             frames = check_frames(data, max_message_bytes=max(len(data), self._config.max_message_bytes),
                                   topic=self.topic)

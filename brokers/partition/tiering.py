@@ -12,6 +12,16 @@ above ``end`` (it is appended after the records it speaks of were committed), so
 retention never deletes the latest tier frame, and the replay at open finds it again: the
 tier state needs no file of its own.
 
+What the leader checks (``tier_range_error``).  A reported range lies within ``[0, LSO]``,
+never goes back, and keeps the tier and the local log one contiguous history: the first
+range starts at or below the leader's log start, and each later one starts within the range
+already recorded (tier retention moves ``start`` up, never past the old ``end``), so local
+retention never deletes records that are neither tiered nor past the tier's start.  The
+leader does not read the Delta table: it trusts the job that the table holds the range it
+reports (a report of offsets no Delta commit holds, contiguous with the last one, is
+accepted, and local retention then deletes what only the brokers held).  ``CommitTiered``
+is for the tiering job alone: with security on it needs ALTER on the topic.
+
 Thread-safety: none (the partition's lock).
 """
 from __future__ import annotations
@@ -21,7 +31,7 @@ from dataclasses import dataclass
 
 from spark_log.frame import ControlType, FrameHeader, decode_control, encode_control
 
-__all__ = ["TierMark", "TierState", "tier_frame", "read_tier_frame"]
+__all__ = ["TierMark", "TierState", "tier_frame", "read_tier_frame", "tier_range_error"]
 
 _PAYLOAD = struct.Struct("<qq")
 
@@ -77,3 +87,22 @@ class TierState:
             if mark.offset < high_watermark:
                 return mark
         return None
+
+
+def tier_range_error(latest: TierMark | None, *, start: int, end: int, log_start: int, lso: int) -> str | None:
+    """Why the leader refuses the report that the tier holds ``[start, end)`` (None: it may
+    record it), given the ``latest`` tier frame in its log, its log start and its last stable
+    offset (module docstring: "What the leader checks")."""
+    if not 0 <= start <= end <= lso:
+        return f"a tiered range [{start}, {end}) must lie within [0, {lso}] (the last stable offset)"
+    if latest is None:
+        if start > log_start:
+            return (f"the first tiered range [{start}, {end}) must start at or below the log start {log_start}: "
+                    f"records [{log_start}, {start}) would be in neither the tier nor the brokers")
+        return None
+    if end < latest.end or start < latest.start:
+        return f"the tier already holds [{latest.start}, {latest.end}); [{start}, {end}) would go back"
+    if start > latest.end:
+        return (f"the tier holds [{latest.start}, {latest.end}); [{start}, {end}) is not contiguous with it: "
+                f"records [{latest.end}, {start}) would be in neither the tier nor the brokers")
+    return None

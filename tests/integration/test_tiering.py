@@ -90,6 +90,10 @@ def test_refusals(cluster: LocalCluster) -> None:
         admin.commit_tiered(tiered, 0, start=0, end=5)          # the same range again: nothing appended
         with pytest.raises(TierOffsetInvalidError):
             admin.commit_tiered(tiered, 0, start=0, end=4)      # going back
+        with pytest.raises(TierOffsetInvalidError, match="not contiguous"):
+            admin.commit_tiered(tiered, 0, start=7, end=9)      # [5, 7) would be in neither tier nor brokers
+        info = admin.describe_tier(tiered).partitions[(tiered, 0)]
+        assert (info.tier_start, info.tiered_end) == (0, 5)
 
 
 def test_a_position_gone_from_both_is_out_of_range(cluster: LocalCluster) -> None:
