@@ -20,12 +20,19 @@ __all__ = ["RangePartition", "ReadPlan"]
 
 @dataclass(frozen=True)
 class RangePartition(InputPartition):
-    """One Spark task: records ``[start, end)`` of ``topic``-``partition``. Picklable."""
+    """One Spark task: records ``[start, end)`` of ``topic``-``partition``. Picklable.
+
+    ``timestamp_type`` is the topic's (0 CreateTime, 1 LogAppendTime) as the driver knew it
+    when it planned the range: executors hold the plan pickled at query start, which
+    does not know the topics ``subscribePattern`` found since.  None: take it from
+    ``ReadPlan.timestamp_types``.
+    """
 
     topic: str
     partition: int
     start: int
     end: int
+    timestamp_type: int | None = None
 
 
 @dataclass(frozen=True)
@@ -34,7 +41,9 @@ class ReadPlan:
 
     ``kind`` is "bytes" or "typed"; ``topic_schema`` the typed topics' Arrow schema;
     ``schema`` the Spark schema the query sees (after ``columns``); ``fetch_columns``
-    the stored columns the brokers must send (projection pushdown).
+    the stored columns the brokers must send (projection pushdown); ``timestamp_types``
+    each topic's timestamp type at query start (never updated: topics found later carry
+    theirs in their ``RangePartition``).
     """
 
     options: ReaderOptions

@@ -55,7 +55,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMismatchError
+from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, SchemaMismatchError, UnknownTopicOrPartitionError
 
 from . import client
 from . import offsets as off
@@ -102,7 +102,9 @@ def read_range(plan: ReadPlan, part: RangePartition, pushed: PushedFilters | Non
     from .schema_mapping import spark_arrow_schema, to_spark_batch
 
     target = spark_arrow_schema(plan.schema)
-    timestamp_type = plan.timestamp_types.get(part.topic, 0)
+    timestamp_type = part.timestamp_type
+    if timestamp_type is None:
+        timestamp_type = plan.timestamp_types.get(part.topic, 0)
     pending: list[pa.RecordBatch] = []
     rows = size = 0
 
@@ -135,6 +137,9 @@ class _DriverSide:
     def __init__(self, plan: ReadPlan) -> None:
         self.plan = plan
         self._admin: Admin | None = None
+        # the topics admitted so far and their timestamp types (the plan's copy is the
+        # executors' too, so it is never updated: ranges carry what they need)
+        self.timestamp_types = dict(plan.timestamp_types)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
@@ -159,7 +164,7 @@ class _DriverSide:
         if o.assign is not None:
             return sorted({tp.topic for tp in o.assign})
         found = sorted(t for t in client.list_topics(self.admin) if self.plan.matches(t))
-        return [t for t in found if t in self.plan.timestamp_types or self._check_kind(t)]
+        return [t for t in found if t in self.timestamp_types or self._check_kind(t)]
 
     def _check_kind(self, topic: str) -> bool:
         """Admit a newly matched topic (False: a typed topic without a schema yet, which
@@ -172,8 +177,20 @@ class _DriverSide:
                 f"topic '{topic}' matches 'subscribePattern' but its schema differs from the query's "
                 f"({info.kind} topic); a query reads topics of one schema"
             )
-        self.plan.timestamp_types[topic] = info.timestamp_type
+        self.timestamp_types[topic] = info.timestamp_type
         return True
+
+    def ranges(self, ranges: list[off.OffsetRange]) -> list[InputPartition]:
+        """``ranges`` as Spark tasks, each with its topic's timestamp type."""
+        return [RangePartition(r.topic, r.partition, r.start, r.end, self._timestamp_type(r.topic)) for r in ranges]
+
+    def _timestamp_type(self, topic: str) -> int:
+        if topic not in self.timestamp_types:  # planned before this driver admitted it (a replay)
+            try:
+                self.timestamp_types[topic] = client.describe(self.admin, topic).timestamp_type
+            except UnknownTopicOrPartitionError:
+                return 0  # deleted: nothing of it is read
+        return self.timestamp_types[topic]
 
     def latest(self) -> off.Offsets:
         return self._offsets("latest")
@@ -284,7 +301,7 @@ class SparkLogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             min_partitions=o.min_partitions,
             max_records_per_partition=o.max_records_per_partition,
         )
-        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
+        return self._driver.ranges(ranges)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition)
@@ -328,12 +345,12 @@ class SparkLogBatchReader(DataSourceReader):
                 by_time = driver._offsets(self._pushed.min_timestamp)
                 begin = {tp: max(v, by_time.get(tp, end.get(tp, v))) for tp, v in begin.items()}
             begin, end = self._pushed.narrow(begin, end)
+            ranges = off.plan_ranges(
+                begin, end, min_partitions=o.min_partitions, max_records_per_partition=o.max_records_per_partition
+            )
+            return driver.ranges(ranges)
         finally:
             driver.close()
-        ranges = off.plan_ranges(
-            begin, end, min_partitions=o.min_partitions, max_records_per_partition=o.max_records_per_partition
-        )
-        return [RangePartition(r.topic, r.partition, r.start, r.end) for r in ranges]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):  # Spark's placeholder for "no partitions"
