@@ -144,7 +144,10 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
       unless ``createTopic=true``, which creates it as a typed topic (``partitions``,
       ``replicationFactor``, key columns from ``keyColumns``) and registers the
       DataFrame's schema as below.  (Spark's Kafka sink relies on the brokers'
-      auto-create; spark-log has none, so creating is explicit.)
+      auto-create; spark-log has none, so creating is explicit.)  With
+      ``createTopic=true`` an existing topic (or one another writer created first) must have
+      the ``partitions`` and ``replicationFactor`` asked (defaults 1 and 1), else
+      ``InvalidConfigError`` naming the option.
     - A typed topic without a schema yet: the DataFrame's data columns (as the sink
       writes them: without ``topic, partition, offset, timestamp, timestampType``) are
       registered as its schema (id 0).  Two writers racing: the same schema is a no-op for
@@ -241,7 +244,10 @@ def _describe_or_create(admin: Admin, options: WriterOptions) -> client.TopicVie
     topic = options.topic
     assert topic is not None
     try:
-        return client.describe(admin, topic)
+        info = client.describe(admin, topic)
+        if options.create_topic:
+            _check_created_as_asked(admin, info, options)
+        return info
     except UnknownTopicOrPartitionError:
         if not options.create_topic:
             raise UnknownTopicOrPartitionError(
@@ -251,9 +257,29 @@ def _describe_or_create(admin: Admin, options: WriterOptions) -> client.TopicVie
                 f"from the DataFrame's schema") from None
     config = ({"cleanup.policy": "compact", "tombstone.column": options.tombstone_column}
               if options.tombstone_column is not None else None)
-    return client.create_typed_topic(admin, topic, partitions=options.partitions,
+    info = client.create_typed_topic(admin, topic, partitions=options.partitions,
                                      replication_factor=options.replication_factor,
                                      key_columns=options.key_columns or (), config=config)
+    _check_created_as_asked(admin, info, options)  # another writer may have created it first
+    return info
+
+
+def _check_created_as_asked(admin: Admin, info: client.TopicView, options: WriterOptions) -> None:
+    """``createTopic=true`` and the topic exists: its partitions and replication factor must
+    be the options' (defaults 1 and 1), else ``InvalidConfigError`` naming the option (the
+    sink does not add partitions nor move replicas; the settings would have no effect)."""
+    if info.partitions != options.partitions:
+        raise InvalidConfigError(
+            f"option 'partitions' is {options.partitions} (with createTopic=true) but topic '{info.name}' exists with "
+            f"{info.partitions} partitions; set partitions={info.partitions}, or drop createTopic to write to the "
+            f"topic as it is", key="partitions")
+    replication_factor = admin.describe_topic(info.name, live=False).replication_factor
+    if replication_factor != options.replication_factor:
+        raise InvalidConfigError(
+            f"option 'replicationFactor' is {options.replication_factor} (with createTopic=true) but topic "
+            f"'{info.name}' exists with replication factor {replication_factor}; set "
+            f"replicationFactor={replication_factor}, or drop createTopic to write to the topic as it is",
+            key="replicationFactor")
 
 
 def _check_tombstone_column(options: WriterOptions, info: client.TopicView, data: pa.Schema) -> None:

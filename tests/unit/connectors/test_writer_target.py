@@ -34,6 +34,10 @@ class _Admin:
     def create_topic(self, name: str, *, partitions: int, replication_factor: int, kind: str, **_: Any) -> None:
         self.add(name, kind=kind, partitions=partitions, replication_factor=replication_factor)
 
+    def register_schema(self, name: str, schema: pa.Schema) -> int:
+        self.topics[name].schema = schema
+        return 0
+
     def close(self) -> None:
         pass
 
@@ -95,3 +99,30 @@ def test_a_bytes_sink_takes_string_keys_and_values_and_kafka_headers(admin: _Adm
     schema = pa.schema([("key", pa.string()), ("value", pa.string()), ("headers", HEADERS_TYPE),
                         ("timestamp", pa.timestamp("us", tz="UTC"))])
     assert resolve_target(WriterOptions.parse({"topic": "t"}), schema).kind == "bytes"
+
+
+@pytest.mark.parametrize("asked,option", [
+    ({"partitions": "4"}, "partitions"),
+    ({}, "partitions"),  # the default asks for 1
+    ({"partitions": "3", "replicationFactor": "2"}, "replicationFactor"),
+])
+def test_create_topic_settings_that_an_existing_topic_does_not_have_are_refused(
+        admin: _Admin, asked: dict[str, str], option: str) -> None:
+    """createTopic=true with partitions=4 on an existing 3-partition topic wrote to the 3 partitions:
+    the accepted setting had no effect."""
+    admin.add("t", kind="typed", partitions=3, replication_factor=3, schema=pa.schema([("n", pa.int64())]))
+    options = WriterOptions.parse({"topic": "t", "createTopic": "true", **asked})
+    with pytest.raises(InvalidConfigError, match=f"option '{option}' is .* but topic 't' exists with"):
+        resolve_target(options, pa.schema([("n", pa.int64())]))
+
+
+def test_create_topic_writes_to_an_existing_topic_made_as_asked(admin: _Admin) -> None:
+    admin.add("t", kind="typed", partitions=3, replication_factor=2, schema=pa.schema([("n", pa.int64())]))
+    options = WriterOptions.parse({"topic": "t", "createTopic": "true", "partitions": "3", "replicationFactor": "2"})
+    assert resolve_target(options, pa.schema([("n", pa.int64())])).partitions == {"t": 3}
+
+
+def test_create_topic_creates_a_missing_topic(admin: _Admin) -> None:
+    options = WriterOptions.parse({"topic": "t", "createTopic": "true", "partitions": "2"})
+    assert resolve_target(options, pa.schema([("n", pa.int64())])).partitions == {"t": 2}
+    assert (admin.topics["t"].kind, admin.topics["t"].schema) == ("typed", pa.schema([("n", pa.int64())]))
