@@ -13,16 +13,17 @@ creates check the request here (names, counts, configs, schema) without a round 
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 from brokers.controller.client import ControllerClient
+from brokers.controller.configs import alter_config_records
+from brokers.controller.topics import create_topic_records
+from brokers.metadata.records import TopicRecord
 from brokers.metadata.image import MetadataImage
 from spark_log.schemas import schema_from_bytes
 from spark_log.config import TopicConfig
 from spark_log.errors import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
-    InvalidRequestError,
     InvalidSchemaError,
     InvalidTopicError,
     RequestTimeoutError,
@@ -41,9 +42,11 @@ WaitFor = Callable[[Callable[[MetadataImage], bool], float], MetadataImage]
 
 class AdminHandler:
     def __init__(self, *, controller: ControllerClient, image: Callable[[], MetadataImage], wait_for: WaitFor,
-                 builder: MetadataBuilder, wait_s: float = 10.0, defaults: TopicDefaults = TopicDefaults()) -> None:
+                 builder: MetadataBuilder, wait_s: float = 10.0, defaults: TopicDefaults = TopicDefaults(),
+                 topic_config: TopicConfig = TopicConfig()) -> None:
         self.controller = controller
         self.defaults = defaults
+        self.topic_config = topic_config  # the topic settings' defaults (the controller's topic_defaults)
         self.image = image
         self.wait_for = wait_for
         self.builder = builder
@@ -72,18 +75,16 @@ class AdminHandler:
                 raise InvalidSchemaError(f"arrow_schema is not an Arrow IPC schema: {exc}") from None
         # -1: the broker's default_partitions / default_replication_factor (topic_defaults.py)
         partitions, replication_factor = self.defaults.fill(request.partitions, request.replication_factor)
-        if request.validate_only:
-            if partitions < 1:
-                raise InvalidPartitionsError(f"partitions must be >= 1, got {partitions}")
-            if replication_factor < 1:
-                raise InvalidReplicationFactorError(f"replication factor must be >= 1, got {replication_factor}")
-            config = TopicConfig().with_overrides(dict(request.configs))
-            kind = request.kind or ("typed" if schema is not None else "bytes")
-            if kind not in ("bytes", "typed") or (kind == "bytes" and schema is not None):
-                raise InvalidRequestError(f"kind must be 'bytes' (no schema) or 'typed', got {request.kind!r}"
-                                          f"{' with a schema' if schema is not None else ''}")
-            return pb.TopicDescription(name=request.name, kind=kind,
-                                       configs=config.to_kafka_names(), replication_factor=replication_factor)
+        if request.validate_only:  # the controller's own checks, against this broker's image; nothing proposed
+            records = create_topic_records(
+                self.image(), name=request.name, topic_id="", partitions=partitions,
+                replication_factor=replication_factor, config=dict(request.configs), schema=schema,
+                key_columns=list(request.key_columns), defaults=self.topic_config, kind=request.kind or None)
+            topic_record = next(r for r in records if isinstance(r, TopicRecord))
+            return pb.TopicDescription(name=request.name, kind=topic_record.kind,
+                                       configs=topic_record.config.to_kafka_names(),
+                                       replication_factor=replication_factor,
+                                       key_columns=list(topic_record.key_columns))
         created = self.controller.create_topic(
             request.name, partitions=partitions, replication_factor=replication_factor,
             config=dict(request.configs), schema=schema, key_columns=list(request.key_columns),
@@ -113,12 +114,11 @@ class AdminHandler:
         return pb.ListTopicsResponse(names=sorted(self.image().topics))
 
     def alter_configs(self, request: pb.AlterConfigsRequest) -> pb.TopicDescription:
-        if request.validate_only:
-            topic = self.image().topics.get(request.topic)
-            if topic is None:
-                raise UnknownTopicOrPartitionError(f"unknown topic {request.topic!r}")
-            topic.config.with_overrides(dict(request.set))
-            return self.builder.describe(topic)
+        if request.validate_only:  # the controller's own checks, against this broker's image; nothing proposed
+            image = self.image()
+            _, config = alter_config_records(image, request.topic, set=dict(request.set), delete=list(request.delete),
+                                             defaults=self.topic_config)
+            return self.builder.describe(dataclasses.replace(image.topics[request.topic], config=config))
         configs = self.controller.alter_configs(request.topic, set=dict(request.set), delete=list(request.delete))
         image = self._await(lambda img: (t := img.topics.get(request.topic)) is not None
                             and t.config.to_kafka_names() == configs)

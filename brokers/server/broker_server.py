@@ -165,7 +165,7 @@ class BrokerServer:
                                               counters=self.counters, auto_create=auto_create)
         self.admin_servicer = AdminServicer(AdminHandler(
             controller=controller, image=lambda: metadata.image, wait_for=wait_for, builder=self.builder,
-            defaults=defaults))
+            defaults=defaults, topic_config=settings.topic_defaults))
         self.txn_servicer = TxnServicer(self.transactions)
         self.marker_servicer = MarkerServicer(self.marker_handler)
         self.collector = BrokerCollector(partitions=self.manager, isr=self.replicas.isr, groups=self.groups,
