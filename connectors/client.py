@@ -12,8 +12,9 @@
 columns plus ``topic``, ``partition``, ``offset``, ``timestamp``) holding exactly the
 records with ``start <= offset < end`` that pass ``row_filter``, in offset order (a
 compacted partition holds fewer: its gaps are crossed, never reported as loss); it stops
-once the consumer's position reaches ``end``.  Records below the log start offset are
-data loss: ``OffsetOutOfRangeError`` with ``failOnDataLoss`` (default), else skipped.  A
+once the consumer's position reaches ``end``.  Records below the log start offset, and a
+partition whose topic was deleted, are data loss: ``OffsetOutOfRangeError`` with
+``failOnDataLoss`` (default), else skipped.  A
 fetch that makes no progress for ``pollTimeoutMs`` raises ``RequestTimeoutError``.
 """
 from __future__ import annotations
@@ -27,7 +28,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_log import Admin, Consumer, Producer
-from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError, SchemaMismatchError, TopicAlreadyExistsError
+from spark_log.errors import (
+    OffsetOutOfRangeError,
+    RequestTimeoutError,
+    SchemaMismatchError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 
 from . import offsets as off
 from .options import ReaderOptions, WriterOptions
@@ -184,7 +191,11 @@ def read_range(
                         security=options.security, client_id=options.client_id,
                         isolation_level=options.isolation_level, auto_offset_reset="none")
     try:
-        consumer.assign([(r.topic, r.partition)])
+        try:
+            consumer.assign([(r.topic, r.partition)])
+        except UnknownTopicOrPartitionError:
+            _deleted(options, r)
+            return
         start = r.start
         consumer.seek(r.topic, r.partition, start, end=r.end)  # nothing fetched or prefetched past r.end
         position = start
@@ -216,6 +227,14 @@ def read_range(
                 )
     finally:
         consumer.close()
+
+
+def _deleted(options: ReaderOptions, r: off.OffsetRange) -> None:
+    """``r``'s partition no longer exists (its topic was deleted): raises with failOnDataLoss."""
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            f"data loss: {r.topic}-{r.partition} no longer exists (was the topic deleted?): records "
+            f"[{r.start}, {r.end}) are lost. Set failOnDataLoss=false to skip them and go on.")
 
 
 def _after_loss(consumer: Consumer, options: ReaderOptions, r: off.OffsetRange, position: int) -> int:

@@ -158,9 +158,10 @@ class _DriverSide:
             admin.close()
 
     def topics(self) -> list[str]:
+        """The topics read now: the assigned ones, else those that exist and are subscribed
+        or match ``subscribePattern`` (a deleted subscribed topic drops out: data loss,
+        which ``failOnDataLoss`` decides; one created later is read from offset 0)."""
         o = self.plan.options
-        if o.subscribe is not None:
-            return sorted(o.subscribe)
         if o.assign is not None:
             return sorted({tp.topic for tp in o.assign})
         found = sorted(t for t in client.list_topics(self.admin) if self.plan.matches(t))
@@ -173,8 +174,9 @@ class _DriverSide:
         if info.kind == "typed" and info.schema is None:
             return False
         if info.kind != self.plan.kind or (info.kind == "typed" and info.schema != self.plan.topic_schema):
+            option = "subscribe" if self.plan.options.subscribe is not None else "subscribePattern"
             raise SchemaMismatchError(
-                f"topic '{topic}' matches 'subscribePattern' but its schema differs from the query's "
+                f"topic '{topic}' is read through '{option}' but its schema differs from the query's "
                 f"({info.kind} topic); a query reads topics of one schema"
             )
         self.timestamp_types[topic] = info.timestamp_type
@@ -201,7 +203,15 @@ class _DriverSide:
     def _offsets(self, spec: str | int) -> off.Offsets:
         o = self.plan.options
         out: off.Offsets = {}
-        for tp, offset in client.list_offsets_for_topics(self.admin, self.topics(), spec, o.isolation_level).items():
+        for attempt in range(3):
+            try:
+                found = client.list_offsets_for_topics(self.admin, self.topics(), spec, o.isolation_level)
+                break
+            except UnknownTopicOrPartitionError:
+                if o.assign is not None or attempt == 2:
+                    raise
+                # a topic deleted between listing the topics and asking for its offsets: list again
+        for tp, offset in found.items():
             if o.assign is None or tp in o.assign:
                 out[tp] = offset
         if o.assign is not None:

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from spark_log.errors import InvalidConfigError, NoSchemaError, SchemaMismatchError
+from spark_log.errors import InvalidConfigError, NoSchemaError, SchemaMismatchError, UnknownTopicOrPartitionError
 
 from . import client
 from .options import ReaderOptions, WriterOptions
@@ -92,11 +92,19 @@ def build_plan(options: ReaderOptions) -> ReadPlan:
 
     Every topic a query reads at start must have the same kind and, when typed, the same
     schema.  A ``subscribePattern`` that matches nothing yet reads as bytes topics.
+    Subscribed topics that do not exist are left out (a deleted one is the reader's
+    data loss); ``UnknownTopicOrPartitionError`` when none of them exists.
     """
     admin = client.open_admin(options)
     try:
         if options.subscribe is not None:
-            topics = list(options.subscribe)
+            # a subscribed topic deleted under a query (restarted or not) is data loss, which
+            # the reader reports or skips (failOnDataLoss); the schema comes from the others
+            existing = set(client.list_topics(admin))
+            topics = [t for t in options.subscribe if t in existing]
+            if not topics:
+                raise UnknownTopicOrPartitionError(
+                    f"option 'subscribe': no topic of {', '.join(options.subscribe)} exists; create it first")
         elif options.assign is not None:
             topics = sorted({tp.topic for tp in options.assign})
         else:

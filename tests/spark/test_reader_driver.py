@@ -12,10 +12,11 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from connectors.options import ReaderOptions
-from connectors.reader import SparkLogBatchReader, SparkLogStreamReader
+from connectors.plan import RangePartition
+from connectors.reader import SparkLogBatchReader, SparkLogStreamReader, read_range
 from connectors.source import build_plan
 from spark_log import Producer
-from spark_log.errors import InvalidConfigError
+from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError
 
 
 def _fill(log_cluster: Any, topic: str, n: int) -> None:
@@ -64,3 +65,40 @@ def test_a_topic_found_by_pattern_mid_query_keeps_its_timestamp_type_on_executor
     finally:
         reader.stop()
     assert sorted(rows) == sorted([(first, 0)] * 2 + [(second, 1)] * 3)
+
+
+def test_a_deleted_subscribed_topic_is_skipped_with_fail_on_data_loss_false(
+        log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    """failOnDataLoss=false "skips what is gone and goes on": the other subscribed topic keeps
+    flowing; with true the next trigger fails with the data-loss error."""
+    keep, gone = topic_name(), topic_name()
+    for topic in (keep, gone):
+        admin.create_topic(topic, partitions=1)
+        _fill(log_cluster, topic, 3)
+    readers = {fail: SparkLogStreamReader(_plan(log_cluster, subscribe=f"{keep},{gone}", startingOffsets="earliest",
+                                                failOnDataLoss=fail)) for fail in ("true", "false")}
+    try:
+        firsts = {fail: r.latestOffset(r.initialOffset(), ReadAllAvailable()) for fail, r in readers.items()}
+        admin.delete_topic(gone)
+        _fill(log_cluster, keep, 2)
+        assert readers["false"].latestOffset(firsts["false"], ReadAllAvailable()) == {keep: {"0": 5}}
+        with pytest.raises(OffsetOutOfRangeError, match=f"data loss: {gone}-0 no longer exists"):
+            readers["true"].latestOffset(firsts["true"], ReadAllAvailable())
+    finally:
+        for r in readers.values():
+            r.stop()
+
+
+def test_a_planned_range_of_a_deleted_topic_is_skipped_with_fail_on_data_loss_false(
+        log_cluster: Any, admin: Any, topic_name: Callable[[], str]) -> None:
+    """A micro-batch planned (or replayed from the offset log) before its topic was deleted:
+    with failOnDataLoss=false its task reads nothing instead of failing the query."""
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    _fill(log_cluster, topic, 5)
+    plans = {fail: _plan(log_cluster, subscribe=topic, failOnDataLoss=fail, pollTimeoutMs="60000")
+             for fail in ("true", "false")}
+    admin.delete_topic(topic)
+    assert list(read_range(plans["false"], RangePartition(topic, 0, 2, 5))) == []
+    with pytest.raises(OffsetOutOfRangeError, match=f"data loss: {topic}-0"):
+        list(read_range(plans["true"], RangePartition(topic, 0, 2, 5)))

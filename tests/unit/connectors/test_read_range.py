@@ -9,7 +9,7 @@ import pytest
 from connectors import client
 from connectors.offsets import OffsetRange
 from connectors.options import ReaderOptions
-from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError
+from spark_log.errors import OffsetOutOfRangeError, RequestTimeoutError, UnknownTopicOrPartitionError
 
 
 class _Log:
@@ -72,3 +72,17 @@ def test_deleted_records_fail_the_read_unless_told_otherwise(monkeypatch: pytest
 def test_a_range_that_never_arrives_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RequestTimeoutError, match="pollTimeoutMs"):
         _offsets(monkeypatch, _Log(0, 10), OffsetRange("t", 0, 8, 20), pollTimeoutMs="50")
+
+
+def test_a_deleted_topic_is_data_loss(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A range planned (or replayed) before its topic was deleted: the consumer's assign finds
+    no such topic; failOnDataLoss decides, as for records retention deleted."""
+    class Gone(_consumer_class(_Log(0, 100))):  # type: ignore[misc]
+        def assign(self, tps: Any) -> None:
+            raise UnknownTopicOrPartitionError("topic 't' does not exist")
+
+    monkeypatch.setattr(client, "Consumer", Gone)
+    r = OffsetRange("t", 0, 2, 12)
+    with pytest.raises(OffsetOutOfRangeError, match=r"t-0 no longer exists.*\[2, 12\).*failOnDataLoss"):
+        list(client.read_range(ReaderOptions.parse({"subscribe": "t"}), r, columns=None))
+    assert list(client.read_range(ReaderOptions.parse({"subscribe": "t", "failOnDataLoss": "false"}), r, columns=None)) == []
