@@ -197,7 +197,11 @@ def _done(states: list[ReplicaCompaction], replicas: int) -> bool:
 
 def map_bytes(table: pa.Table) -> bytes:
     """An offset map (columns ``key`` binary, ``offset`` int64) as the Arrow IPC stream
-    ``offer_map`` sends."""
+    ``offer_map`` sends.  Raises ``InvalidOffsetMapError`` if ``table`` is not a
+    ``pyarrow.Table`` (its columns are the brokers' to check)."""
+    if not isinstance(table, pa.Table):
+        raise errors.InvalidOffsetMapError(f"an offset map must be a pyarrow.Table (columns key binary, offset int64), "
+                                           f"got {type(table).__name__}")
     sink = pa.BufferOutputStream()
     with ipc.new_stream(sink, table.schema) as writer:
         writer.write_table(table)

@@ -107,7 +107,11 @@ def commit(cluster: Cluster, topic: str, partition: int, *, start: int, end: int
            timeout_s: float = 30.0) -> TierInfo:
     """Tell ``topic``-``partition``'s leader that the Delta tier durably holds ``[start, end)``;
     returns once the in-sync replicas recorded it.  Raises ``TieringNotEnabledError``,
-    ``TierOffsetInvalidError``."""
+    ``TierOffsetInvalidError``; ``InvalidRequestError`` (before any call) for a partition,
+    start or end that is not an int (bools are not) in range."""
+    for name, value, bits in (("partition", partition, 32), ("start", start, 64), ("end", end, 64)):
+        if not isinstance(value, int) or isinstance(value, bool) or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
+            raise errors.InvalidRequestError(f"commit_tiered: {name} must be a {bits}-bit int, got {value!r}")
     request = tpb.CommitTieredRequest(topic=topic, partition=partition, tier_start=start, tiered_end=end,
                                       timeout_ms=int(timeout_s * 1000))
 
