@@ -38,6 +38,7 @@ with ``NotLeaderError`` if this broker stopped leading in the epoch the entry wa
 from __future__ import annotations
 
 import logging
+import threading
 from typing import NamedTuple, Protocol, Sequence
 
 import pyarrow as pa
@@ -73,6 +74,7 @@ log = logging.getLogger(__name__)
 # call's timeout, so that a refusal reaches the producer before its call times out (a
 # timeout tells it less)
 _MAX_GAP_WAIT_MS = 10_000
+_BOUND_PRODUCERS = 100_000  # transactional producers whose transactional id is remembered
 _SCHEMA_WAIT_MS = 5_000   # how long a frame's schema id newer than this broker's image waits for it
 
 
@@ -169,6 +171,9 @@ class ProduceHandler:
         self._clock = manager.clock
         self._verifier = verifier
         self.counters = counters if counters is not None else BrokerCounters(manager.broker_id)
+        # (producer id, epoch) -> the transactional id the coordinator confirmed it for
+        self._bound: dict[tuple[int, int], str] = {}
+        self._bound_lock = threading.Lock()
 
     def handle(self, request: ProduceRequestLike) -> pb.ProduceResponse:
         if request.acks not in (-1, 0, 1):
@@ -275,14 +280,22 @@ class ProduceHandler:
 
     def _verify(self, partition: Partition, transactional_id: str, header: FrameHeader) -> None:
         """A transactional entry: allowed when its producer's transaction is open here in
-        its epoch, else only once the coordinator confirms the partition is in it."""
+        its epoch and the coordinator confirmed that producer id and epoch belong to the
+        request's transactional id, else only once the coordinator confirms the partition is
+        in that transactional id's transaction (so a client cannot write into another
+        transactional id's open transaction by naming its producer id)."""
         if not transactional_id:
             raise InvalidRequestError("transactional frames need the request's transactional_id")
         if header.producer_id < 0:
             raise InvalidRequestError("transactional frames need a producer id")
-        if partition.in_transaction(header.producer_id, header.producer_epoch):
+        producer = (header.producer_id, header.producer_epoch)
+        if partition.in_transaction(*producer) and self._bound.get(producer) == transactional_id:
             return
         if self._verifier is None:
             raise InvalidRequestError("this broker has no transaction coordinator to verify the write with")
         self._verifier.verify(transactional_id, header.producer_id, header.producer_epoch, partition.topic,
                               partition.partition)
+        with self._bound_lock:  # the coordinator confirmed the id is that transactional id's
+            if len(self._bound) >= _BOUND_PRODUCERS:
+                del self._bound[next(iter(self._bound))]  # the oldest: it is verified again if it writes
+            self._bound[producer] = transactional_id

@@ -197,6 +197,32 @@ def test_a_transactional_write_outside_the_transaction_is_refused(bootstrap: str
     assert admin.list_offsets(topic_name, "latest")[1] == 0  # nothing was appended to partition 1
 
 
+def test_a_write_into_another_transactional_ids_open_transaction_is_refused(bootstrap: str, admin: Admin,
+                                                                           topic_name: str) -> None:
+    """A request naming transactional id A may not write frames of B's producer id into B's
+    transaction open on the partition (the leader skipped the coordinator whenever the
+    producer id had a transaction open there, whatever the request's transactional id)."""
+    admin.create_topic(topic_name, partitions=1, replication_factor=3)
+    with Producer(bootstrap, transactional_id=_tid()) as owner, Producer(bootstrap, transactional_id=_tid()) as other:
+        owner.init_transactions()
+        other.init_transactions()
+        owner.begin_transaction()
+        owner.send(topic_name, b"owner's", partition=0)
+        owner.flush()
+        batch = pa.record_batch([pa.array([b"k"]), pa.array([b"sneaky"]), pa.nulls(1, BYTES_SCHEMA.field("headers").type),
+                                 pa.array([0], pa.timestamp("ms"))], schema=BYTES_SCHEMA)
+        frame = encode_batch(batch, producer_id=owner.producer_id, producer_epoch=owner.producer_epoch,
+                             base_sequence=1, transactional=True)
+        address, _ = other._cluster.leader(topic_name, 0)
+        answer = other._cluster.broker(address).Produce(pb.ProduceRequest(
+            acks=-1, timeout_ms=5000, transactional_id=other._txn.transactional_id, partitions=[
+                pb.PartitionRecords(topic=topic_name, partition=0, records=frame, current_leader_epoch=-1)]))
+        assert answer.partitions[0].error.code != 0
+        owner.commit_transaction()
+    assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"owner's"]
+    assert admin.list_offsets(topic_name, "latest")[0] == 2  # the record and the commit marker, nothing else
+
+
 def test_bad_use_of_a_transactional_producer_gets_typed_errors(bootstrap: str, admin: Admin, topic_name: str) -> None:
     admin.create_topic(topic_name, partitions=1, replication_factor=3)
     with pytest.raises(errors.InvalidConfigError):
