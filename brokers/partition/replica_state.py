@@ -10,8 +10,10 @@ The HW only moves forward while this broker leads in one epoch.  A new leader st
 the HW it knew as a follower (never from its LEO: records above it may not be on the
 other ISR members), and advances once every ISR member has fetched in the new epoch.
 
-A follower is *caught up* when it fetched from an offset >= the leader's LEO at that time
-(Kafka's ``lastCaughtUpTimeMs``).  ``out_of_sync(now_ms, lag_ms)``: ISR followers not
+A follower is *caught up* (Kafka's ``lastCaughtUpTimeMs``, ``Replica.updateFetchState``) at
+the time of a fetch from an offset >= the leader's LEO then, and at the time of its previous
+fetch when it fetches from an offset >= the leader's LEO at that previous fetch: under steady
+appends a follower that keeps up is always one fetch round behind the LEO of the moment.  ``out_of_sync(now_ms, lag_ms)``: ISR followers not
 caught up within ``lag_ms`` (shrink candidates); ``expandable()``: followers outside the
 ISR whose LEO reached the HW and the start of the current leader epoch (expand candidates).
 
@@ -32,6 +34,7 @@ class FollowerProgress:
     log_end_offset: int = -1          # -1: has not fetched in this leader epoch
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1   # the leader's LEO at the last fetch (-1: none yet)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,9 +139,13 @@ class ReplicaState:
         if progress is None or not self.is_leader:
             return False
         progress.log_end_offset = min(fetch_offset, log_end_offset)
-        progress.last_fetch_ms = now_ms
         if fetch_offset >= log_end_offset:
             progress.last_caught_up_ms = now_ms
+        elif fetch_offset >= progress.last_fetch_leader_log_end_offset:
+            # it reached where the leader's log ended at its previous fetch: caught up as of then
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms, progress.last_fetch_ms)
+        progress.last_fetch_leader_log_end_offset = log_end_offset
+        progress.last_fetch_ms = now_ms
         return self.maybe_advance(log_end_offset)
 
     def on_settled_fetch(self, replica: int, *, now_ms: int) -> None:
