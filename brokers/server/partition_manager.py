@@ -15,7 +15,10 @@ on the manager thread, which:
   metadata log never deletes data because of a stale image.
 
 Request threads call ``get(topic, partition)``, which opens a replica on demand when the
-current image assigns it here but the manager thread has not got to it yet.
+current image assigns it here but the manager thread has not got to it yet.  Images are
+applied in offset order: neither ``reconcile`` nor ``get`` hands a replica the state of an
+image older than one already applied (the manager thread may hold an image that ``get`` has
+overtaken: reconciling it would turn a newer leadership back into an older epoch's follower).
 
 Catching up first (Kafka's KIP-631 rule): a broker that restarts replays its local copy of
 the metadata log, whose images can be far behind; acting on them would let it lead (and
@@ -79,6 +82,9 @@ class PartitionManager:
         self._caught_up = metadata_floor is None
         self._strays_pending = metadata_floor is not None  # only a caught-up image may judge strays
         self._reconciled: MetadataImage = EMPTY
+        # the newest image offset whose state a replica was handed, by ``reconcile`` or by
+        # ``get`` (which may run ahead of the manager thread): no older image is applied after it
+        self._applied_offset = EMPTY.offset
         self._wakeup = threading.Condition()
         self._pending = False
         self._stopped = False
@@ -189,6 +195,13 @@ class PartitionManager:
         with self._lock:
             if self._stopped:
                 return
+            if image.offset < self._applied_offset:
+                # taken by the manager thread before ``get`` handed a replica a newer image's
+                # state: reconciling it would undo that (a newer leadership back to an older
+                # epoch's follower); the newer image is pending and is reconciled next
+                log.debug("not reconciling metadata offset %d: offset %d was applied already",
+                          image.offset, self._applied_offset)
+                return
             previous = self._reconciled
             for name, old in previous.topics.items():
                 new = image.topics.get(name)
@@ -209,6 +222,7 @@ class PartitionManager:
                              directory)
                     _remove_tree(directory)
             self._reconciled = image
+            self._applied_offset = image.offset
         for listener in list(self._reconcile_listeners):
             listener(image)
 
@@ -301,9 +315,18 @@ class PartitionManager:
             if self._stopped:  # stop() closes every log under this lock: never open one again
                 raise BrokerNotAvailableError(f"broker {self.broker_id} is shutting down")
             partition = self._partitions.get((topic, index))
-            if partition is None or partition.topic_id != topic_image.topic_id or (leader and not partition.is_leader):
+            if partition is not None and partition.topic_id == topic_image.topic_id and (partition.is_leader
+                                                                                      or not leader):
+                return partition
+            if image.offset >= self._applied_offset:
                 partition = self._ensure(image, topic, index)
-        return partition
+                self._applied_offset = image.offset
+                return partition
+        # a newer image was applied since ``image`` was read: never hand the replica older state
+        if self._image.offset > image.offset:
+            return self.get(topic, index, leader=leader)
+        raise NotLeaderError(f"broker {self.broker_id} is applying newer metadata for {topic}-{index}; "
+                             "ask again after a metadata refresh")
 
     def hosted(self) -> list[Partition]:
         with self._lock:
