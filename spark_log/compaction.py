@@ -55,6 +55,11 @@ def check_settings(*, kind: str, key_columns: Sequence[str], schema: pa.Schema |
     """Refuse compaction settings that cannot work for this topic (module docstring).
     ``schema`` None: a typed topic without a schema yet (the column is checked when the
     first schema is registered)."""
+    if config.remote_storage_enable and config.compact:  # here, not in TopicConfig: a stored config still loads
+        raise InvalidConfigError(
+            f"a tiered topic cannot be compacted (cleanup.policy={config.cleanup_policy!r}): the Delta tier is never "
+            "compacted, so a key deleted on the brokers would come back from it (Kafka refuses it too); use "
+            "cleanup.policy=delete", key="remote.storage.enable")
     column = config.tombstone_column
     if kind == "bytes":
         if column:

@@ -117,10 +117,6 @@ class TopicConfig:
                      "local.retention.ms" if self.local_retention_ms != -2 else "local.retention.bytes",
                      "applies only to tiered topics: set remote.storage.enable=true as well")
         else:
-            _require(not self.compact, "remote.storage.enable",
-                     f"a tiered topic cannot be compacted (cleanup.policy={self.cleanup_policy!r}): the Delta tier "
-                     "is never compacted, so a key deleted on the brokers would come back from it "
-                     "(Kafka refuses it too); use cleanup.policy=delete")
             _require(self.retention_ms == -1 or self.local_retention_ms in (-2,) or
                      0 <= self.local_retention_ms <= self.retention_ms, "local.retention.ms",
                      f"must be <= retention.ms ({self.retention_ms}): the tier keeps at least what the brokers keep")

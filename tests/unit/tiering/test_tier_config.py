@@ -7,6 +7,7 @@ import pytest
 
 from brokers.controller.configs import alter_config_records
 from brokers.metadata.image import MetadataImage, TopicImage
+from spark_log.compaction import check_settings
 from spark_log.config import BrokerConfig, TopicConfig, load_toml
 from spark_log.errors import InvalidConfigError
 from spark_log.tier import bounded_options, table_path
@@ -90,8 +91,11 @@ def test_a_tiered_topic_cannot_be_compacted(policy: str) -> None:
     """The Delta tier is never compacted: a key tombstoned and compacted away on the brokers
     would come back from it, so the combination is refused at create and at alter, either
     way round (Kafka's ``LogConfig.validateNoRemoteStorageForCompactedTopic``)."""
-    with pytest.raises(InvalidConfigError, match=r"remote\.storage\.enable.*cannot be compacted"):
-        TopicConfig().with_overrides({"remote.storage.enable": "true", "cleanup.policy": policy})
+    # the refusal is the controller's, at create and alter (check_settings): a config stored before it still loads
+    stored = TopicConfig().with_overrides({"remote.storage.enable": "true", "cleanup.policy": policy})
+    with pytest.raises(InvalidConfigError, match=r"cannot be compacted") as refused:
+        check_settings(kind="bytes", key_columns=(), schema=None, config=stored)
+    assert refused.value.details.get("key") == "remote.storage.enable"
     tiered = TopicConfig(remote_storage_enable=True)
     with pytest.raises(InvalidConfigError, match="cannot be compacted"):
         alter_config_records(_image(tiered), "t", set={"cleanup.policy": policy})
