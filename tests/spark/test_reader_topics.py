@@ -1,6 +1,6 @@
-"""Streams whose topics change under them: a subscribed topic deleted mid-query (the
-Python source; ``test_options.py::test_fail_on_data_loss`` does it with ``subscribePattern``
-for both implementations)."""
+"""Streams whose topics change under them: a subscribed topic deleted mid-query, for both
+implementations (``test_options.py::test_fail_on_data_loss`` does it with
+``subscribePattern``)."""
 from __future__ import annotations
 
 import json
@@ -23,7 +23,7 @@ def _fill(log_cluster: Any, topic: str, n: int) -> None:
 
 
 def test_a_subscribed_topic_deleted_mid_query_is_skipped_with_fail_on_data_loss_false(
-        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path) -> None:
+        spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str], tmp_path: Path, fmt: str) -> None:
     """As Kafka: with failOnDataLoss=false a deleted subscribed topic is skipped and the others
     keep flowing, across a restart too (load() no longer describes it).  failOnDataLoss=true:
     test_reader_driver.py::test_a_deleted_subscribed_topic_is_skipped_with_fail_on_data_loss_false."""
@@ -33,10 +33,10 @@ def test_a_subscribed_topic_deleted_mid_query_is_skipped_with_fail_on_data_loss_
         _fill(log_cluster, topic, 3)
 
     def run() -> Any:
-        return (spark.readStream.format("spark-log").option("bootstrap", log_cluster.bootstrap)
+        return (spark.readStream.format(fmt).option("bootstrap", log_cluster.bootstrap)
                 .option("subscribe", f"{keep},{doomed}").option("startingOffsets", "earliest")
                 .option("failOnDataLoss", "false").load()
-                .writeStream.format("noop").option("checkpointLocation", str(tmp_path / "c"))
+                .writeStream.format("noop").option("checkpointLocation", str(tmp_path / f"c-{fmt}"))
                 .trigger(availableNow=True).start())
 
     run().awaitTermination(120)

@@ -103,7 +103,19 @@ final class RangeReader implements PartitionReader<ColumnarBatch> {
     while (ready.isEmpty()) {
       if (position >= part.end) return false;
       long before = position;
-      fetch();
+      try {
+        fetch();
+      } catch (SparkLogException e) {
+        if (e.code != ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION || cluster.allTopics().contains(part.topic)) throw e;
+        // the topic was deleted after this range was planned: its records are lost (failOnDataLoss decides)
+        if (failOnDataLoss) {
+          throw new SparkLogException("OffsetOutOfRangeError", 11, "data loss: " + part.topic + "-" + part.partition
+              + ": the topic was deleted before this query read [" + position + ", " + part.end
+              + "). Set failOnDataLoss=false to skip them and go on.");
+        }
+        position = part.end;
+        continue;
+      }
       if (position > before || !ready.isEmpty()) {
         lastProgress = System.currentTimeMillis();
       } else if (System.currentTimeMillis() - lastProgress > pollTimeoutMs) {

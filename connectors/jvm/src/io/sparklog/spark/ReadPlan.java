@@ -80,9 +80,13 @@ final class ReadPlan implements Serializable {
 
   private List<String> initialTopics(Cluster c) {
     List<String> subscribe = options.names("subscribe");
-    if (subscribe != null) {
-      for (String t : subscribe) c.topic(t, true);
-      return subscribe;
+    if (subscribe != null) {  // those that exist (a deleted one: failOnDataLoss decides once offsets are compared)
+      List<String> existing = existing(c, subscribe);
+      if (existing.isEmpty()) {
+        throw new SparkLogException("UnknownTopicOrPartitionError", ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION,
+            "none of the subscribed topics exists: " + subscribe);
+      }
+      return existing;
     }
     TreeSet<TopicPartition> assign = options.assign();
     if (assign != null) {
@@ -94,6 +98,15 @@ final class ReadPlan implements Serializable {
     return matching(c);
   }
 
+  /** The topics of {@code names} that exist now, sorted. */
+  private static List<String> existing(Cluster c, List<String> names) {
+    java.util.Set<String> all = new java.util.HashSet<>(c.allTopics());
+    List<String> out = new ArrayList<>();
+    for (String t : names) if (all.contains(t)) out.add(t);
+    Collections.sort(out);
+    return out;
+  }
+
   private List<String> matching(Cluster c) {
     Pattern p = Pattern.compile(options.get("subscribePattern"));
     List<String> out = new ArrayList<>();
@@ -102,28 +115,26 @@ final class ReadPlan implements Serializable {
     return out;
   }
 
-  /** Topics read now (with subscribePattern: newly matching topics of the query's schema). */
+  /** Topics read now: with subscribePattern, newly matching topics of the query's schema; with
+   *  subscribe, the subscribed topics that exist (one created later joins, from offset 0, as
+   *  with subscribePattern; a deleted one is left out, and failOnDataLoss decides). */
   List<String> topics() {
     List<String> subscribe = options.names("subscribe");
-    if (subscribe != null) {
-      List<String> s = new ArrayList<>(subscribe);
-      Collections.sort(s);
-      return s;
-    }
     TreeSet<TopicPartition> assign = options.assign();
-    if (assign != null) {
+    if (subscribe == null && assign != null) {
       TreeSet<String> names = new TreeSet<>();
       for (TopicPartition tp : assign) names.add(tp.topic);
       return new ArrayList<>(names);
     }
     List<String> out = new ArrayList<>();
-    for (String t : matching(cluster())) {
+    for (String t : subscribe != null ? existing(cluster(), subscribe) : matching(cluster())) {
       if (!timestampTypes.containsKey(t)) {
         Cluster.TopicMeta meta = cluster().topic(t, false);
         if (meta.kind.equals("typed") && meta.latest() == null) continue;
         String json = meta.latest() == null ? null : meta.latest().toJson();
         if (!meta.kind.equals(kind) || (kind.equals("typed") && !Objects.equals(json, topicSchemaJson))) {
-          throw new SparkLogException("SchemaMismatchError", 14, "topic '" + t + "' matches 'subscribePattern' but its "
+          throw new SparkLogException("SchemaMismatchError", 14, "topic '" + t + "' matches '"
+              + (subscribe != null ? "subscribe" : "subscribePattern") + "' but its "
               + "schema differs from the query's (" + meta.kind + " topic); a query reads topics of one schema");
         }
         timestampTypes.put(t, meta.timestampType);
@@ -134,6 +145,16 @@ final class ReadPlan implements Serializable {
   }
 
   TreeMap<TopicPartition, Long> offsets(long spec) {
+    for (int attempt = 1; ; attempt++) {
+      try {
+        return offsetsOnce(spec);
+      } catch (SparkLogException e) {  // a topic deleted between listing the topics and their offsets: list again
+        if (e.code != ErrorCodes.UNKNOWN_TOPIC_OR_PARTITION || options.assign() != null || attempt >= 3) throw e;
+      }
+    }
+  }
+
+  private TreeMap<TopicPartition, Long> offsetsOnce(long spec) {
     Cluster c = cluster();
     List<String> topics = topics();
     for (String t : topics) c.topic(t, true);
