@@ -41,6 +41,7 @@ retrying).  ``for_code(code)`` maps a wire code back to its class.
     ├── OffsetNotAvailableError        (retriable; a new leader's high watermark has not caught up yet)
     ├── FencedLeaderEpochError         (retriable, refresh: a client request's leader epoch is older than the broker's)
     ├── UnknownLeaderEpochError        (retriable, refresh: ... newer than the broker's; its metadata is behind)
+    ├── InconsistentTopicIdError       (retriable, refresh: a follower fetch names another topic id than the leader's replica)
     ├── FencedEpochError               (not retriable for the fenced party)
     │   ├── FencedMemberEpochError     (a group member's epoch is stale: it must rejoin)
     │   │   └── UnknownMemberIdError   (the group no longer knows the member: session expired, left)
@@ -157,6 +158,8 @@ class ErrorCode(enum.IntEnum):
     # client leader epochs (KIP-320): 145-149
     FENCED_LEADER_EPOCH = 145
     UNKNOWN_LEADER_EPOCH = 146
+    # topic ids (KIP-516): 150-154 (Kafka's INCONSISTENT_TOPIC_ID is 103, our CLUSTER_AUTHORIZATION_FAILED)
+    INCONSISTENT_TOPIC_ID = 150
 
 
 _REGISTRY: dict[ErrorCode, type["SparkLogError"]] = {}
@@ -428,6 +431,19 @@ class UnknownLeaderEpochError(SparkLogError):
     UNKNOWN_LEADER_EPOCH).  Retriable; the client refreshes, preferring another broker."""
 
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
+    retriable = True
+    refresh_metadata = True
+    refused_before_write = True
+
+
+class InconsistentTopicIdError(SparkLogError):
+    """A follower fetch named a topic id other than that of the leader's replica of the
+    partition: the topic was deleted and created again under the same name, and one of the two
+    brokers has not applied that yet (Kafka's INCONSISTENT_TOPIC_ID, KIP-516).  Nothing is
+    answered for the partition; the follower retries after its backoff, by when new metadata
+    has settled which topic it is."""
+
+    code = ErrorCode.INCONSISTENT_TOPIC_ID
     retriable = True
     refresh_metadata = True
     refused_before_write = True

@@ -11,11 +11,15 @@ node's own security, as its gRPC channels have it:
   inter-node token (``brokers.net.node_auth``), it is sent first with ``NODE_AUTH``, and the
   connection is ``Node:<id>``, as a gRPC call with the token is.
 
-``fetch_session(...)`` sends one ``REPLICA_FETCH_SESSION``: the connection is the fetch
+``fetch_session(...)`` sends one ``REPLICA_FETCH_SESSION_V2``: the connection is the fetch
 session (``brokers/server/replica_session.py``), so the client keeps what it sent on it and
-sends only what changed.  ``fetch(...)`` sends one ``REPLICA_FETCH`` and reads the answer into one buffer with
+sends only what changed.  ``fetch(...)`` sends one ``REPLICA_FETCH_V2`` and reads the answer into one buffer with
 ``recv_into``; each partition's frames are a read-only view of that buffer (one copy from
 the kernel, none after it: the follower checks the CRCs and writes the views).
+Both name each partition's topic id (``ReplicaWanted.topic_id``, KIP-516: a leader whose
+replica has another id answers ``INCONSISTENT_TOPIC_ID``); a leader that predates them refuses
+the api (``InvalidRequestError``: the fetcher then fetches it over gRPC, whose
+``FetchPartition.topic_id`` such a leader ignores).
 ``close()`` may be called from any thread: it cancels a fetch in flight (its ``recv``
 ends).  Errors: ``OSError`` (``ConnectionError``, ``TimeoutError``, ``ssl.SSLError``) for the
 transport, the typed ``SparkLogError`` of a whole-request refusal, ``CorruptRecordError``
@@ -40,7 +44,9 @@ from .replica_wire import FETCH_HEAD, I32, OFFSETS, PART, WANTED, ReplicaWanted,
 
 __all__ = ["DataFetchClient", "ReplicaAnswer"]
 
-NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION = 9, 10, 18  # brokers.server.replica_listener (not imported here)
+# brokers.server.replica_listener (not imported here); the follower sends the _V2 ones (topic ids)
+NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION = 9, 10, 18
+REPLICA_FETCH_V2, REPLICA_FETCH_SESSION_V2 = 19, 20
 _CONNECT_TIMEOUT_S = 5.0
 _U32 = struct.Struct("<I")
 _REQUEST_HEAD = struct.Struct("<IBI")  # length, api, correlation id
@@ -109,15 +115,15 @@ class DataFetchClient:
 
     def fetch(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
               partitions: Sequence[ReplicaWanted]) -> list[ReplicaAnswer]:
-        """One ``REPLICA_FETCH`` (``brokers/server/replica_listener.py``)."""
+        """One ``REPLICA_FETCH_V2`` (``brokers/server/replica_listener.py``)."""
         names: dict[str, bytes] = {}
         parts = _wanted([FETCH_HEAD.pack(replica_id, max_wait_ms, 1, max_bytes, len(partitions))], partitions, names)
-        view = self._call(REPLICA_FETCH, b"".join(parts), max_wait_ms / 1000 + 5.0)
+        view = self._call(REPLICA_FETCH_V2, b"".join(parts), max_wait_ms / 1000 + 5.0)
         return _parse(view)
 
     def fetch_session(self, *, replica_id: int, max_wait_ms: int, max_bytes: int,
                       partitions: Sequence[ReplicaWanted]) -> list[ReplicaAnswer]:
-        """One ``REPLICA_FETCH_SESSION`` of ``partitions`` within this connection's fetch
+        """One ``REPLICA_FETCH_SESSION_V2`` of ``partitions`` within this connection's fetch
         session: only the requests that changed since the last one travel, and the answer
         holds only the partitions with something new (a partition left out has nothing new:
         the HW it was last told stands).  Any failure closes the connection (the two ends'
@@ -139,7 +145,7 @@ class DataFetchClient:
         for topic, index in removals:
             parts.append(name_bytes(topic, names) + I32.pack(index))
         try:
-            return _parse(self._call(REPLICA_FETCH_SESSION, b"".join(parts), max_wait_ms / 1000 + 5.0))
+            return _parse(self._call(REPLICA_FETCH_SESSION_V2, b"".join(parts), max_wait_ms / 1000 + 5.0))
         except BaseException:
             self.close()  # the two ends' sessions may differ now: a new connection starts a new one
             raise
@@ -190,11 +196,12 @@ class DataFetchClient:
 
 
 def _wanted(parts: list[bytes], partitions: Sequence[ReplicaWanted], names: dict[str, bytes]) -> list[bytes]:
-    """``parts`` with each partition's request appended (``replica_wire.WANTED`` after its name)."""
+    """``parts`` with each partition's request appended (the _V2 layout: its name, its topic
+    id, ``replica_wire.WANTED``)."""
     pack = WANTED.pack
-    for topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max in partitions:
-        parts.append(name_bytes(topic, names) + pack(index, fetch_offset, leader_epoch, last_epoch, log_start,
-                                                     partition_max))
+    for topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max, topic_id in partitions:
+        parts.append(name_bytes(topic, names) + name_bytes(topic_id, names) +
+                     pack(index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max))
     return parts
 
 

@@ -2,8 +2,11 @@
 
 Each round sends one fetch (``replica_id`` = this broker) for every partition
 this broker follows under that leader, each with its log end offset as ``fetch_offset``,
-the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it knows as
-``current_leader_epoch``.  Per partition answer:
+the epoch of its last record as ``last_fetched_epoch``, the leader epoch it knows as
+``current_leader_epoch`` and its replica's topic id (KIP-516: a topic deleted and created
+again under the same name starts at leader epoch 0 again, so only the id tells the leader
+that it hosts the other incarnation; it then answers ``INCONSISTENT_TOPIC_ID``, an error
+like the ones below).  Per partition answer:
 
 - ``diverging_epoch``: the partition truncates (KIP-595's rule) and fetches again;
 - ``records``: the partition appends them (frames below its LEO, if the answer starts
@@ -17,7 +20,8 @@ the epoch of its last record as ``last_fetched_epoch`` and the leader epoch it k
 Both ends are the partition's typed methods (``Partition.fetch_position`` builds the
 request, ``Partition.apply_fetched`` applies the answer); the partition checks, under its
 lock, that it still follows this leader in the epoch the request was built with (a
-leadership change between request and answer discards the answer).  Transport failures back off
+leadership change between request and answer discards the answer), and the round applies an
+answer only to a replica of the topic id its request named.  Transport failures back off
 ``retry_backoff_ms`` on the thread's condition (woken at once by ``stop``), never sleep.
 Fault hook: ``FetchFaults`` may delay each round or block this leader entirely.
 
@@ -42,10 +46,10 @@ leader answers with the same ``LeaderFetchHandler`` as the gRPC ``Fetch``), fall
 gRPC for a round when the leader has no listener or it cannot be used (refused connection,
 TLS or authentication failure, an older leader): logged, and tried again after
 ``_DATA_RETRY_S``.  Rounds over the data listener run in the connection's fetch session
-(``REPLICA_FETCH_SESSION``, ``brokers/server/replica_session.py``): only the partitions whose
+(``REPLICA_FETCH_SESSION_V2``, ``brokers/server/replica_session.py``): only the partitions whose
 position changed travel, and the leader answers only those with something new, so a
 partition missing from an answer has nothing new (an idle round of 1,000 partitions is a
-few bytes each way).  A leader that refuses sessions is fetched with ``REPLICA_FETCH`` (every
+few bytes each way).  A leader that refuses sessions is fetched with ``REPLICA_FETCH_V2`` (every
 partition both ways) and asked again after ``_SESSION_RETRY_S``; an answer that could not be
 applied is asked for again in full (``DataFetchClient.resend``).  A connection that fails during a fetch is dropped, and the round fails
 like a gRPC call (backoff, then a new connection).  ``"grpc"``: gRPC only.
@@ -125,7 +129,7 @@ class ReplicaFetcher:
         self._channels = channels
         self._data: DataFetchClient | None = None
         self._data_retry_at = 0.0
-        self._sessions_retry_at = 0.0  # fetch sessions (REPLICA_FETCH_SESSION) unless refused since
+        self._sessions_retry_at = 0.0  # fetch sessions (REPLICA_FETCH_SESSION_V2) unless refused since
         self.data_connections = 0  # data listener connections opened (tests, describe)
         self._channel = channels.open(address, PEER_CHANNEL_OPTIONS)  # the node's security (TLS or not)
         self._fetch: Callable[..., bytes] = self._channel.unary_unary(  # the answer's bytes: parse_fetch_response copies no records
@@ -208,6 +212,7 @@ class ReplicaFetcher:
     def _round(self, partitions: dict[tuple[str, int], Partition]) -> None:
         wait_ms = self.idle_wait_max_ms if self._idle else self.fetch_wait_max_ms
         epochs: dict[tuple[str, int], int] = {}
+        topic_ids: dict[tuple[str, int], str] = {}  # what each request named: an answer applies to that replica only
         wanted: list[ReplicaWanted] = []
         delayed = self._delayed
         now = time.monotonic() if delayed else 0.0
@@ -222,8 +227,9 @@ class ReplicaFetcher:
                         continue  # it erred in this leader epoch: not asked again before its backoff
                     del delayed[key]
             epochs[key] = position.current_leader_epoch
+            topic_ids[key] = topic_id = partition.topic_id
             wanted.append(ReplicaWanted(key[0], key[1], position.fetch_offset, position.current_leader_epoch,
-                                          position.last_fetched_epoch, position.log_start_offset))
+                                        position.last_fetched_epoch, position.log_start_offset, 0, topic_id))
         if len(self._settled) > len(partitions):
             self._settled = {k: v for k, v in self._settled.items() if k in partitions}
         if delayed and any(key not in partitions for key in delayed):
@@ -242,8 +248,8 @@ class ReplicaFetcher:
         for answer in answers:
             key = (answer.topic, answer.partition)
             answered = partitions.get(key)
-            if answered is None or key not in epochs:
-                continue
+            if answered is None or key not in epochs or answered.topic_id != topic_ids[key]:
+                continue  # not asked for, or not the replica that asked (another topic id): nothing applied
             if answer.error_code:
                 self._settled.pop(key, None)
                 if answer.error_code == ErrorCode.OFFSET_OUT_OF_RANGE and answer.log_start_offset > 0:
@@ -290,7 +296,8 @@ class ReplicaFetcher:
         for w in wanted:
             request.partitions.add(topic=w.topic, partition=w.partition, fetch_offset=w.fetch_offset,
                                    current_leader_epoch=w.current_leader_epoch,
-                                   last_fetched_epoch=w.last_fetched_epoch, log_start_offset=w.log_start_offset)
+                                   last_fetched_epoch=w.last_fetched_epoch, log_start_offset=w.log_start_offset,
+                                   topic_id=w.topic_id)
         response = parse_fetch_response(self._fetch(request, timeout=wait_ms / 1000 + 5.0))
         answers: list[ReplicaAnswer] = []
         for result, records, _ in response.partitions:
@@ -323,14 +330,14 @@ class ReplicaFetcher:
             return client.fetch(replica_id=self.broker_id, max_wait_ms=wait_ms, max_bytes=self.max_bytes,
                                 partitions=wanted)
         except InvalidRequestError as exc:
-            if sessions:  # a leader that does not know REPLICA_FETCH_SESSION (it closed the connection)
-                log.info("broker %d's data listener refused REPLICA_FETCH_SESSION (%s): fetching without a "
+            if sessions:  # a leader that does not know REPLICA_FETCH_SESSION_V2 (it closed the connection)
+                log.info("broker %d's data listener refused REPLICA_FETCH_SESSION_V2 (%s): fetching without a "
                          "session", self.leader_id, exc)
                 self._sessions_retry_at = time.monotonic() + _SESSION_RETRY_S
                 self._data = None
                 return None  # this round over gRPC; the next over a new connection without a session
-            # a leader that does not know REPLICA_FETCH
-            log.info("broker %d's data listener refused REPLICA_FETCH (%s): fetching over gRPC", self.leader_id, exc)
+            # a leader that does not know REPLICA_FETCH_V2 (one that predates topic ids in follower fetches)
+            log.info("broker %d's data listener refused REPLICA_FETCH_V2 (%s): fetching over gRPC", self.leader_id, exc)
             self._drop_data(retry=True)
             return None
         except BaseException:

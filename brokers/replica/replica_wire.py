@@ -3,11 +3,13 @@ follower (``data_fetch.py``) and the leader (``brokers/server/replica_listener.p
 module docstring spells the fields out).
 
 Every integer little-endian.  A request is ``FETCH_HEAD`` then per partition a topic name
-(``i32`` length and UTF-8) and ``WANTED``; an answer is an ``i32`` count then per partition a
-topic name and either ``PART`` (no error: code 0, empty message and leader address) or the
-code, message and leader address one by one followed by ``OFFSETS``, then the frames.
-Topic names repeat once per partition on the wire, so both ends decode (``read_name``) and
-encode each distinct name once per message.
+(``i32`` length and UTF-8), in the ``_V2`` requests (``REPLICA_FETCH_V2``,
+``REPLICA_FETCH_SESSION_V2``) the topic id (the same coding), and ``WANTED``; an answer is
+an ``i32`` count then per partition a topic name and either ``PART`` (no error: code 0,
+empty message and leader address) or the code, message and leader address one by one
+followed by ``OFFSETS``, then the frames.
+Topic names (and ids) repeat once per partition on the wire, so both ends decode
+(``read_name``) and encode each distinct name once per message.
 """
 from __future__ import annotations
 
@@ -25,7 +27,11 @@ PART = struct.Struct("<ihii" + OFFSETS.format[1:])  # partition, code, message l
 
 class ReplicaWanted(NamedTuple):
     """One partition of a follower fetch, as both wires (and the gRPC ``FetchPartition``)
-    carry it; ``partition_max_bytes`` 0: no limit of its own."""
+    carry it; ``partition_max_bytes`` 0: no limit of its own.  ``topic_id``: the follower's
+    replica's (KIP-516); the leader answers ``INCONSISTENT_TOPIC_ID`` when its replica of the
+    partition has another one (the topic was deleted and created again under the same name);
+    empty (an older follower, the ``REPLICA_FETCH`` and ``REPLICA_FETCH_SESSION`` requests):
+    not checked."""
 
     topic: str
     partition: int
@@ -34,6 +40,7 @@ class ReplicaWanted(NamedTuple):
     last_fetched_epoch: int
     log_start_offset: int
     partition_max_bytes: int = 0
+    topic_id: str = ""
 
 
 def read_name(data: memoryview, at: int, names: dict[bytes, str]) -> tuple[str, int]:

@@ -112,6 +112,10 @@ per-partition errors sit inside the payloads as ``i16 code, str message``.
                       ``LeaderFetchHandler`` with the stored frames as they are;
                       REPLICA_FETCH_SESSION is the same within the connection's fetch session
                       (only what changed travels each way)
+    REPLICA_FETCH_V2 (19), REPLICA_FETCH_SESSION_V2 (20)
+                      the same with each partition's topic id (KIP-516): a leader whose replica has
+                      another id (the topic was deleted and created again) answers
+                      INCONSISTENT_TOPIC_ID; what followers send (``replica_listener.py``)
 
     PB_PRODUCE (15)   req: a serialised ``ProduceRequest``;  resp: the serialised ``ProduceResponse``
                       (``Broker.Produce``: the same message both ways, the same rule and quota, and
@@ -171,13 +175,20 @@ from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from . import replica_listener
 from .produce import ProduceHandler, ProduceRequestLike
-from .replica_listener import NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION
+from .replica_listener import (
+    NODE_AUTH,
+    REPLICA_APIS,
+    REPLICA_FETCH,
+    REPLICA_FETCH_SESSION,
+    REPLICA_FETCH_SESSION_V2,
+    REPLICA_FETCH_V2,
+)
 from .tier_fetch import TierFetchHandler
 from .wire import encode_fetch_response
 
 __all__ = ["DataListener", "DataPeers", "PORT_FILE", "METADATA", "LIST_OFFSETS", "FETCH", "PRODUCE", "SCRAM_START",
            "SCRAM_FINISH", "PRODUCE_TXN", "FETCH_TIER", "LIST_OFFSETS_V2", "FETCH_V2", "FETCH_TIER_V2", "METADATA_V2", "NODE_AUTH", "REPLICA_FETCH",
-           "REPLICA_FETCH_SESSION",
+           "REPLICA_FETCH_SESSION", "REPLICA_FETCH_V2", "REPLICA_FETCH_SESSION_V2",
            "PB_PRODUCE", "PB_FETCH", "CLIENT_ID",
            "describe_handler", "security_refusal", "Caller"]
 
@@ -185,7 +196,7 @@ log = logging.getLogger(__name__)
 
 PORT_FILE = "data.port"
 METADATA, LIST_OFFSETS, FETCH, PRODUCE, SCRAM_START, SCRAM_FINISH, PRODUCE_TXN, FETCH_TIER = 1, 2, 3, 4, 5, 6, 7, 8
-# 9, 10, 18: NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION (replica_listener.py)
+# 9, 10, 18, 19, 20: NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION and their _V2 (replica_listener.py)
 LIST_OFFSETS_V2, FETCH_V2, FETCH_TIER_V2 = 11, 12, 13  # a client leader epoch per partition (module docstring)
 METADATA_V2 = 14  # METADATA with each topic's id (module docstring)
 PB_PRODUCE, PB_FETCH, CLIENT_ID = 15, 16, 17  # the Python clients' transport (module docstring)
@@ -610,7 +621,7 @@ class DataListener:
                 self._pb_fetch(request, body, is_active, caller)
             elif api == CLIENT_ID:
                 caller.client_id = request.str()
-            elif api in (NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION):  # followers (replica_listener.py)
+            elif api in REPLICA_APIS:  # followers (replica_listener.py)
                 self._replica_api(api, request, body, is_active, caller)
             else:
                 raise InvalidRequestError(f"unknown data listener api {api}")
@@ -630,13 +641,15 @@ class DataListener:
 
     def _replica_api(self, api: int, request: _Reader, out: _Writer, is_active: Callable[[], bool],
                      caller: Caller) -> None:
-        """NODE_AUTH, REPLICA_FETCH and REPLICA_FETCH_SESSION: the followers' side (``replica_listener.py``)."""
+        """NODE_AUTH, REPLICA_FETCH and REPLICA_FETCH_SESSION (and their _V2): the followers'
+        side (``replica_listener.py``)."""
         if api == NODE_AUTH:
             replica_listener.node_auth(self, request, out, caller)
-        elif api == REPLICA_FETCH_SESSION:
-            replica_listener.replica_fetch_session(self, request, out, is_active, caller)
+        elif api in (REPLICA_FETCH_SESSION, REPLICA_FETCH_SESSION_V2):
+            replica_listener.replica_fetch_session(self, request, out, is_active, caller,
+                                                   topic_ids=api == REPLICA_FETCH_SESSION_V2)
         else:
-            replica_listener.replica_fetch(self, request, out, is_active, caller)
+            replica_listener.replica_fetch(self, request, out, is_active, caller, topic_ids=api == REPLICA_FETCH_V2)
 
     # --- security ---------------------------------------------------------------------
 

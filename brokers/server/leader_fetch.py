@@ -3,6 +3,12 @@
 Per partition, one call to ``Partition.answer_follower_fetch`` (one lock round trip), whose
 core decides:
 
+0. the replica hosted here must be of the topic id the follower names (KIP-516; empty: not
+   checked): a topic deleted and created again under the same name starts at leader epoch 0
+   again, often with the same leader, so the epoch cannot tell the two apart, and a follower
+   whose broker applied the re-creation first would take the deleted topic's records into
+   its new replica (never truncated: the new log's epoch 0 starts at offset 0 too).  Another
+   id: ``InconsistentTopicIdError`` for that partition, nothing read;
 1. the partition must be led here in the follower's ``current_leader_epoch`` (a lower
    epoch: ``FencedEpochError``; a higher one or no leadership: ``NotLeaderError``), and the
    fetching broker must be a replica;
@@ -47,7 +53,13 @@ from brokers.net.faults import FetchFaults
 from brokers.partition import FollowerFetch, FollowerFetchAnswer, Partition
 from brokers.partition.messages import Diverging
 from brokers.replica.replica_wire import ReplicaWanted
-from spark_log.errors import BrokerNotAvailableError, InvalidRequestError, OffsetOutOfRangeError, SparkLogError
+from spark_log.errors import (
+    BrokerNotAvailableError,
+    InconsistentTopicIdError,
+    InvalidRequestError,
+    OffsetOutOfRangeError,
+    SparkLogError,
+)
 from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
@@ -91,7 +103,7 @@ class LeaderFetchHandler:
     def handle(self, request: pb.FetchRequest, *, is_active: Callable[[], bool] = lambda: True) -> list[FetchPart]:
         """The gRPC ``Fetch`` of a follower: ``answer`` in protobuf form."""
         wanted = [ReplicaWanted(p.topic, p.partition, p.fetch_offset, p.current_leader_epoch, p.last_fetched_epoch,
-                                p.log_start_offset, p.partition_max_bytes) for p in request.partitions]
+                                p.log_start_offset, p.partition_max_bytes, p.topic_id) for p in request.partitions]
         parts = self.answer(request.replica_id, request.max_wait_ms, request.max_bytes, wanted, is_active=is_active)
         return [_to_fetch_part(part) for part in parts]
 
@@ -192,10 +204,14 @@ class _Pass:
     def fetch(self, wanted: ReplicaWanted) -> tuple[ReplicaPart, tuple[Partition, FollowerFetchAnswer] | None]:
         """One partition's answer, and the replica with its ``answer_follower_fetch`` (None
         when refused: the answer carries the error)."""
-        topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max = wanted
+        topic, index, fetch_offset, leader_epoch, last_epoch, _log_start, partition_max, topic_id = wanted
         budget = self.budget
         try:
             partition = self.get(topic, index)
+            if topic_id and partition.topic_id != topic_id:
+                raise InconsistentTopicIdError(f"{topic}-{index}: this broker's replica is of topic id "
+                                               f"{partition.topic_id}, the fetch names {topic_id} (the topic was "
+                                               "deleted and created again)")
             limit = budget if partition_max <= 0 else min(budget, partition_max)
             answer = partition.answer_follower_fetch(
                 FollowerFetch(self.replica_id, fetch_offset, leader_epoch, last_epoch),

@@ -26,6 +26,20 @@ the client-facing listener and the replication path change independently.
                        without ids: a session is its connection) remembers the rest, so an idle
                        round of 1,000 partitions carries and answers almost nothing.
 
+    REPLICA_FETCH_V2 (19), REPLICA_FETCH_SESSION_V2 (20)
+                       REPLICA_FETCH and REPLICA_FETCH_SESSION with ``str topic id`` right after each
+                       request partition's ``str topic`` (KIP-516; the removals and the answers as
+                       before): a leader whose replica of the partition has another topic id (the
+                       topic was deleted and created again under the same name, and one of the two
+                       brokers has not applied it yet; both incarnations start at leader epoch 0)
+                       answers that partition ``INCONSISTENT_TOPIC_ID`` (150) with nothing else, so a
+                       new, empty replica never takes the deleted topic's records.  An empty id is
+                       not checked, nor is any partition of the old numbers (followers that predate
+                       them).  New api numbers rather than a longer layout: a leader that predates
+                       them refuses the request ("unknown data listener api", the follower then
+                       fetches over gRPC) instead of reading the id's bytes as the partition's
+                       offsets.
+
 REPLICA_FETCH is ``Broker.Fetch`` with ``replica_id >= 0``: the same request, checked with the
 same rule (``CLUSTER_ACTION`` on the cluster under the authorizer: a follower authenticates
 as a node, with its certificate or ``NODE_AUTH``) and answered by the same
@@ -46,10 +60,13 @@ from brokers.replica.replica_wire import FETCH_HEAD, I16, I32, OFFSETS, PART, WA
 from .leader_fetch import ReplicaPart
 from .replica_session import ReplicaSession
 
-__all__ = ["NODE_AUTH", "REPLICA_FETCH", "REPLICA_FETCH_SESSION", "node_auth", "replica_fetch", "replica_fetch_session"]
+__all__ = ["NODE_AUTH", "REPLICA_FETCH", "REPLICA_FETCH_SESSION", "REPLICA_FETCH_V2", "REPLICA_FETCH_SESSION_V2",
+           "REPLICA_APIS", "node_auth", "replica_fetch", "replica_fetch_session"]
 
 NODE_AUTH, REPLICA_FETCH = 9, 10
 REPLICA_FETCH_SESSION = 18
+REPLICA_FETCH_V2, REPLICA_FETCH_SESSION_V2 = 19, 20  # with topic ids (module docstring)
+REPLICA_APIS = (NODE_AUTH, REPLICA_FETCH, REPLICA_FETCH_SESSION, REPLICA_FETCH_V2, REPLICA_FETCH_SESSION_V2)
 _MAX_PARTITIONS = 1_000_000
 
 
@@ -69,20 +86,23 @@ def node_auth(listener: Any, request: Any, out: Any, caller: Any) -> None:
     out.str(principal)
 
 
-def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any) -> None:
-    """``REPLICA_FETCH`` (module docstring).  Parsed and answered without protobuf messages:
-    one ``struct`` call per partition each way, the topic names decoded and encoded once per
-    request (an idle round of 1,000 partitions is mostly this loop)."""
-    replica_id, max_wait_ms, max_bytes, wanted, _ = _parse(request, session=False)
+def replica_fetch(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any, *,
+                  topic_ids: bool = False) -> None:
+    """``REPLICA_FETCH`` (module docstring), with ``topic_ids`` ``REPLICA_FETCH_V2``.  Parsed
+    and answered without protobuf messages: one ``struct`` call per partition each way, the
+    topic names decoded and encoded once per request (an idle round of 1,000 partitions is
+    mostly this loop)."""
+    replica_id, max_wait_ms, max_bytes, wanted, _ = _parse(request, session=False, topic_ids=topic_ids)
     handler = _handler(listener, replica_id, caller)
     _encode(handler.answer(replica_id, max_wait_ms, max_bytes, wanted, is_active=is_active), out)
 
 
-def replica_fetch_session(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any) -> None:
-    """``REPLICA_FETCH_SESSION`` (module docstring): the connection's fetch session
-    (``replica_session.py``) takes the request's changes, and the answer holds only the
-    partitions with something new."""
-    replica_id, max_wait_ms, max_bytes, upserts, removals = _parse(request, session=True)
+def replica_fetch_session(listener: Any, request: Any, out: Any, is_active: Callable[[], bool], caller: Any, *,
+                          topic_ids: bool = False) -> None:
+    """``REPLICA_FETCH_SESSION`` (module docstring), with ``topic_ids``
+    ``REPLICA_FETCH_SESSION_V2``: the connection's fetch session (``replica_session.py``) takes
+    the request's changes, and the answer holds only the partitions with something new."""
+    replica_id, max_wait_ms, max_bytes, upserts, removals = _parse(request, session=True, topic_ids=topic_ids)
     handler = _handler(listener, replica_id, caller)
     session: ReplicaSession | None = caller.replica_session
     if session is None:
@@ -91,9 +111,10 @@ def replica_fetch_session(listener: Any, request: Any, out: Any, is_active: Call
     _encode(handler.answer_session(session, max_wait_ms, max_bytes, is_active=is_active), out)
 
 
-def _parse(request: Any, *, session: bool) -> tuple[int, int, int, list[ReplicaWanted], list[tuple[str, int]]]:
+def _parse(request: Any, *, session: bool,
+           topic_ids: bool) -> tuple[int, int, int, list[ReplicaWanted], list[tuple[str, int]]]:
     """(replica id, max wait ms, max bytes, the partitions, the partitions removed (a
-    session's request only))."""
+    session's request only)); ``topic_ids``: the _V2 layout (a topic id after each name)."""
     data, at = request.data, request.at
     removals: list[tuple[str, int]] = []
     try:
@@ -105,9 +126,14 @@ def _parse(request: Any, *, session: bool) -> tuple[int, int, int, list[ReplicaW
             raise InvalidRequestError(f"bad count {n} in data listener request")
         names: dict[bytes, str] = {}
         wanted: list[ReplicaWanted] = []
+        topic_id = ""
         for _ in range(n):
             topic, at = read_name(data, at, names)
-            wanted.append(ReplicaWanted(topic, *WANTED.unpack_from(data, at)))
+            if topic_ids:
+                topic_id, at = read_name(data, at, names)
+            index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max = WANTED.unpack_from(data, at)
+            wanted.append(ReplicaWanted(topic, index, fetch_offset, leader_epoch, last_epoch, log_start, partition_max,
+                                        topic_id))
             at += WANTED.size
         if session:
             (m,) = I32.unpack_from(data, at)

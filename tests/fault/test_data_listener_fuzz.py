@@ -53,7 +53,8 @@ FETCHES = (dl.FETCH, dl.FETCH_V2, dl.FETCH_TIER, dl.FETCH_TIER_V2)
 CLIENT_APIS = (dl.METADATA, dl.LIST_OFFSETS, dl.FETCH, dl.PRODUCE, dl.SCRAM_START, dl.SCRAM_FINISH, dl.PRODUCE_TXN,
                dl.FETCH_TIER, dl.LIST_OFFSETS_V2, dl.FETCH_V2, dl.FETCH_TIER_V2, dl.METADATA_V2, dl.PB_PRODUCE,
                dl.PB_FETCH, dl.CLIENT_ID)
-EVERY_API = CLIENT_APIS + (dl.NODE_AUTH, dl.REPLICA_FETCH, dl.REPLICA_FETCH_SESSION, 0, 19, 99, 255)
+REPLICA_FETCHES = (dl.REPLICA_FETCH, dl.REPLICA_FETCH_SESSION, dl.REPLICA_FETCH_V2, dl.REPLICA_FETCH_SESSION_V2)
+EVERY_API = CLIENT_APIS + (dl.NODE_AUTH,) + REPLICA_FETCHES + (0, 21, 99, 255)
 TIMEOUT_S = 90.0  # above the longest wait a request may ask for (a fetch's 60 s)
 
 
@@ -245,14 +246,16 @@ def test_absurd_protobuf_requests_get_typed_answers(broker: Broker, acks: int, t
 
 
 @st.composite
-def replica_fetch_payloads(draw: st.DrawFn, session: bool) -> bytes:
+def replica_fetch_payloads(draw: st.DrawFn, session: bool, topic_ids: bool) -> bytes:
     """A follower's fetch from anyone (a plaintext listener without the authorizer takes it):
-    replica ids of the leader itself, of no broker, negative; absurd offsets and epochs."""
+    replica ids of the leader itself, of no broker, negative; absurd offsets and epochs; with
+    ``topic_ids`` (the _V2 apis) a topic id per partition."""
     head = (_I32.pack(draw(st.sampled_from([-2, -1, 0, 1, 2, 7, 2**31 - 1]))) + _I32.pack(draw(waits))
             + _I32.pack(draw(i32s)) + _I32.pack(draw(i32s)))
     parts = []
     for _ in range(draw(st.integers(0, 3))):
-        parts.append(_s(draw(names)) + _I32.pack(draw(st.integers(-3, 3))) + _I64.pack(draw(i64s))
+        topic_id = _s(draw(names)) if topic_ids else b""  # empty: not checked; else another id (refused)
+        parts.append(_s(draw(names)) + topic_id + _I32.pack(draw(st.integers(-3, 3))) + _I64.pack(draw(i64s))
                      + _I32.pack(draw(i32s)) + _I32.pack(draw(i32s)) + _I64.pack(draw(i64s)) + _I32.pack(draw(i32s)))
     payload = head + _counted(parts)
     if session:
@@ -262,10 +265,10 @@ def replica_fetch_payloads(draw: st.DrawFn, session: bool) -> bytes:
 
 
 @FUZZ
-@given(session=st.booleans(), data=st.data())
-def test_absurd_replica_fetches_get_typed_answers(broker: Broker, session: bool, data: st.DataObject) -> None:
-    payload = data.draw(replica_fetch_payloads(session))
-    api = dl.REPLICA_FETCH_SESSION if session else dl.REPLICA_FETCH
+@given(api=st.sampled_from(REPLICA_FETCHES), data=st.data())
+def test_absurd_replica_fetches_get_typed_answers(broker: Broker, api: int, data: st.DataObject) -> None:
+    session = api in (dl.REPLICA_FETCH_SESSION, dl.REPLICA_FETCH_SESSION_V2)
+    payload = data.draw(replica_fetch_payloads(session, api in (dl.REPLICA_FETCH_V2, dl.REPLICA_FETCH_SESSION_V2)))
     ask(broker, api, payload, f"api {api} {payload[:120]!r}")
     assert_up(broker)
 

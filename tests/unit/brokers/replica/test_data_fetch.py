@@ -16,7 +16,7 @@ from brokers.replica.fetcher import ReplicaFetcher
 from brokers.server.data_listener import Caller, DataListener
 from brokers.partition.messages import Diverging
 from brokers.server.leader_fetch import ReplicaPart
-from brokers.server.replica_listener import REPLICA_FETCH, REPLICA_FETCH_SESSION
+from brokers.server.replica_listener import REPLICA_FETCH, REPLICA_FETCH_SESSION_V2, REPLICA_FETCH_V2
 from spark_log.errors import ErrorCode, FencedEpochError, NotLeaderError
 
 
@@ -191,21 +191,21 @@ class _OldLeader:
 
 
 def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_asked_again_later() -> None:
-    """An older leader answers REPLICA_FETCH_SESSION and REPLICA_FETCH with
-    InvalidRequestError (unknown api): the first round goes over gRPC and the next connection
-    asks without a session; refused again, that round goes over gRPC too, the connection is
-    dropped and the data listener is tried again later."""
-    leader = _OldLeader({REPLICA_FETCH, REPLICA_FETCH_SESSION})
+    """An older leader answers REPLICA_FETCH_SESSION_V2 and REPLICA_FETCH_V2 (what followers
+    send: with topic ids) with InvalidRequestError (unknown api): the first round goes over
+    gRPC and the next connection asks without a session; refused again, that round goes over
+    gRPC too, the connection is dropped and the data listener is tried again later."""
+    leader = _OldLeader({REPLICA_FETCH_V2, REPLICA_FETCH_SESSION_V2})
     peers = _Peers(leader.port)
     fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
                              transport="auto", data_peers=peers)
     wanted = [ReplicaWanted("t", 0, 0, 0, -1, 0)]
     try:
         assert fetcher._fetch_over_data(wanted, 0) is None
-        assert leader.asked == [(1, REPLICA_FETCH_SESSION)] and fetcher._sessions_retry_at > 0
+        assert leader.asked == [(1, REPLICA_FETCH_SESSION_V2)] and fetcher._sessions_retry_at > 0
         assert fetcher._data is None and fetcher._data_retry_at == 0 and peers.forgotten == []
         assert fetcher._fetch_over_data(wanted, 0) is None
-        assert leader.asked[1:] == [(2, REPLICA_FETCH)] and fetcher.data_connections == 2
+        assert leader.asked[1:] == [(2, REPLICA_FETCH_V2)] and fetcher.data_connections == 2
         assert fetcher._data is None and fetcher._data_retry_at > 0 and peers.forgotten == [(1, "127.0.0.1:1")]
     finally:
         fetcher.stop()
@@ -213,16 +213,16 @@ def test_a_leader_that_does_not_know_replica_fetch_is_fetched_over_grpc_and_aske
 
 
 def test_a_leader_without_fetch_sessions_is_fetched_without_one() -> None:
-    """A leader that knows REPLICA_FETCH but not REPLICA_FETCH_SESSION: after one round over
-    gRPC, every round goes to its data listener without a session, on one connection."""
-    leader = _OldLeader({REPLICA_FETCH_SESSION})
+    """A leader that knows REPLICA_FETCH_V2 but not REPLICA_FETCH_SESSION_V2: after one round
+    over gRPC, every round goes to its data listener without a session, on one connection."""
+    leader = _OldLeader({REPLICA_FETCH_SESSION_V2})
     fetcher = ReplicaFetcher(broker_id=2, leader_id=1, address="127.0.0.1:1", faults=FetchFaults(None, 2),
                              transport="auto", data_peers=_Peers(leader.port))
     wanted = [ReplicaWanted("t", 0, 0, 0, -1, 0)]
     try:
         assert fetcher._fetch_over_data(wanted, 0) is None
         assert fetcher._fetch_over_data(wanted, 0) == [] and fetcher._fetch_over_data(wanted, 0) == []
-        assert leader.asked == [(1, REPLICA_FETCH_SESSION), (2, REPLICA_FETCH), (2, REPLICA_FETCH)]
+        assert leader.asked == [(1, REPLICA_FETCH_SESSION_V2), (2, REPLICA_FETCH_V2), (2, REPLICA_FETCH_V2)]
         assert fetcher.data_connections == 2 and fetcher._data is not None
     finally:
         fetcher.stop()
