@@ -33,7 +33,8 @@ What it assumes and what it does not give:
   lands.  Atomic visibility of a whole micro-batch across partitions needs transactions
   (a later issue).
 - The record timestamp of rows without a ``timestamp`` column is the write time of
-  the first attempt that landed.
+  the first attempt that landed.  Typed topics take no ``timestamp`` column (refused at
+  start): their records always get the write time.
 
 Batch writes (``df.write``) use the same scheme with a random job id instead of the
 query id and epoch 0: a retried task appends nothing twice; re-running the job appends
@@ -154,6 +155,9 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
       the second; a different one is checked as below against the schema that won.
     - A typed topic with a schema needs the topic's columns in types that cast to the
       topic's; else ``SchemaMismatchError`` naming the columns.
+    - A typed topic refuses a ``timestamp`` column (``SchemaMismatchError``): its records
+      are stamped with the write time, and a column the sink would drop is refused rather
+      than ignored.
     - A bytes topic (and rows that name their topic) needs ``value``, and ``key`` if
       present, binary or string; ``headers`` as Spark's Kafka sink takes them; ``timestamp``
       a timestamp or integer ms: ``SchemaMismatchError`` naming the column otherwise.
@@ -189,6 +193,12 @@ def resolve_target(options: WriterOptions, spark_arrow_schema: pa.Schema) -> Wri
                 raise InvalidConfigError("option 'keyColumns' applies to typed topics; bytes topics hash the 'key' column", key="keyColumns")
             _check_bytes_columns(spark_arrow_schema, f"bytes topic '{options.topic}'")
             return WriteTarget(options, "bytes", options.topic, {options.topic: info.partitions}, ("key",))
+        if "timestamp" in names:
+            raise SchemaMismatchError(
+                f"topic '{options.topic}' is a typed topic, whose frames carry one timestamp each, and the sink "
+                f"cannot yet set record timestamps from the DataFrame's 'timestamp' column (it would stamp the "
+                f"write time instead); drop the column (df.drop('timestamp')) to write with the write time, or "
+                f"write to a bytes topic, which keeps it")
         data = typed_payload(pa.RecordBatch.from_pylist([], schema=spark_arrow_schema))
         schema = info.schema if info.schema is not None else _register_first_schema(admin, info, data.schema)
         client.check_writable(data.schema, schema, options.topic)
