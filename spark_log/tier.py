@@ -233,6 +233,31 @@ class TierTable:
         start = table.transaction_version(start_app_id(self.topic, partition))
         return TierRange(int(start or 0), int(end))
 
+    def first_at_or_after(self, partition: int, timestamp_ms: int, start: int, end: int) -> tuple[int, int] | None:
+        """``(offset, timestamp ms)`` of the lowest offset of ``partition`` in ``[start, end)``
+        the table holds whose timestamp is at least ``timestamp_ms`` (ListOffsets by time,
+        KIP-405); None when there is none."""
+        held = self.range(partition)
+        low, high = max(start, held.start), min(end, held.end)
+        if held.empty or low >= high:
+            return None
+        import pyarrow.dataset as ds   # here: see read()
+
+        table = self.load(refresh=False)
+        assert table is not None
+        try:
+            found: pa.Table = table.to_pyarrow_dataset().to_table(
+                columns=["offset", "timestamp"],
+                filter=(ds.field("partition") == partition) & (ds.field("offset") >= low) & (ds.field("offset") < high)
+                & (ds.field("timestamp") >= pa.scalar(timestamp_ms * 1000, TIER_TIMESTAMP)))
+        except OSError as exc:
+            raise storage_failure(self.path, f"searching partition {partition} by timestamp", exc) from None
+        if not found.num_rows:
+            return None
+        at = pc.index(found.column("offset"), pc.min(found.column("offset"))).as_py()
+        stamp = found.column("timestamp")[at].cast(pa.timestamp("ms")).cast(pa.int64()).as_py()
+        return int(found.column("offset")[at].as_py()), int(stamp)
+
     def read(self, partition: int, start: int, end: int, *, max_rows: int | None = None) -> pa.Table:
         """The rows of ``partition`` with ``start <= offset < end``, in offset order (at most
         ``max_rows``, the lowest offsets).  Raises ``TierUnavailableError`` when the table

@@ -58,6 +58,7 @@ from .leader_fetch import LeaderFetchHandler
 from .metadata import MetadataBuilder
 from .partition_manager import PartitionManager
 from .service import AdminServicer, BrokerServicer
+from .tier_offsets import TierTimestamps
 from .topic_defaults import AutoCreator, TopicDefaults
 from .wire import broker_handler
 
@@ -119,6 +120,8 @@ class BrokerServer:
         self.tiering_servicer = TieringServicer(TieringHandler(
             self.manager, location=settings_for_tier.resolved_tier_location(),
             storage_options=settings_for_tier.tier_storage_options))
+        self.broker_servicer_tier = TierTimestamps(location=settings_for_tier.resolved_tier_location(),
+                                                   storage_options=settings_for_tier.tier_storage_options)
         faults = FetchFaults.from_env(broker_id)
         self.replicas = ReplicaManager(broker_id=broker_id, hosted=self.manager.hosted, faults=faults,
                                        broker_epoch=broker_epoch, alter_partition=controller.alter_partition,
@@ -163,6 +166,7 @@ class BrokerServer:
                                               controller_id=lambda: metadata.leader_id,
                                               follower_fetches=follower_fetches, verifier=self.verifier,
                                               counters=self.counters, auto_create=auto_create)
+        self.broker_servicer.list_offsets.tier = self.broker_servicer_tier  # by timestamp: the tier first
         self.admin_servicer = AdminServicer(AdminHandler(
             controller=controller, image=lambda: metadata.image, wait_for=wait_for, builder=self.builder,
             defaults=defaults, topic_config=settings.topic_defaults))

@@ -7,7 +7,9 @@ max timestamp is >= the target, and this module scans that frame's column for th
 record that is.  Typed topics have one timestamp per frame, and so do ``LogAppendTime``
 frames (the header's append time; the column keeps the producer's CreateTime), so the
 frame's first offset is the answer.  When no record is that recent the answer is the high
-watermark (the offset the next record will get), with ``timestamp`` -1.
+watermark (the offset the next record will get), with ``timestamp`` -1.  A tiered topic's
+Delta tier is searched first (KIP-405; ``tier_offsets.TierTimestamps``): its records are
+below the local log's, so a record it holds at or after the time is the answer.
 
 Leader epochs (KIP-320): a partition's ``current_leader_epoch`` >= 0 must equal this
 replica's leader epoch (``brokers.partition.core.check_client_leader_epoch``): older is
@@ -29,6 +31,7 @@ from spark_log.proto import broker_pb2 as pb
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
+from .tier_offsets import TierTimestamps
 
 __all__ = ["ListOffsetsHandler", "EARLIEST", "LATEST"]
 
@@ -37,8 +40,9 @@ LATEST = -1
 
 
 class ListOffsetsHandler:
-    def __init__(self, manager: PartitionManager) -> None:
+    def __init__(self, manager: PartitionManager, tier: TierTimestamps | None = None) -> None:
         self.manager = manager
+        self.tier = tier  # set by the broker once its tier location is known: searched by timestamp first
 
     def handle(self, request: pb.ListOffsetsRequest) -> pb.ListOffsetsResponse:
         response = pb.ListOffsetsResponse()
@@ -66,6 +70,10 @@ class ListOffsetsHandler:
             return hw, -1
         if spec < 0:
             raise InvalidRequestError(f"timestamp must be -2 (earliest), -1 (latest) or >= 0, got {spec}")
+        if self.tier is not None and partition.config.remote_storage_enable:
+            tiered = self.tier.first_at_or_after(partition, spec, hw)   # KIP-405: the tier's records first
+            if tiered is not None:
+                return tiered
         found = partition.offset_for_timestamp(spec)
         if found is None or found >= hw:
             return hw, -1

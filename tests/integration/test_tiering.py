@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 from brokers.launcher.local import LocalCluster
 from jobs.tier import consumer_reader, tier_topic
 from spark_log.tier import TierTable
-from spark_log import Admin, Consumer
+from spark_log import Admin, Consumer, Producer
 from spark_log.errors import InvalidConfigError, OffsetOutOfRangeError, TieringNotEnabledError, TierOffsetInvalidError
 from tests.support.wait import wait_until
 from tests.support.metrics import scrape, value
@@ -185,6 +186,26 @@ def test_read_committed_tier_leaves_aborted_records_and_markers_out(cluster: Loc
             assert got == committed
         else:
             assert got[:len(tiered)] == tiered
+
+
+def test_list_offsets_by_timestamp_finds_tiered_records(cluster: LocalCluster) -> None:
+    """KIP-405: ListOffsets by timestamp searches the Delta tier too (it answered the local
+    log start, so a reader starting from a time skipped the tiered records it wanted)."""
+    bootstrap, topic = cluster.bootstrap, _name("bytime")
+    create_tiered(bootstrap, topic, partitions=1)
+    base = int(time.time() * 1000) - 3_600_000
+    with Producer(bootstrap, linger_ms=1, batch_size=600) as producer:
+        futures = [producer.send(topic, b"x" * 60, key=f"k{i}".encode(), partition=0, timestamp=base + i * 1000)
+                   for i in range(100)]
+        offsets = [f.result(timeout=60)[1] for f in futures]
+    with Admin(bootstrap) as admin:
+        tier_topic(admin, topic, reader=consumer_reader(bootstrap))
+    start = wait_local_start(bootstrap, topic, 0, 6).log_start_offset
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic, base + 5 * 1000)[0] == offsets[5], f"local log start {start}"
+        assert admin.list_offsets(topic, base + 5 * 1000 - 1)[0] == offsets[5]   # between two records
+        assert admin.list_offsets(topic, base + 99 * 1000)[0] == offsets[99]   # in the local log
+        assert admin.list_offsets(topic, base + 100 * 1000) == admin.list_offsets(topic, "latest")   # none: the end
 
 
 def test_a_tiered_topic_cannot_be_compacted(cluster: LocalCluster) -> None:
