@@ -8,7 +8,7 @@
                             [--typed [--key-columns a,b]]   typed: schema set by the first write
     spark-log topics list | describe NAME [--json] | delete NAME
     spark-log topics describe --under-replicated [NAME] [--json]   under-replicated/offline partitions
-    spark-log produce TOPIC [--key-separator SEP]         one record per stdin line
+    spark-log produce TOPIC [--key-separator SEP]         one record per stdin line (its bytes as they are)
     spark-log produce TOPIC --file data.parquet|.csv|.jsonl [--key-column C] [--[no-]progress]
     spark-log consume TOPIC [--from-beginning] [--partition P --offset O] [--max-records N]
                             [--timeout-ms T] [--group G] [--format text|table|json|csv]
@@ -111,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
 
     _cli_tier.add_parsers(actions)  # topics tier
 
-    produce = commands.add_parser("produce", help="send stdin lines (or a parquet/csv/jsonl file) as records")
+    produce = commands.add_parser("produce", help="send stdin lines (bytes as they are, less the \\n or \\r\\n) or "
+                                  "the rows of a parquet/csv/jsonl file as records")
     produce.add_argument("topic")
     produce.add_argument("--key-separator", default=None, help="split each line into key and value at the first SEP")
     produce.add_argument("--file", default=None, help="send the rows of a .parquet, .csv or .jsonl file")
@@ -275,7 +276,7 @@ def _produce_file(args: argparse.Namespace) -> int:
 
 
 _STDIN_LINGER_MS = 1000  # as Kafka's console producer
-# A chunk of stdin lines that ships at once (characters, bytes for ASCII): over 1,000
+# A chunk of stdin lines that ships at once (bytes): over 1,000
 # partitions each batch gets about 4 KiB of it
 _STDIN_CHUNK_BYTES = 4 << 20
 _STDIN_CHUNK_LINES = 100_000
@@ -297,24 +298,25 @@ def _produce(args: argparse.Namespace) -> int:
         futures: list["Future[tuple[int, int]]"] = []
         shipped: list["Future[tuple[int, int]]"] = []
         chunk_bytes = 0
-        for line in sys.stdin:
+        separator = os.fsencode(args.key_separator) if args.key_separator else None
+        for line in sys.stdin.buffer:  # bytes: a line that is not UTF-8 is sent as it is
             chunk_bytes += len(line)
-            line = line.rstrip("\n")
+            line = _strip_newline(line)
             if info.kind == "typed":
                 try:
                     row = json.loads(line)
                 except ValueError:
-                    raise InvalidConfigError(f"line {count + 1}: a typed topic takes JSON objects, got {line[:60]!r}") from None
+                    raise InvalidConfigError(f"line {count + 1}: a typed topic takes JSON objects, got "
+                                             f"{line[:60].decode(errors='replace')!r}") from None
                 futures.append(producer.send(args.topic, row))
             else:
-                key: str | None = None
-                if args.key_separator:
-                    key, sep, value = line.partition(args.key_separator)
+                key: bytes | None = None
+                value = line
+                if separator is not None:
+                    key, sep, value = line.partition(separator)
                     if not sep:
                         key, value = None, line
-                else:
-                    value = line
-                futures.append(producer.send(args.topic, value.encode(), key=key))
+                futures.append(producer.send(args.topic, value, key=key))
             count += 1
             if len(futures) >= _STDIN_CHUNK_LINES or chunk_bytes >= _STDIN_CHUNK_BYTES:
                 producer._ship_open()
@@ -326,6 +328,13 @@ def _produce(args: argparse.Namespace) -> int:
             future.result()
     print(f"sent {count} records to {args.topic}", file=sys.stderr)
     return 0
+
+
+def _strip_newline(line: bytes) -> bytes:
+    """``line`` without its terminator: ``\\n`` or ``\\r\\n`` (a text file's lines)."""
+    if line.endswith(b"\n"):
+        line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+    return line
 
 
 def _consume(args: argparse.Namespace) -> int:

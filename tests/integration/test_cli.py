@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,13 +15,27 @@ pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _cli(*args: str, bootstrap: str | None = None, stdin: str | None = None, env: dict[str, str] | None = None,
-         timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, bootstrap: str | None = None, stdin: str | bytes | None = None,
+         env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[Any]:
+    """Runs ``spark-log ARGS``; text in and out, or bytes when ``stdin`` is bytes."""
     full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
     if bootstrap:
         full["SPARK_LOG_BOOTSTRAP"] = bootstrap
     return subprocess.run([sys.executable, "-m", "spark_log.cli", *args], input=stdin, capture_output=True,
-                          text=True, timeout=timeout, env=full, cwd=REPO)
+                          text=not isinstance(stdin, bytes), timeout=timeout, env=full, cwd=REPO)
+
+
+def _read_all(bootstrap: str, topic: str, count: int, partitions: int = 1) -> list[tuple[bytes | None, bytes | None]]:
+    """The first ``count`` (key, value) pairs of ``topic`` (fewer if they do not come in 30 s)."""
+    from spark_log import Consumer
+
+    got: list[tuple[bytes | None, bytes | None]] = []
+    with Consumer(bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([(topic, p) for p in range(partitions)])
+        deadline = time.monotonic() + 30
+        while len(got) < count and time.monotonic() < deadline:
+            got.extend((r.key, r.value) for r in consumer.poll(0.5))
+    return got
 
 
 def test_topics_produce_consume(bootstrap: str, topic_name: str) -> None:
@@ -121,3 +136,16 @@ def test_produce_from_stdin_ships_in_chunks_and_loses_nothing(bootstrap: str, to
         by_key.setdefault(key, []).append(int(value[:6]))
     assert sorted(i for seen in by_key.values() for i in seen) == list(range(count))
     assert all(seen == sorted(seen) and all(i % 40 == int(key[1:]) for i in seen) for key, seen in by_key.items())
+
+
+def test_produce_sends_the_bytes_of_stdin_lines_as_they_are(bootstrap: str, topic_name: str) -> None:
+    """Lines that are not UTF-8 are sent unchanged (as Kafka's console producer does), keys
+    too; a line loses only its ``\\n`` or ``\\r\\n``."""
+    from spark_log import Admin
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    stdin = b"ok\n\xff\xfe\x00bin\nk\xff:v\x80\r\n"
+    produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=stdin)
+    assert produced.returncode == 0 and b"sent 3 records" in produced.stderr, produced.stderr
+    assert _read_all(bootstrap, topic_name, 3) == [(None, b"ok"), (None, b"\xff\xfe\x00bin"), (b"k\xff", b"v\x80")]
