@@ -48,7 +48,10 @@ and ``row_filter`` are applied here to tier rows.  "earliest" is the tier's star
 
 Positions.  ``assign`` starts each partition at ``auto_offset_reset`` ("latest", as Kafka,
 or "earliest"); the same policy answers an out-of-range position ("none": raise
-``OffsetOutOfRangeError``).
+``OffsetOutOfRangeError``).  With ``group_id``, an assigned partition starts at the group's
+committed offset, looked up (one OffsetFetch for all of them) when its position is first
+needed; ``auto_offset_reset`` applies only where the group has none, as Kafka's
+``assign`` + ``group.id`` consumer.
 
 Groups.  With ``group_id`` the consumer commits offsets to the group (``commit``,
 ``commit_async``, auto-commit) and reads them (``committed``); ``subscribe`` makes it a
@@ -196,6 +199,8 @@ class Consumer:
         # KIP-320: per partition, (position after the last frame read, that frame's leader epoch)
         self._read_epochs: dict[TopicPartition, tuple[int, int]] = {}
         self._paused: set[TopicPartition] = set()
+        # assigned partitions (group_id) whose committed offset is still to be looked up
+        self._uncommitted: set[TopicPartition] = set()
         self._buffer = PollBuffer(_positive_or_none(max_poll_records, "max_poll_records"))  # fetched, not returned
         self._tier_mode: dict[TopicPartition, TierInfo] = {}   # positions the Delta tier serves
         self._tier_tables: dict[str, TierTable] = {}
@@ -225,7 +230,12 @@ class Consumer:
                 raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
         if self._group is not None:
             self._group.manual(frozenset(wanted))
-        self._positions = {tp: self._positions.get(tp) for tp in wanted}
+        previous = self._positions
+        self._positions = {tp: previous.get(tp) for tp in wanted}
+        if self._group is not None:
+            # a partition without a position starts at the group's committed offset, fetched
+            # (in one OffsetFetch) when the position is first needed: ``_resolve_unset``
+            self._uncommitted |= {tp for tp in wanted if tp not in previous}
         self._forget_outside(set(self._positions))
         self._outstanding.clear()
 
@@ -348,6 +358,7 @@ class Consumer:
         self._ends = {tp: end for tp, end in self._ends.items() if tp in keep}
         self._tier_mode = {tp: info for tp, info in self._tier_mode.items() if tp in keep}
         self._paused &= keep
+        self._uncommitted &= keep
         self._buffer.keep_only(keep)
 
     def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
@@ -361,6 +372,7 @@ class Consumer:
         if end is not None and (isinstance(end, bool) or not isinstance(end, int) or end < offset):
             raise errors.InvalidRequestError(f"end must be an offset >= {offset} (the start), got {end!r}")
         self._positions[tp] = offset
+        self._uncommitted.discard(tp)
         self._buffer.drop([tp])
         self._tier_mode.pop(tp, None)
         if end is None:
@@ -380,7 +392,7 @@ class Consumer:
         if tp not in self._positions:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
         if self._positions[tp] is None:
-            self._resolve_unset()
+            self._resolve_unset(wait_stable=True)
         position = self._next_returned(tp)
         assert position is not None
         return position
@@ -393,12 +405,34 @@ class Consumer:
                 raise errors.InvalidRequestError(f"{tp[0]}-{tp[1]} is not assigned")
             self._positions[tp] = offsets[tp]
             self._tier_mode.pop(tp, None)
+            self._uncommitted.discard(tp)
         self._buffer.drop(tps)
 
-    def _resolve_unset(self) -> None:
+    def _resolve_unset(self, *, wait_stable: bool = False) -> None:
+        """Give every partition without a position one: an assigned partition of a group
+        consumer its committed offset first (looked up once, all together, as Kafka's
+        ``updateFetchPositions``), the rest ``auto_offset_reset``.  A ``read_committed``
+        consumer whose partitions' offsets an open transaction holds leaves them unset for
+        the next poll; ``wait_stable`` raises ``UnstableOffsetCommitError`` instead."""
         unset = [tp for tp, pos in self._positions.items() if pos is None]
         if not unset:
             return
+        lookup = [tp for tp in unset if tp in self._uncommitted]
+        if lookup and self._group is not None:
+            try:
+                committed = self._group.committed(lookup, require_stable=self._isolation == pb.READ_COMMITTED)
+            except errors.UnstableOffsetCommitError:
+                if wait_stable:
+                    raise
+                unset = [tp for tp in unset if tp not in self._uncommitted]
+                committed = {}
+            for tp, found in committed.items():
+                self._uncommitted.discard(tp)
+                if found is not None and found.offset >= 0:
+                    self._positions[tp] = found.offset
+            unset = [tp for tp in unset if self._positions[tp] is None]
+            if not unset:
+                return
         if self._reset == "none":
             raise OffsetOutOfRangeError(f"no position for {unset[0][0]}-{unset[0][1]} and auto_offset_reset='none'")
         offsets = self._list_offsets(unset, EARLIEST if self._reset == "earliest" else LATEST)
