@@ -243,6 +243,12 @@ final class Writes {
         dataOrdinals = null;
         keyOrdinals = null;
       } else {
+        if (ordinal(input, "timestamp") >= 0) {  // as the Python sink (connectors/writer.py resolve_target)
+          throw new SparkLogException("SchemaMismatchError", 14, "topic '" + topic + "' is a typed topic, whose frames "
+              + "carry one timestamp each, and the sink cannot yet set record timestamps from the DataFrame's 'timestamp' "
+              + "column (it would stamp the write time instead); drop the column (df.drop('timestamp')) to write with "
+              + "the write time, or write to a bytes topic, which keeps it");
+        }
         Schema schema = meta.latest();
         schemaId = meta.latestSchemaId();
         schemaJson = schema.toJson();
