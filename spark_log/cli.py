@@ -50,7 +50,6 @@ if TYPE_CHECKING:  # the commands import the clients lazily (a fast `spark-log -
     from concurrent.futures import Future
 
     from ._admin import Admin
-    from ._consumer import ConsumerRecord
 
 __all__ = ["main"]
 
@@ -133,7 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     consume.add_argument("--group", default=None, help="consume as a member of this consumer group (offsets committed)")
     consume.add_argument("--format", choices=["text", "table", "json", "csv"], default="text",
-                         help="text: one value a line (default); json: one object a record; csv; table (printed at the end)")
+                         help="text: one value a line, its bytes as they are (default); json: one object a record; "
+                         "csv; table (printed at the end). json, csv, table: a key or value that is not UTF-8 is "
+                         "base64, marked by key_encoding/value_encoding \"base64\"; typed binary columns: base64")
     from . import _cli_groups
 
     console = commands.add_parser("console", help="a web console (cluster, topics, records, groups, throughput)")
@@ -360,8 +361,8 @@ def _consume(args: argparse.Namespace) -> int:
             consumer.seek_to_beginning()
         seen = 0
         last_data = time.monotonic()
-        out = RecordWriter(args.format, sys.stdout, print_key=args.print_key,
-                           render_text=lambda r: _render(r, args.print_key))
+        sys.stdout.flush()
+        out = RecordWriter(args.format, sys.stdout.buffer, print_key=args.print_key)  # bytes as they are
         while args.max_records is None or seen < args.max_records:
             records = consumer.poll(0.5)
             if records:
@@ -381,16 +382,6 @@ def _consume(args: argparse.Namespace) -> int:
         out.close()
     print(f"consumed {seen} records", file=sys.stderr)
     return 0
-
-
-def _render(record: ConsumerRecord, print_key: bool) -> str:
-    if isinstance(record.value, dict):
-        return json.dumps(record.value, default=str)
-    value = record.value.decode(errors="replace") if record.value is not None else "null"
-    if print_key:
-        key = record.key.decode(errors="replace") if record.key is not None else "null"
-        return f"{key}\t{value}"
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

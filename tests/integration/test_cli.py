@@ -16,13 +16,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, bootstrap: str | None = None, stdin: str | bytes | None = None,
-         env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess[Any]:
-    """Runs ``spark-log ARGS``; text in and out, or bytes when ``stdin`` is bytes."""
+         env: dict[str, str] | None = None, timeout: float = 120, binary: bool = False
+         ) -> subprocess.CompletedProcess[Any]:
+    """Runs ``spark-log ARGS``; text in and out, or bytes when ``binary`` or ``stdin`` is bytes."""
     full = dict(os.environ, PYTHONPATH=str(REPO), **(env or {}))
     if bootstrap:
         full["SPARK_LOG_BOOTSTRAP"] = bootstrap
     return subprocess.run([sys.executable, "-m", "spark_log.cli", *args], input=stdin, capture_output=True,
-                          text=not isinstance(stdin, bytes), timeout=timeout, env=full, cwd=REPO)
+                          text=not (binary or isinstance(stdin, bytes)), timeout=timeout, env=full, cwd=REPO)
 
 
 def _read_all(bootstrap: str, topic: str, count: int, partitions: int = 1) -> list[tuple[bytes | None, bytes | None]]:

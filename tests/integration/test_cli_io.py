@@ -2,6 +2,7 @@
 table|json|csv`` and ``topics compact --wait --progress``, run as subprocesses."""
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import json
@@ -86,3 +87,32 @@ def test_compact_wait_shows_progress(bootstrap: str, topic_name: str) -> None:
     assert result.returncode == 0, result.stderr
     assert f"compacting {topic_name}" in result.stderr and "2/2" in result.stderr and "100%" in result.stderr
     assert f"compacted {topic_name}" in result.stdout and "CLEANED OFFSET" in result.stdout
+
+
+def test_consume_never_alters_bytes(bootstrap: str, topic_name: str) -> None:
+    """``text`` writes keys and values as they are (as Kafka's console consumer); ``json``
+    and ``csv`` give those that are not UTF-8 in base64 and say so."""
+    from spark_log import Admin, Producer
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    with Producer(bootstrap) as producer:
+        producer.send(topic_name, b"\xff\x00\x80A", key=b"k\xff", partition=0)
+        producer.send(topic_name, "text \u00e9".encode(), partition=0)
+        producer.flush()
+    common = ("consume", topic_name, "--from-beginning", "--max-records", "2")
+    as_text = _cli(*common, "--print-key", bootstrap=bootstrap, binary=True)
+    assert as_text.returncode == 0, as_text.stderr
+    assert as_text.stdout == b"k\xff\t\xff\x00\x80A\nnull\ttext \xc3\xa9\n"
+
+    as_json = _cli(*common, "--format", "json", bootstrap=bootstrap)
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert [(r["key"], r.get("key_encoding"), r["value"], r.get("value_encoding")) for r in rows] == [
+        (base64.b64encode(b"k\xff").decode(), "base64", base64.b64encode(b"\xff\x00\x80A").decode(), "base64"),
+        (None, None, "text \u00e9", None)]
+
+    as_csv = _cli(*common, "--format", "csv", bootstrap=bootstrap)
+    table = list(csv.DictReader(io.StringIO(as_csv.stdout)))
+    assert [(r["key"], r["key_encoding"], r["value"], r["value_encoding"]) for r in table] == [
+        (base64.b64encode(b"k\xff").decode(), "base64", base64.b64encode(b"\xff\x00\x80A").decode(), "base64"),
+        ("", "", "text \u00e9", "")]
