@@ -190,7 +190,8 @@ class Consumer:
                                                                           "throttle_time_ms": self._gate.throttle_time_ms})
         self._positions: dict[TopicPartition, int | None] = {}
         self._outstanding: dict[tuple[str, str], tuple[Any, dict[TopicPartition, int]]] = {}
-        self._done: "queue.SimpleQueue[tuple[str, str]]" = queue.SimpleQueue()
+        # completions: (key, call); a call no longer in _outstanding (forgotten) is ignored
+        self._done: "queue.SimpleQueue[tuple[tuple[str, str], Any]]" = queue.SimpleQueue()
         self._filters: dict[tuple[str, int], bytes] = {}
         self._ends: dict[TopicPartition, int] = {}  # bounded partitions: read nothing at or past
         self._closed = False
@@ -237,7 +238,7 @@ class Consumer:
             # (in one OffsetFetch) when the position is first needed: ``_resolve_unset``
             self._uncommitted |= {tp for tp in wanted if tp not in previous}
         self._forget_outside(set(self._positions))
-        self._outstanding.clear()
+        self._forget_fetches()
 
     @property
     def throttled(self) -> int:
@@ -505,10 +506,10 @@ class Consumer:
             # returns within its timeout however long the fetches in flight may wait
             wait = remaining + (_ANSWER_GRACE_S if self._outstanding else 0.0)
             try:
-                key = self._done.get(timeout=wait)
+                done = self._done.get(timeout=wait)
             except queue.Empty:
                 return []
-            self._collect(key)
+            self._collect(done)
             ready = self._buffer.take(self._paused)
             if not ready:
                 self._raise_deferred()
@@ -523,19 +524,22 @@ class Consumer:
             if self._retriable_errors != errors_before:
                 time.sleep(min(_RETRY_PAUSE_S, deadline - now))
 
-    def _collect(self, first: tuple[str, str]) -> None:
+    def _collect(self, first: tuple[tuple[str, str], Any]) -> None:
         """Take the answer of the fetch ``first`` and of every other fetch already done into
-        the buffer."""
-        keys = [first]
+        the buffer.  A completion is the fetch's key and its call: one of a fetch forgotten
+        since (``assign``) is ignored, never taken for the newer fetch under its key (whose
+        ``result()`` would block the poll until that long poll ends)."""
+        done = [first]
         while True:
             try:
-                keys.append(self._done.get_nowait())
+                done.append(self._done.get_nowait())
             except queue.Empty:
                 break
         results = []
-        for key in keys:
-            entry = self._outstanding.pop(key, None)
-            if entry is not None:
+        for key, call in done:
+            entry = self._outstanding.get(key)
+            if entry is not None and entry[0] is call:
+                del self._outstanding[key]
                 results.append((key, entry))
         for key, (call, offsets) in results:
             self._buffer.add(self._take(key, call, offsets))
@@ -560,10 +564,14 @@ class Consumer:
 
     def _close_fetching(self) -> None:
         self._closed = True
+        self._forget_fetches()
+        self._cluster.close()
+
+    def _forget_fetches(self) -> None:
+        """Cancel the fetches in flight and forget them (their completions are ignored)."""
         for call, _ in self._outstanding.values():
             call.cancel()
         self._outstanding.clear()
-        self._cluster.close()
 
     def __enter__(self) -> "Consumer":
         return self
@@ -609,7 +617,7 @@ class Consumer:
                 continue
             self._metrics.add("fetch_requests")
             self._outstanding[key] = (call, offsets)
-            call.add_done_callback(lambda _f, k=key: self._done.put(k))
+            call.add_done_callback(lambda _f, k=key, c=call: self._done.put((k, c)))
 
     def _fetch_request(self, topic: str, offsets: dict[TopicPartition, int], max_wait_ms: int,
                        epochs: Mapping[TopicPartition, int]) -> pb.FetchRequest | None:

@@ -1,0 +1,56 @@
+"""The Consumer's own bookkeeping and argument checks, over a fake cluster
+(``tests/support/fake_fetch.py``): no brokers."""
+from __future__ import annotations
+
+import threading
+import time
+
+from spark_log.proto import broker_pb2 as pb
+from tests.support.fake_fetch import FakeCall, FakeCluster, fake_consumer, response
+
+T = "t"
+
+
+def _nothing_new(request: pb.FetchRequest) -> bytes:
+    return response(*[pb.FetchPartitionResult(topic=T, partition=p.partition, high_watermark=0,
+                                              next_fetch_offset=p.fetch_offset) for p in request.partitions])
+
+
+def test_a_fetch_forgotten_by_assign_never_makes_a_poll_wait_for_the_next_one() -> None:
+    """``assign`` forgets the fetches in flight; the completion of such a fetch, arriving
+    later, must not be taken for the newer fetch of the same (broker, topic), whose
+    ``result()`` would block the poll until that long poll ends (here: 3 s, standing in for
+    ``fetch_max_wait_ms``)."""
+    cluster = FakeCluster(T, 1, _nothing_new)
+    held: list[FakeCall] = []
+    timers: list[threading.Timer] = []
+
+    def on_call(call: FakeCall, request: pb.FetchRequest) -> None:
+        if request.max_wait_ms < 1_000:
+            call.resolve()
+            return
+        held.append(call)   # a long poll: the broker answers once its wait is over
+        timer = threading.Timer(3.0, call.resolve)
+        timer.daemon = True
+        timers.append(timer)
+        timer.start()
+
+    cluster.on_call = on_call
+    consumer = fake_consumer(cluster, fetch_max_wait_ms=60_000)
+    try:
+        consumer.assign([(T, 0)])
+        consumer.seek(T, 0, 0)
+        assert consumer.poll(0.05) == [] and len(held) == 1   # leaves a long poll out
+        consumer.assign([(T, 0)])                              # forgets it
+        assert consumer.poll(0.05) == [] and len(held) == 2   # a new long poll is out
+        held[0].resolve()                                      # the forgotten one completes
+        started = time.monotonic()
+        for _ in range(3):
+            assert consumer.poll(0.05) == []
+        assert time.monotonic() - started < 1.0
+    finally:
+        for timer in timers:
+            timer.cancel()
+        for call in held:
+            call.resolve()
+        consumer.close()
