@@ -236,13 +236,22 @@ class GroupAdmin:
         self.rpc.call(group_id, "DeleteGroup", gpb.DeleteGroupRequest(group_id=group_id))
 
     def delete_group_offsets(self, group_id: str, topic: str, partitions: Sequence[int] | None = None) -> list[TopicPartition]:
+        """Deletes the group's committed offsets of ``topic`` (of ``partitions`` only, when
+        given) and returns the partitions that had one, i.e. those deleted.  Named
+        partitions the topic does not have: ``UnknownTopicOrPartitionError``, nothing
+        deleted (as ``reset_group_offsets``)."""
         if partitions is None:
-            chosen = sorted(tp for tp in self.committed(group_id) if tp[0] == topic)
+            asked = chosen = sorted(tp for tp in self.committed(group_id) if tp[0] == topic)
         else:
-            chosen = sorted({(topic, int(p)) for p in partitions})
-        if chosen:
+            wanted = sorted({int(p) for p in partitions})
+            unknown = sorted(set(wanted) - set(self.cluster.topic(topic, refresh=True).partitions))
+            if unknown:
+                raise errors.UnknownTopicOrPartitionError(f"topic {topic!r} has no partition(s) {unknown}")
+            asked = [(topic, p) for p in wanted]  # all asked: the coordinator's refusals hold without commits
+            chosen = sorted(self.committed(group_id, asked))
+        if asked:
             self.rpc.call(group_id, "OffsetDelete", gpb.OffsetDeleteRequest(
-                group_id=group_id, partitions=[gpb.TopicPartitions(topic=t, partitions=[p]) for t, p in chosen]))
+                group_id=group_id, partitions=[gpb.TopicPartitions(topic=t, partitions=[p]) for t, p in asked]))
         return chosen
 
 

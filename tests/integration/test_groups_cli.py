@@ -92,3 +92,23 @@ def test_cli_refuses_contradictions(bootstrap: str, capsys: pytest.CaptureFixtur
     assert code == 1 and "ISO 8601" in err
     with pytest.raises(SystemExit):  # argparse: exactly one target
         main(["--bootstrap", bootstrap, "groups", "reset-offsets", "g", "--topic", "t", "--to-earliest", "--to-latest"])
+
+
+def test_delete_offsets_refuses_missing_partitions_and_counts_only_commits(
+        bootstrap: str, topic_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A partition the topic does not have is refused as reset-offsets refuses it (nothing
+    deleted); of those it has, only the ones the group committed count as deleted."""
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=2)
+    group = f"cli-{uuid.uuid4().hex[:8]}"
+    with Consumer(bootstrap, group_id=group, enable_auto_commit=False) as consumer:
+        consumer.assign([(topic_name, 0)])
+        consumer.commit({(topic_name, 0): 0})
+    code, out, err = _run(capsys, bootstrap, "groups", "delete-offsets", group, "--topic", topic_name,
+                          "--partitions", "0,9")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err, (out, err)
+    with Admin(bootstrap) as admin:
+        assert set(admin.list_group_offsets(group)) == {(topic_name, 0)}
+    code, out, _ = _run(capsys, bootstrap, "groups", "delete-offsets", group, "--topic", topic_name,
+                        "--partitions", "0,1")
+    assert code == 0 and "deleted 1 committed offset of" in out, out
