@@ -111,6 +111,7 @@ EARLIEST, LATEST = -2, -1
 _TIER_WINDOW = 1 << 16   # offsets read from the Delta tier per partition and poll
 _RETRY_PAUSE_S = 0.05  # within one poll, the pause after a round of fetches that met a retriable error
 _ANSWER_GRACE_S = 0.05  # a poll waits this much past its timeout for an answer already due
+_ASSIGNORS = ("uniform", "range")  # the group coordinator's assignors (brokers/groups/assignors.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +173,17 @@ class Consumer:
             raise InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed'", key="isolation_level")
         if auto_offset_reset not in ("latest", "earliest", "none"):
             raise InvalidConfigError("auto_offset_reset must be 'latest', 'earliest' or 'none'", key="auto_offset_reset")
+        _non_negative(fetch_max_wait_ms, "fetch_max_wait_ms")
+        _non_negative(fetch_min_bytes, "fetch_min_bytes")
+        for name, value in (("fetch_max_bytes", fetch_max_bytes), ("max_partition_fetch_bytes", max_partition_fetch_bytes),
+                            ("request_timeout_ms", request_timeout_ms)):
+            _positive_or_none(value, name)
+        if group_remote_assignor is not None and group_remote_assignor not in _ASSIGNORS:
+            raise InvalidConfigError(f"group_remote_assignor must be one of {', '.join(map(repr, _ASSIGNORS))}, "
+                                     f"got {group_remote_assignor!r}", key="group_remote_assignor")
+        if enable_auto_commit is not None and not isinstance(enable_auto_commit, bool):
+            raise InvalidConfigError(f"enable_auto_commit must be a bool, got {enable_auto_commit!r}",
+                                     key="enable_auto_commit")
         self._isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         self._reset = auto_offset_reset
         self._columns = list(columns) if columns is not None else None
@@ -214,7 +226,7 @@ class Consumer:
         if group_id is not None:
             self._group = GroupSession(
                 self, GroupRpc(self._cluster, timeout_s=self._timeout_s), group_id=group_id,
-                enable_auto_commit=True if enable_auto_commit is None else bool(enable_auto_commit),
+                enable_auto_commit=True if enable_auto_commit is None else enable_auto_commit,
                 auto_commit_interval_ms=auto_commit_interval_ms, session_timeout_ms=session_timeout_ms,
                 rebalance_timeout_ms=max_poll_interval_ms, instance_id=group_instance_id,
                 assignor=group_remote_assignor, client_id=client_id or "spark-log",
@@ -924,6 +936,11 @@ def _to_records(batch: pa.RecordBatch) -> list[ConsumerRecord]:
         out.append(ConsumerRecord(topic, partition, offsets[i], timestamps[i], None, rows[i], []))
     return out
 
+
+
+def _non_negative(value: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidConfigError(f"{name} must be an integer >= 0, got {value!r}", key=name)
 
 
 def _positive_or_none(value: int | None, name: str) -> int | None:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Any
 
+import pytest
+
+from spark_log import Consumer
+from spark_log.errors import InvalidConfigError
 from spark_log.proto import broker_pb2 as pb
 from tests.support.fake_fetch import FakeCall, FakeCluster, fake_consumer, response
 
@@ -54,3 +59,24 @@ def test_a_fetch_forgotten_by_assign_never_makes_a_poll_wait_for_the_next_one() 
         for call in held:
             call.resolve()
         consumer.close()
+
+
+@pytest.mark.parametrize("setting", [
+    dict(fetch_max_wait_ms=-1), dict(fetch_min_bytes=-1), dict(fetch_max_bytes=0), dict(max_partition_fetch_bytes=-1),
+    dict(request_timeout_ms=0), dict(fetch_max_wait_ms=1.5), dict(fetch_max_bytes=True),
+    dict(group_id="g", group_remote_assignor="bogus"), dict(group_id="g", enable_auto_commit="no"),
+    dict(group_id="g", enable_auto_commit=1),
+])
+def test_nonsense_settings_are_refused(setting: dict[str, Any]) -> None:
+    """The constructor documents ``InvalidConfigError`` for invalid values, before connecting."""
+    with pytest.raises(InvalidConfigError) as refused:
+        Consumer("127.0.0.1:1", **setting).close()
+    assert refused.value.details.get("key") in setting
+
+
+@pytest.mark.parametrize("setting", [
+    dict(fetch_max_wait_ms=0, fetch_min_bytes=0), dict(group_id="g", group_remote_assignor="range"),
+    dict(group_id="g", group_remote_assignor="uniform", enable_auto_commit=False),
+])
+def test_edge_settings_are_accepted(setting: dict[str, Any]) -> None:
+    Consumer("127.0.0.1:1", **setting).close()
