@@ -85,7 +85,7 @@ class TieredPartition:
         ``NotLeaderError``, ``TieringNotEnabledError``, ``TierOffsetInvalidError`` (``end``
         past the last stable offset, ``start > end``, the end or start going back, or a
         range not contiguous with what is tiered: ``tiering.tier_range_error``).  The Delta
-        table is not read: the caller is trusted to have committed the range there."""
+        table is not read here: the caller (``TieringHandler.commit``) checked that it holds the range."""
         with self._cond:
             core, plog = self._core, self._log
             core.check_open()

@@ -16,11 +16,10 @@ What the leader checks (``tier_range_error``).  A reported range lies within ``[
 never goes back, and keeps the tier and the local log one contiguous history: the first
 range starts at or below the leader's log start, and each later one starts within the range
 already recorded (tier retention moves ``start`` up, never past the old ``end``), so local
-retention never deletes records that are neither tiered nor past the tier's start.  The
-leader does not read the Delta table: it trusts the job that the table holds the range it
-reports (a report of offsets no Delta commit holds, contiguous with the last one, is
-accepted, and local retention then deletes what only the brokers held).  ``CommitTiered``
-is for the tiering job alone: with security on it needs ALTER on the topic.
+retention never deletes records that are neither tiered nor past the tier's start.  This
+pure check does not read the Delta table; the broker's ``TieringHandler`` does before it
+(``brokers/server/tiering.py``: a range the table's application transactions do not hold
+is refused).  ``CommitTiered`` is for the tiering job alone: with security on it needs ALTER on the topic.
 
 Thread-safety: none (the partition's lock).
 """

@@ -21,9 +21,15 @@ import grpc
 from brokers.partition import Partition
 from brokers.partition.tiered import TierStatus
 from spark_log import errors
-from spark_log.errors import InvalidRequestError, NotEnoughReplicasAfterAppendError, SparkLogError
+from spark_log.errors import (
+    InvalidRequestError,
+    NotEnoughReplicasAfterAppendError,
+    SparkLogError,
+    TierOffsetInvalidError,
+    TierUnavailableError,
+)
 from spark_log.proto import tiering_pb2 as pb
-from spark_log.tier import public_options
+from spark_log.tier import TierTable, public_options
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
@@ -68,11 +74,30 @@ class TieringHandler:
                 out.error.CopyFrom(to_pb(exc))
         return response
 
+    def _check_table_holds(self, partition: Partition, start: int, end: int) -> None:
+        """``TierOffsetInvalidError`` unless the topic's Delta table says (its application
+        transactions, which the tiering job commits with the data) it holds ``[start, end)``
+        of the partition: a report the table does not back would let local retention delete
+        records that are in no tier."""
+        if start == end or not partition.config.remote_storage_enable:
+            return   # nothing claimed; record_tiered refuses an untiered topic itself
+        try:
+            held = TierTable(self.location, partition.topic, partition.topic_id, self.storage_options or None).range(
+                partition.partition)
+        except TierUnavailableError as exc:   # a table of an earlier topic of the same name
+            raise TierOffsetInvalidError(str(exc)) from None
+        if held.empty or not (held.start <= start and end <= held.end):
+            raise TierOffsetInvalidError(
+                f"{partition.topic}-{partition.partition}: the Delta table at {self.location} holds "
+                f"{'nothing' if held.empty else f'[{held.start}, {held.end})'} of the partition, not "
+                f"[{start}, {end}): commit the records to the table before reporting them")
+
     def commit(self, request: pb.CommitTieredRequest) -> pb.CommitTieredResponse:
         if request.tier_start < 0 or request.tiered_end < request.tier_start:
             raise InvalidRequestError(f"a tiered range needs 0 <= tier_start <= tiered_end, got "
                                       f"[{request.tier_start}, {request.tiered_end})")
         partition: Partition = self.manager.get(request.topic, request.partition)
+        self._check_table_holds(partition, request.tier_start, request.tiered_end)
         outcome = partition.record_tiered(start=request.tier_start, end=request.tiered_end)
         if outcome is not None:
             timeout_ms = request.timeout_ms or 30_000
