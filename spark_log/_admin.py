@@ -123,6 +123,14 @@ def _describe(message: pb.TopicDescription) -> TopicDescription:
     )
 
 
+def _isolation(isolation_level: str) -> pb.IsolationLevel:
+    """The wire isolation level of ``isolation_level`` (checked as the Consumer checks it)."""
+    if isolation_level not in ("read_uncommitted", "read_committed"):
+        raise errors.InvalidConfigError("isolation_level must be 'read_uncommitted' or 'read_committed', "
+                                        f"got {isolation_level!r}", key="isolation_level")
+    return pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
+
+
 def _spec_to_wire(spec: Any) -> int:
     if spec == "earliest":
         return -2
@@ -426,10 +434,12 @@ class Admin:
                      isolation_level: str = "read_uncommitted") -> dict[int, int]:
         """``{partition: offset}`` for ``spec`` "earliest", "latest" (the high watermark) or a
         timestamp in ms (the first offset whose record timestamp is >= it; the latest
-        offset when there is none)."""
+        offset when there is none).  ``isolation_level``: "read_uncommitted" or
+        "read_committed" (the last stable offset for "latest"); anything else:
+        ``InvalidConfigError``."""
         wire = _spec_to_wire(spec)
+        isolation = _isolation(isolation_level)
         info = self._cluster.topic(topic, refresh=True)
-        isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         offsets = list_offsets_for(self._cluster, [(topic, p) for p in sorted(info.partitions)], wire, isolation,
                                    deadline_s=self._timeout_s)
         return {p: o for (_, p), o in sorted(offsets.items())}
@@ -441,6 +451,7 @@ class Admin:
         broker, however many topics.  ``UnknownTopicOrPartitionError`` if a topic does not
         exist."""
         wire = _spec_to_wire(spec)
+        isolation = _isolation(isolation_level)
         if isinstance(topics, str) or any(not isinstance(t, str) for t in topics):
             raise InvalidRequestError(f"topics must be a sequence of topic names, got {topics!r}")
         names = list(dict.fromkeys(topics))
@@ -448,7 +459,6 @@ class Admin:
             return {}
         self._cluster.refresh(names)
         tps = [(name, p) for name in names for p in sorted(self._cluster.topic(name).partitions)]
-        isolation = pb.READ_COMMITTED if isolation_level == "read_committed" else pb.READ_UNCOMMITTED
         offsets = list_offsets_for(self._cluster, tps, wire, isolation, deadline_s=self._timeout_s)
         return {tp: offsets[tp] for tp in tps}
 

@@ -80,3 +80,15 @@ def test_nonsense_settings_are_refused(setting: dict[str, Any]) -> None:
 ])
 def test_edge_settings_are_accepted(setting: dict[str, Any]) -> None:
     Consumer("127.0.0.1:1", **setting).close()
+
+
+@pytest.mark.parametrize("call", ["list_offsets", "list_offsets_for_topics"])
+def test_admin_list_offsets_refuses_an_unknown_isolation_level(call: str) -> None:
+    """A typo ("read-committed") is refused before any request, never read as read_uncommitted."""
+    from spark_log import Admin
+
+    with Admin("127.0.0.1:1") as admin:
+        method = getattr(admin, call)
+        with pytest.raises(InvalidConfigError) as refused:
+            method("t" if call == "list_offsets" else ["t"], "latest", isolation_level="read-committed")
+    assert refused.value.details.get("key") == "isolation_level"
