@@ -82,6 +82,9 @@ def read_table(path: str, fmt: str | None) -> pa.Table:
 def bytes_rows(table: pa.Table, key_column: str | None) -> pa.Table:
     """A bytes topic's ``key``/``value`` table from ``table`` (module docstring)."""
     if "value" in table.column_names:
+        if key_column is not None:
+            raise InvalidConfigError("--key-column applies to a file without a value column: this file's rows are "
+                                     "records (its key column keys them)", key="key-column")
         return table.select([c for c in ("key", "value", "timestamp") if c in table.column_names])
     if key_column is not None and key_column not in table.column_names:
         raise InvalidConfigError(f"--key-column {key_column!r} is not a column of the file "

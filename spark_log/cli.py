@@ -113,12 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     produce = commands.add_parser("produce", help="send stdin lines (bytes as they are, less the \\n or \\r\\n) or "
                                   "the rows of a parquet/csv/jsonl file as records")
     produce.add_argument("topic")
-    produce.add_argument("--key-separator", default=None, help="split each line into key and value at the first SEP")
+    produce.add_argument("--key-separator", default=None, help="stdin to a bytes topic: split each line into key and "
+                         "value at the first SEP")
     produce.add_argument("--file", default=None, help="send the rows of a .parquet, .csv or .jsonl file")
     produce.add_argument("--format", choices=["parquet", "csv", "jsonl"], default=None, help="with --file (default: "
                          "from its suffix)")
     produce.add_argument("--key-column", default=None, help="with --file, bytes topics: the column keying each row")
-    produce.add_argument("--chunk-rows", type=int, default=10_000, help="with --file: rows per send (default 10000)")
+    produce.add_argument("--chunk-rows", type=int, default=None, help="with --file: rows per send (default 10000)")
     produce.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                          help="a progress bar on stderr (default: when stderr is a terminal)")
 
@@ -254,11 +255,18 @@ def _produce_file(args: argparse.Namespace) -> int:
     from . import _cli_io
     from ._producer import Producer
 
-    if args.chunk_rows < 1:
+    chunk_rows = _FILE_CHUNK_ROWS if args.chunk_rows is None else args.chunk_rows
+    if chunk_rows < 1:
         raise InvalidConfigError("--chunk-rows must be >= 1", key="chunk-rows")
+    if args.key_separator is not None:
+        raise InvalidConfigError("--key-separator splits stdin lines: a --file's rows name their key (a key column, "
+                                 "or --key-column)", key="key-separator")
     table = _cli_io.read_table(args.file, args.format)
     with Producer(args.bootstrap) as producer:
         info = producer._cluster.topic(args.topic)
+        if info.kind == "typed" and args.key_column is not None:
+            raise InvalidConfigError(f"--key-column applies to bytes topics: typed topic {args.topic!r} is "
+                                     "partitioned by its own key columns", key="key-column")
         if info.kind == "typed" and info.schema_id < 0:  # a typed topic's first write sets its schema: the file's
             from ._admin import Admin
 
@@ -267,8 +275,8 @@ def _produce_file(args: argparse.Namespace) -> int:
             producer._cluster.topic(args.topic, refresh=True)
         rows = table if info.kind == "typed" else _cli_io.bytes_rows(table, args.key_column)
         with _cli_io.progress(f"producing {args.topic}", rows.num_rows, enabled=args.progress) as advance:
-            for start in range(0, rows.num_rows, args.chunk_rows):
-                chunk = rows.slice(start, args.chunk_rows)
+            for start in range(0, rows.num_rows, chunk_rows):
+                chunk = rows.slice(start, chunk_rows)
                 for future in producer.send_batch(args.topic, chunk):
                     future.result()
                 advance(chunk.num_rows)
@@ -276,6 +284,7 @@ def _produce_file(args: argparse.Namespace) -> int:
     return 0
 
 
+_FILE_CHUNK_ROWS = 10_000  # produce --file's default --chunk-rows
 _STDIN_LINGER_MS = 1000  # as Kafka's console producer
 # A chunk of stdin lines that ships at once (bytes): over 1,000
 # partitions each batch gets about 4 KiB of it
@@ -288,6 +297,11 @@ def _produce(args: argparse.Namespace) -> int:
 
     if args.file is not None:
         return _produce_file(args)
+    if args.key_separator == "":
+        raise InvalidConfigError("--key-separator must not be empty", key="key-separator")
+    for flag, value in (("--format", args.format), ("--key-column", args.key_column), ("--chunk-rows", args.chunk_rows)):
+        if value is not None:  # refused, not ignored: stdin lines are records as they are
+            raise InvalidConfigError(f"{flag} applies to --file: stdin lines are sent as they are", key=flag[2:])
     count = 0
     # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch
     # fill (keyed lines over 1,000 partitions were one record per frame).  A chunk of lines
@@ -296,10 +310,13 @@ def _produce(args: argparse.Namespace) -> int:
     # take this one: one chunk in flight, so the futures kept stay bounded.  EOF flushes.
     with Producer(args.bootstrap, linger_ms=_STDIN_LINGER_MS) as producer:
         info = producer._cluster.topic(args.topic)
+        if info.kind == "typed" and args.key_separator is not None:
+            raise InvalidConfigError(f"--key-separator applies to bytes topics: typed topic {args.topic!r} takes JSON "
+                                     "objects a line, partitioned by its key columns", key="key-separator")
         futures: list["Future[tuple[int, int]]"] = []
         shipped: list["Future[tuple[int, int]]"] = []
         chunk_bytes = 0
-        separator = os.fsencode(args.key_separator) if args.key_separator else None
+        separator = os.fsencode(args.key_separator) if args.key_separator is not None else None
         for line in sys.stdin.buffer:  # bytes: a line that is not UTF-8 is sent as it is
             chunk_bytes += len(line)
             line = _strip_newline(line)

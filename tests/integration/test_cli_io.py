@@ -116,3 +116,39 @@ def test_consume_never_alters_bytes(bootstrap: str, topic_name: str) -> None:
     assert [(r["key"], r["key_encoding"], r["value"], r["value_encoding"]) for r in table] == [
         (base64.b64encode(b"k\xff").decode(), "base64", base64.b64encode(b"\xff\x00\x80A").decode(), "base64"),
         ("", "", "text \u00e9", "")]
+
+
+@pytest.mark.parametrize(("kind", "source", "flags", "needle"), [
+    ("bytes", "stdin", ("--format", "csv"), "--format applies to --file"),
+    ("bytes", "stdin", ("--key-column", "id"), "--key-column applies to --file"),
+    ("bytes", "stdin", ("--chunk-rows", "5"), "--chunk-rows applies to --file"),
+    ("bytes", "stdin", ("--key-separator", ""), "--key-separator must not be empty"),
+    ("bytes", "file", ("--key-separator", ":"), "--key-separator"),
+    ("bytes", "file", ("--key-column", "id"), "--key-column applies to a file without a value column"),
+    ("typed", "stdin", ("--key-separator", "|"), "--key-separator applies to bytes topics"),
+    ("typed", "file", ("--key-column", "a"), "--key-column applies to bytes topics"),
+])
+def test_produce_refuses_flags_it_would_ignore(bootstrap: str, topic_name: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                               kind: str, source: str, flags: tuple[str, ...], needle: str) -> None:
+    """A flag ``produce`` would not apply (file-only flags on stdin, --key-separator with
+    --file or on a typed topic, --key-column where the rows have their key) is refused with
+    one line naming it, before anything is sent.  Runs ``main`` in this process."""
+    from spark_log import Admin
+    from spark_log.cli import main
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1, kind="typed" if kind == "typed" else None)
+        if kind == "typed":
+            admin.register_schema(topic_name, pa.schema([("a", pa.int64())]))
+    line = b'{"a": 1, "id": 2, "value": "x:y"}\n'
+    args = ["--bootstrap", bootstrap, "produce", topic_name, *flags]
+    if source == "file":
+        (tmp_path / "rows.jsonl").write_bytes(line if kind == "bytes" else b'{"a": 1}\n')
+        args += ["--file", str(tmp_path / "rows.jsonl")]
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(line if kind == "typed" else b"id,value\n1,a\n")))
+    code = main(args)
+    _, err = capsys.readouterr()
+    assert code == 1 and err.count("\n") == 1 and needle in err, err
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic_name) == {0: 0}  # nothing sent
