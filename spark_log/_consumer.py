@@ -236,6 +236,7 @@ class Consumer:
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Read exactly these ``(topic, partition)`` pairs (replaces any previous assignment)."""
+        self._ensure_open()
         wanted = [(str(t), int(p)) for t, p in partitions]
         for topic, partition in wanted:
             info = self._cluster.topic(topic)
@@ -264,6 +265,7 @@ class Consumer:
 
     def assignment(self) -> list[TopicPartition]:
         """The partitions this consumer reads: assigned, or given by its group."""
+        self._ensure_open()
         return list(self._positions)
 
     def subscribe(self, topics: str | Sequence[str] | re.Pattern[str], *, on_assigned: Callback | None = None,
@@ -276,6 +278,7 @@ class Consumer:
         they were lost (fenced); ``on_assigned(partitions)`` after new ones start at their
         committed offsets.  Calling it again changes the subscription.  Raises
         ``InvalidConfigError`` without ``group_id``, ``InvalidRequestError`` after ``assign``."""
+        self._ensure_open()
         group = self._require_group("subscribe")
         if isinstance(topics, re.Pattern):
             subscription = GroupSubscription(pattern=topics.pattern)
@@ -291,11 +294,16 @@ class Consumer:
     # -- committed offsets (groups) ----------------------------------------------------------
 
     def _require_group(self, what: str) -> GroupSession:
+        self._ensure_open()
         if self._group is None:
             raise InvalidConfigError(f"{what} needs a consumer created with group_id=...", key="group_id")
+        return self._group
+
+    def _ensure_open(self) -> None:
+        """Every public method but ``close``, ``metrics``, ``register_metrics`` and the
+        throttle counters refuses a closed consumer (as Kafka's IllegalStateException)."""
         if self._closed:
             raise errors.InvalidRequestError("consumer is closed")
-        return self._group
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """This consumer in its group (group id, member id, member epoch), for
@@ -330,6 +338,7 @@ class Consumer:
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         """Stop fetching and returning records of ``partitions`` (they stay assigned)."""
+        self._ensure_open()
         wanted = {(str(t), int(p)) for t, p in partitions}
         missing = sorted(wanted - set(self._positions))
         if missing:
@@ -337,9 +346,11 @@ class Consumer:
         self._paused |= wanted
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self._ensure_open()
         self._paused -= {(str(t), int(p)) for t, p in partitions}
 
     def paused(self) -> list[TopicPartition]:
+        self._ensure_open()
         return sorted(self._paused & set(self._positions))
 
     # -- the group session's hooks (_group_session.ConsumerHooks) ------------------------------
@@ -377,6 +388,7 @@ class Consumer:
     def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
         """Read ``(topic, partition)`` from ``offset`` next; with ``end``, only the records
         below ``end`` (see "Bounds" in the module docstring)."""
+        self._ensure_open()
         tp = (topic, partition)
         if tp not in self._positions:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
@@ -394,13 +406,16 @@ class Consumer:
             self._ends[tp] = end
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._ensure_open()
         self._seek_to(partitions, EARLIEST)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
+        self._ensure_open()
         self._seek_to(partitions, LATEST)
 
     def position(self, topic: str, partition: int) -> int:
         """The offset of the next record ``poll`` will return for this partition."""
+        self._ensure_open()
         tp = (topic, partition)
         if tp not in self._positions:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
@@ -487,8 +502,7 @@ class Consumer:
         return batches
 
     def _poll_arrow(self, timeout: float) -> list[pa.RecordBatch]:
-        if self._closed:
-            raise errors.InvalidRequestError("consumer is closed")
+        self._ensure_open()
         if self._group is not None:
             started = time.monotonic()
             self._group.before_poll(max(0.0, timeout))
@@ -565,7 +579,9 @@ class Consumer:
 
     def close(self) -> None:
         """With a group: commit (auto-commit) and leave it (a static member leaves for a
-        restart).  Then stop fetching."""
+        restart).  Then stop fetching.  Calling it again does nothing; any other method but
+        ``metrics``, ``register_metrics`` and the throttle counters then raises
+        ``InvalidRequestError`` ("consumer is closed")."""
         if self._closed:
             return
         try:

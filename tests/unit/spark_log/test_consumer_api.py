@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from spark_log import Consumer
-from spark_log.errors import InvalidConfigError
+from spark_log.errors import InvalidConfigError, InvalidRequestError
 from spark_log.proto import broker_pb2 as pb
 from tests.support.fake_fetch import FakeCall, FakeCluster, fake_consumer, response
 
@@ -92,3 +92,26 @@ def test_admin_list_offsets_refuses_an_unknown_isolation_level(call: str) -> Non
         with pytest.raises(InvalidConfigError) as refused:
             method("t" if call == "list_offsets" else ["t"], "latest", isolation_level="read-committed")
     assert refused.value.details.get("key") == "isolation_level"
+
+
+_AFTER_CLOSE: list[tuple[str, tuple[Any, ...]]] = [
+    ("assign", ([(T, 0)],)), ("assignment", ()), ("subscribe", ([T],)), ("pause", ([(T, 0)],)),
+    ("resume", ([(T, 0)],)), ("paused", ()), ("seek", (T, 0, 1)), ("seek_to_beginning", ()), ("seek_to_end", ()),
+    ("position", (T, 0)), ("poll", (0.01,)), ("poll_arrow", (0.01,)), ("commit", ()), ("commit_async", ()),
+    ("committed", ()), ("group_metadata", ()),
+]
+
+
+@pytest.mark.parametrize("group_id", [None, "g"])
+@pytest.mark.parametrize("name,args", _AFTER_CLOSE, ids=[name for name, _ in _AFTER_CLOSE])
+def test_a_closed_consumer_refuses_every_call(name: str, args: tuple[Any, ...], group_id: str | None) -> None:
+    """As Kafka's IllegalStateException after close(); close() twice is fine, and the
+    metrics stay readable."""
+    consumer = fake_consumer(FakeCluster(T, 1, _nothing_new), group_id=group_id, enable_auto_commit=False)
+    consumer.assign([(T, 0)])
+    consumer.seek(T, 0, 0)
+    consumer.close()
+    consumer.close()
+    with pytest.raises(InvalidRequestError, match="consumer is closed"):
+        getattr(consumer, name)(*args)
+    assert "polls" in consumer.metrics()
