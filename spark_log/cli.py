@@ -125,9 +125,9 @@ def _parser() -> argparse.ArgumentParser:
 
     consume = commands.add_parser("consume", help="print records")
     consume.add_argument("topic")
-    consume.add_argument("--from-beginning", action="store_true")
+    consume.add_argument("--from-beginning", action="store_true", help="start at the earliest offset (not with --offset)")
     consume.add_argument("--partition", type=int, default=None)
-    consume.add_argument("--offset", type=int, default=None)
+    consume.add_argument("--offset", type=int, default=None, help="with --partition: start at this offset")
     consume.add_argument("--max-records", type=int, default=None)
     consume.add_argument("--timeout-ms", type=int, default=None, help="stop after this long without records")
     consume.add_argument("--print-key", action="store_true")
@@ -363,6 +363,9 @@ def _consume(args: argparse.Namespace) -> int:
         raise InvalidConfigError("--offset needs --partition")
     if args.group is not None and args.partition is not None:
         raise InvalidConfigError("--group takes the partitions the group assigns: drop --partition/--offset")
+    if args.from_beginning and args.offset is not None:  # as Kafka's console consumer
+        raise InvalidConfigError("--from-beginning and --offset cannot be given together: each says where to start",
+                                 key="offset")
     # --group commits what it printed, after printing it (at-least-once), not what poll returned
     with Consumer(args.bootstrap, auto_offset_reset="earliest" if args.from_beginning else "latest",
                   group_id=args.group, enable_auto_commit=False if args.group is not None else None) as consumer:

@@ -150,3 +150,25 @@ def test_produce_sends_the_bytes_of_stdin_lines_as_they_are(bootstrap: str, topi
     produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=stdin)
     assert produced.returncode == 0 and b"sent 3 records" in produced.stderr, produced.stderr
     assert _read_all(bootstrap, topic_name, 3) == [(None, b"ok"), (None, b"\xff\xfe\x00bin"), (b"k\xff", b"v\x80")]
+
+
+def _main(capsys: pytest.CaptureFixture[str], bootstrap: str, *args: str) -> tuple[int, str, str]:
+    """``spark-log ARGS`` in this process: (exit code, stdout, stderr)."""
+    from spark_log.cli import main
+
+    code = main(["--bootstrap", bootstrap, *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_consume_refuses_from_beginning_with_offset(bootstrap: str, topic_name: str,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """Both say where to start: refused, as Kafka's console consumer refuses them together
+    (--offset used to win silently)."""
+    from spark_log import Admin
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    code, out, err = _main(capsys, bootstrap, "consume", topic_name, "--from-beginning", "--partition", "0",
+                           "--offset", "0", "--max-records", "1", "--timeout-ms", "0")
+    assert code == 1 and out == "" and err.count("\n") == 1 and "--from-beginning and --offset" in err, err
