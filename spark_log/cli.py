@@ -363,6 +363,10 @@ def _consume(args: argparse.Namespace) -> int:
         raise InvalidConfigError("--offset needs --partition")
     if args.group is not None and args.partition is not None:
         raise InvalidConfigError("--group takes the partitions the group assigns: drop --partition/--offset")
+    if args.max_records is not None and args.max_records < 1:
+        raise InvalidConfigError(f"--max-records must be >= 1, got {args.max_records}", key="max-records")
+    if args.timeout_ms is not None and args.timeout_ms < 0:
+        raise InvalidConfigError(f"--timeout-ms must be >= 0, got {args.timeout_ms}", key="timeout-ms")
     if args.from_beginning and args.offset is not None:  # as Kafka's console consumer
         raise InvalidConfigError("--from-beginning and --offset cannot be given together: each says where to start",
                                  key="offset")

@@ -172,3 +172,19 @@ def test_consume_refuses_from_beginning_with_offset(bootstrap: str, topic_name: 
     code, out, err = _main(capsys, bootstrap, "consume", topic_name, "--from-beginning", "--partition", "0",
                            "--offset", "0", "--max-records", "1", "--timeout-ms", "0")
     assert code == 1 and out == "" and err.count("\n") == 1 and "--from-beginning and --offset" in err, err
+
+
+@pytest.mark.parametrize(("flags", "needle"), [
+    (("--max-records", "-1", "--timeout-ms", "0"), "--max-records must be >= 1"),
+    (("--max-records", "0", "--timeout-ms", "0"), "--max-records must be >= 1"),
+    (("--timeout-ms", "-5", "--max-records", "1"), "--timeout-ms must be >= 0"),
+])
+def test_consume_refuses_negative_limits(bootstrap: str, topic_name: str, capsys: pytest.CaptureFixture[str],
+                                         flags: tuple[str, ...], needle: str) -> None:
+    """They used to end the command at once, exit code 0, nothing read."""
+    from spark_log import Admin
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    code, out, err = _main(capsys, bootstrap, "consume", topic_name, "--from-beginning", *flags)
+    assert code == 1 and out == "" and err.count("\n") == 1 and needle in err, err
