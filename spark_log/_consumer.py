@@ -387,11 +387,14 @@ class Consumer:
 
     def seek(self, topic: str, partition: int, offset: int, *, end: int | None = None) -> None:
         """Read ``(topic, partition)`` from ``offset`` next; with ``end``, only the records
-        below ``end`` (see "Bounds" in the module docstring)."""
+        below ``end`` (see "Bounds" in the module docstring).  ``offset`` not an int (a bool
+        is not): ``InvalidRequestError``; negative: ``OffsetOutOfRangeError``."""
         self._ensure_open()
         tp = (topic, partition)
         if tp not in self._positions:
             raise errors.InvalidRequestError(f"{topic}-{partition} is not assigned")
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise errors.InvalidRequestError(f"offset must be an int, got {offset!r}")
         if offset < 0:
             raise OffsetOutOfRangeError(f"offset must be >= 0, got {offset}")
         if end is not None and (isinstance(end, bool) or not isinstance(end, int) or end < offset):

@@ -115,3 +115,17 @@ def test_a_closed_consumer_refuses_every_call(name: str, args: tuple[Any, ...], 
     with pytest.raises(InvalidRequestError, match="consumer is closed"):
         getattr(consumer, name)(*args)
     assert "polls" in consumer.metrics()
+
+
+@pytest.mark.parametrize("offset", ["3", 2.5, True, None])
+def test_seek_refuses_an_offset_that_is_not_an_int(offset: object) -> None:
+    """Never a bare TypeError, never a float or bool taken as an offset (``end`` is checked so too)."""
+    consumer = fake_consumer(FakeCluster(T, 1, _nothing_new))
+    try:
+        consumer.assign([(T, 0)])
+        with pytest.raises(InvalidRequestError):
+            consumer.seek(T, 0, offset)  # type: ignore[arg-type]
+        consumer.seek(T, 0, 2)
+        assert consumer.position(T, 0) == 2
+    finally:
+        consumer.close()
