@@ -1,5 +1,5 @@
-"""Consumer client contracts on the shared cluster: positions of assigned partitions,
-fetch bookkeeping across ``assign``, and use after ``close``."""
+"""Consumer client contracts on the shared cluster: where assigned partitions of a group
+consumer start (the rest is in tests/unit/spark_log/test_consumer_api.py)."""
 from __future__ import annotations
 
 import time
@@ -12,21 +12,13 @@ from spark_log import Admin, Consumer, Producer
 pytestmark = pytest.mark.integration
 
 
-def _fill(bootstrap: str, topic: str, n: int) -> None:
-    with Admin(bootstrap) as admin:
-        admin.create_topic(topic, partitions=1)
-    with Producer(bootstrap) as producer:
-        for i in range(n):
-            producer.send(topic, f"v{i}".encode(), partition=0)
-        producer.flush()
-
-
-def _drain(consumer: Consumer, want: int, timeout: float = 20) -> list[int]:
-    got: list[int] = []
+def _drain(consumer: Consumer, want: int, timeout: float = 20) -> list[tuple[int, int]]:
+    """``(partition, offset)`` of the records polled until there are ``want``, in order per partition."""
+    got: list[tuple[int, int]] = []
     deadline = time.monotonic() + timeout
     while len(got) < want and time.monotonic() < deadline:
-        got.extend(r.offset for r in consumer.poll(0.5))
-    return got
+        got.extend((r.partition, r.offset) for r in consumer.poll(0.5))
+    return sorted(got)
 
 
 @pytest.mark.parametrize("reset", ["earliest", "latest"])
@@ -50,7 +42,8 @@ def test_assign_with_group_id_resumes_at_the_committed_offset(bootstrap: str, to
         again.assign([tp, other])
         assert again.position(*tp) == 6
         assert again.position(*other) == (0 if reset == "earliest" else 10)   # no commit: the reset policy
-        assert _drain(again, 4) == [6, 7, 8, 9]
+        expected = [(0, o) for o in range(6, 10)] + ([(1, o) for o in range(10)] if reset == "earliest" else [])
+        assert _drain(again, len(expected)) == expected
     with Consumer(bootstrap, group_id=group, auto_offset_reset=reset, enable_auto_commit=False) as sought:
         sought.assign([tp])
         sought.seek(topic_name, 0, 2)
