@@ -299,8 +299,9 @@ def _produce(args: argparse.Namespace) -> int:
         return _produce_file(args)
     if args.key_separator == "":
         raise InvalidConfigError("--key-separator must not be empty", key="key-separator")
-    for flag, value in (("--format", args.format), ("--key-column", args.key_column), ("--chunk-rows", args.chunk_rows)):
-        if value is not None:  # refused, not ignored: stdin lines are records as they are
+    for flag, value in (("--format", args.format), ("--key-column", args.key_column), ("--chunk-rows", args.chunk_rows),
+                        ("--progress", args.progress)):
+        if value is not None:  # refused, not ignored: stdin lines are records as they are (no size known)
             raise InvalidConfigError(f"{flag} applies to --file: stdin lines are sent as they are", key=flag[2:])
     count = 0
     # lines arrive in bulk: a longer linger than the default 5 ms lets each partition's batch

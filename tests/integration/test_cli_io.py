@@ -122,6 +122,8 @@ def test_consume_never_alters_bytes(bootstrap: str, topic_name: str) -> None:
     ("bytes", "stdin", ("--format", "csv"), "--format applies to --file"),
     ("bytes", "stdin", ("--key-column", "id"), "--key-column applies to --file"),
     ("bytes", "stdin", ("--chunk-rows", "5"), "--chunk-rows applies to --file"),
+    ("bytes", "stdin", ("--progress",), "--progress applies to --file"),
+    ("bytes", "stdin", ("--no-progress",), "--progress applies to --file"),
     ("bytes", "stdin", ("--key-separator", ""), "--key-separator must not be empty"),
     ("bytes", "file", ("--key-separator", ":"), "--key-separator"),
     ("bytes", "file", ("--key-column", "id"), "--key-column applies to a file without a value column"),
