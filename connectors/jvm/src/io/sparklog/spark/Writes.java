@@ -47,9 +47,11 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.execution.arrow.ArrowWriter;
 import org.apache.spark.sql.execution.arrow.ArrowWriter$;
 import org.apache.spark.sql.types.BinaryType;
+import org.apache.spark.sql.types.ByteType;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.IntegerType;
 import org.apache.spark.sql.types.LongType;
+import org.apache.spark.sql.types.ShortType;
 import org.apache.spark.sql.types.StringType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -107,6 +109,10 @@ final class Writes {
     /** transactional=true: each micro-batch (batch write: the whole write) is one transaction. */
     final boolean transactional;
     final int transactionTimeoutMs;
+
+    /** The session time zone, in which Spark hands the Python sink its timestamps (and so the
+     *  text a timestamp key column hashes as, spark_log.partitioner.key_array). */
+    final String keyZone = org.apache.spark.sql.internal.SQLConf.get().sessionLocalTimeZone();
 
     Target(Options o, StructType input) {
       this.input = input;
@@ -284,10 +290,33 @@ final class Writes {
         for (int i = 0; i < keys.size(); i++) {
           keyOrdinals[i] = ordinal(input, keys.get(i));
           if (keyOrdinals[i] < 0) throw SparkLogException.config("keyColumns", "names columns the DataFrame lacks: " + keys);
+          checkKeyType(keys.get(i), input.fields()[keyOrdinals[i]].dataType());
         }
         keyOrdinal = valueOrdinal = timestampOrdinal = -1;
         keyIsString = valueIsString = false;
         if (tombstone != null) checkTombstoneColumn(tombstone, input);
+      }
+    }
+
+    /** A key column hashes as the text pyarrow's cast to string gives (key_array): only the types
+     *  the JVM reproduces exactly are taken; float/double are refused, as Java's decimal text of a
+     *  binary float is not Arrow's in every case, and a different text routes the key to a different
+     *  partition than the Python sink and the Producer (per-key order and compaction break). */
+    private static void checkKeyType(String name, DataType t) {
+      if (t instanceof org.apache.spark.sql.types.FloatType || t instanceof org.apache.spark.sql.types.DoubleType) {
+        throw new SparkLogException("SchemaMismatchError", 14, "key column '" + name + "' is a " + t.simpleString()
+            + ": the JVM sink cannot hash a floating-point key exactly as the Python sink and the Producer do (their key "
+            + "is Arrow's text of the value), so its rows would land in other partitions; cast the key column to string "
+            + "(df.withColumn('" + name + "', col('" + name + "').cast('string'))) or write with the Python sink (format "
+            + "'spark-log')");
+      }
+      boolean ok = t instanceof BinaryType || t instanceof StringType || t instanceof org.apache.spark.sql.types.BooleanType
+          || t instanceof ByteType || t instanceof ShortType || t instanceof IntegerType || t instanceof LongType
+          || t instanceof org.apache.spark.sql.types.DecimalType || t instanceof org.apache.spark.sql.types.DateType
+          || t instanceof TimestampType || t instanceof org.apache.spark.sql.types.TimestampNTZType;
+      if (!ok) {
+        throw new SparkLogException("SchemaMismatchError", 14, "key column '" + name + "' is a " + t.simpleString()
+            + ", which has no key text; key columns are strings, binary, integers, booleans, decimals, dates or timestamps");
       }
     }
 
@@ -598,14 +627,74 @@ final class Writes {
           if (i > 0) joined.write(0x1f);
           if (row.isNullAt(k)) continue;
           present = true;
-          Object v = row.get(k, target.input.fields()[k].dataType());
-          byte[] b = v instanceof byte[] ? (byte[]) v : String.valueOf(v).getBytes(StandardCharsets.UTF_8);
+          byte[] b = keyBytes(row, k, target.input.fields()[k].dataType(), target.keyZone);
           joined.write(b, 0, b.length);
         }
         if (present) key = joined.toByteArray();
       }
       if (key != null) return (Identity.murmur2(key) & 0x7fffffff) % n;
       return (int) ((sparkPartition + chunk) % n);
+    }
+
+    /** A key column's bytes: exactly pyarrow's cast to string of the column as Spark hands it to the
+     *  Python sink (spark_log.partitioner.key_array; timestamps in microseconds, session time zone). */
+    static byte[] keyBytes(InternalRow row, int k, DataType t, String zone) {
+      if (t instanceof BinaryType) return row.getBinary(k);
+      if (t instanceof StringType) return row.getUTF8String(k).getBytes();
+      String text;
+      if (t instanceof org.apache.spark.sql.types.BooleanType) text = row.getBoolean(k) ? "true" : "false";
+      else if (t instanceof ByteType) text = Byte.toString(row.getByte(k));
+      else if (t instanceof ShortType) text = Short.toString(row.getShort(k));
+      else if (t instanceof IntegerType) text = Integer.toString(row.getInt(k));
+      else if (t instanceof LongType) text = Long.toString(row.getLong(k));
+      else if (t instanceof org.apache.spark.sql.types.DecimalType) {
+        org.apache.spark.sql.types.DecimalType d = (org.apache.spark.sql.types.DecimalType) t;
+        text = row.getDecimal(k, d.precision(), d.scale()).toJavaBigDecimal().setScale(d.scale()).toString();
+      } else if (t instanceof org.apache.spark.sql.types.DateType) text = dateText(java.time.LocalDate.ofEpochDay(row.getInt(k)));
+      else if (t instanceof TimestampType) text = timestampText(row.getLong(k), zone);
+      else if (t instanceof org.apache.spark.sql.types.TimestampNTZType) text = timestampText(row.getLong(k), null);
+      else throw new SparkLogException("SchemaMismatchError", 14, "a key column is a " + t.simpleString());
+      return text.getBytes(StandardCharsets.UTF_8);
+    }
+
+    private static String year(int y) {
+      String digits = Integer.toString(Math.abs(y));
+      while (digits.length() < 4) digits = "0" + digits;
+      return y < 0 ? "-" + digits : digits;
+    }
+
+    private static String two(int v) { return v < 10 ? "0" + v : Integer.toString(v); }
+
+    /** Arrow's date32 text: YYYY-MM-DD (at least four year digits). */
+    static String dateText(java.time.LocalDate d) {
+      return year(d.getYear()) + "-" + two(d.getMonthValue()) + "-" + two(d.getDayOfMonth());
+    }
+
+    /** Arrow's timestamp[us] text: "YYYY-MM-DD HH:MM:SS.ffffff", then "Z" for the zone "UTC",
+     *  the offset as +HHMM for any other zone, nothing without one (TIMESTAMP_NTZ). */
+    static String timestampText(long micros, String zone) {
+      long seconds = Math.floorDiv(micros, 1_000_000L);
+      int fraction = (int) Math.floorMod(micros, 1_000_000L);
+      java.time.LocalDateTime local;
+      String suffix;
+      if (zone == null) {
+        local = java.time.LocalDateTime.ofEpochSecond(seconds, 0, java.time.ZoneOffset.UTC);
+        suffix = "";
+      } else {
+        java.time.ZonedDateTime at = java.time.Instant.ofEpochSecond(seconds).atZone(java.time.ZoneId.of(zone));
+        local = at.toLocalDateTime();
+        if (zone.equals("UTC")) {
+          suffix = "Z";
+        } else {
+          int offset = at.getOffset().getTotalSeconds();
+          int abs = Math.abs(offset);
+          suffix = (offset < 0 ? "-" : "+") + two(abs / 3600) + two(abs % 3600 / 60);
+        }
+      }
+      String f = Integer.toString(fraction);
+      while (f.length() < 6) f = "0" + f;
+      return dateText(local.toLocalDate()) + " " + two(local.getHour()) + ":" + two(local.getMinute()) + ":"
+          + two(local.getSecond()) + "." + f + suffix;
     }
 
     @Override
