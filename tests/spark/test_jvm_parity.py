@@ -92,3 +92,19 @@ def test_floating_key_column_routes_as_the_partitioner_or_is_refused(spark: Any,
     placed = {r.i: r.partition for r in _read(spark, "spark-log", log_cluster.bootstrap, topic).collect()}
     keys, _ = key_array(pa.table({"k": pa.array(values, arrow)}), ["k"])
     assert placed == {i: int(p) for i, p in enumerate(partitions_for_keys(keys, 8))}
+
+
+@pytest.mark.parametrize("where,want", [
+    ("offset <= 9223372036854775807", list(range(10))),
+    ("offset in (3, 9223372036854775807)", [3]),
+    ("offset = 9223372036854775807", []),
+    ("offset > 9223372036854775807", []),
+])
+def test_offset_pushdown_at_long_max(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
+                                     fmt: str, where: str, want: list) -> None:
+    """Bounds at Long.MAX_VALUE: no overflow of 'offset + 1' turning a bound into an empty range."""
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    _ten_records(log_cluster.bootstrap, topic)
+    df = _read(spark, fmt, log_cluster.bootstrap, topic, pushFilters="true").where(where)
+    assert sorted(r.offset for r in df.collect()) == want

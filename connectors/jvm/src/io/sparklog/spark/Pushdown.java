@@ -77,11 +77,11 @@ final class Pushdown {
         long low;
         Long high;
         switch (op) {
-          case "eq": low = v; high = v + 1; break;
-          case "gt": low = v + 1; high = null; break;
+          case "eq": low = v; high = v == Long.MAX_VALUE ? null : v + 1; break;
+          case "gt": low = v == Long.MAX_VALUE ? Long.MAX_VALUE : v + 1; high = null; break;
           case "ge": low = v; high = null; break;
           case "lt": low = 0; high = v; break;
-          default: low = 0; high = v + 1; break;  // le
+          default: low = 0; high = v == Long.MAX_VALUE ? null : v + 1; break;  // le (no bound past Long.MAX_VALUE)
         }
         offsetLow = Math.max(offsetLow, low);
         if (high != null) offsetHigh = offsetHigh == null ? high : Math.min(offsetHigh, high);
@@ -99,7 +99,7 @@ final class Pushdown {
             max = Math.max(max, ((Number) x).longValue());
           }
           offsetLow = Math.max(offsetLow, min);
-          offsetHigh = offsetHigh == null ? max + 1 : Math.min(offsetHigh, max + 1);
+          if (max != Long.MAX_VALUE) offsetHigh = offsetHigh == null ? max + 1 : Math.min(offsetHigh, max + 1);
           pushed.add(f);
         }
       } else if ("timestamp".equals(column) && ("gt".equals(op) || "ge".equals(op))) {
