@@ -108,3 +108,18 @@ def test_offset_pushdown_at_long_max(spark: Any, log_cluster: Any, admin: Any, t
     _ten_records(log_cluster.bootstrap, topic)
     df = _read(spark, fmt, log_cluster.bootstrap, topic, pushFilters="true").where(where)
     assert sorted(r.offset for r in df.collect()) == want
+
+
+def test_batch_start_after_end_refused(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
+                                       fmt: str) -> None:
+    """A partition whose start is after its end is refused (InvalidConfigError), as Kafka does:
+    with or without a pushed offset filter (checked before narrowing)."""
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    _ten_records(log_cluster.bootstrap, topic)
+    for push in ("false", "true"):
+        df = _read(spark, fmt, log_cluster.bootstrap, topic, startingOffsets=json.dumps({topic: {"0": 8}}),
+                   endingOffsets=json.dumps({topic: {"0": 3}}), pushFilters=push).where("offset >= 0")
+        with pytest.raises(Exception, match="InvalidConfigError") as refused:
+            df.count()
+        assert "startingOffsets" in str(refused.value) and "endingOffsets" in str(refused.value)

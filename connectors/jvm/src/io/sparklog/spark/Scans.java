@@ -205,6 +205,7 @@ final class Scans {
         Object ending = plan.options.spec("endingOffsets", java.util.Arrays.asList("latest"));
         TreeMap<TopicPartition, Long> end = ending == null || ending.equals("latest") ? latest
             : ReadPlan.resolve((TreeMap<TopicPartition, Long>) ending, plan.earliest(), latest, "endingOffsets");
+        checkOrder(begin, end, plan.options.longOpt("startingTimestamp", 0) != null ? "startingTimestamp" : "startingOffsets");
         if (pushdown.minTimestamp != null) {  // each partition from its first record at or after the time (none: its end)
           TreeMap<TopicPartition, Long> byTime = plan.offsets(pushdown.minTimestamp);
           for (Map.Entry<TopicPartition, Long> e : begin.entrySet()) {
@@ -217,6 +218,23 @@ final class Scans {
         return partitions(plan, schema, narrowed.get(0), narrowed.get(1)).toArray(new InputPartition[0]);
       } finally {
         plan.close();
+      }
+    }
+
+    /** Refuse a read whose start is after its end in some partition, as the Python source's
+     *  offsets.check_order does (and Kafka's source asserts): before pushdown narrows the ranges. */
+    static void checkOrder(Map<TopicPartition, Long> begin, Map<TopicPartition, Long> end, String starting) {
+      StringBuilder names = new StringBuilder();
+      for (Map.Entry<TopicPartition, Long> e : new TreeMap<>(begin).entrySet()) {
+        Long until = end.get(e.getKey());
+        if (until == null || e.getValue() <= until) continue;
+        if (names.length() > 0) names.append(", ");
+        names.append(e.getKey().topic).append('-').append(e.getKey().partition).append(" starts at ").append(e.getValue())
+            .append(" > ").append(until);
+      }
+      if (names.length() > 0) {
+        throw new SparkLogException("InvalidConfigError", 0, "option '" + starting + "' starts after option 'endingOffsets' ends: "
+            + names);
       }
     }
 
