@@ -123,3 +123,15 @@ def test_batch_start_after_end_refused(spark: Any, log_cluster: Any, admin: Any,
         with pytest.raises(Exception, match="InvalidConfigError") as refused:
             df.count()
         assert "startingOffsets" in str(refused.value) and "endingOffsets" in str(refused.value)
+
+
+@pytest.mark.parametrize("given", [-1, 2])
+def test_partition_column_out_of_range_refused(spark: Any, log_cluster: Any, admin: Any,
+                                               topic_name: Callable[[], str], fmt: str, given: int) -> None:
+    topic = topic_name()
+    admin.create_topic(topic, partitions=2)
+    df = spark.createDataFrame([(b"v", given)], "value binary, partition int")
+    with pytest.raises(Exception, match="InvalidConfigError") as refused:
+        df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic).mode("append").save()
+    assert "0 to 1" in str(refused.value)
+    assert _read(spark, "spark-log", log_cluster.bootstrap, topic).count() == 0

@@ -608,11 +608,11 @@ final class Writes {
       if (target.partitionOrdinal >= 0 && !row.isNullAt(target.partitionOrdinal)) {
         long given = target.input.fields()[target.partitionOrdinal].dataType() instanceof LongType
             ? row.getLong(target.partitionOrdinal) : row.getInt(target.partitionOrdinal);
-        if (given >= n) {
-          throw new SparkLogException("InvalidConfigError", 3, "column 'partition' holds " + given + ", but the topic has " + n
-              + " partitions");
+        if (given < 0 || given >= n) {
+          throw new SparkLogException("InvalidConfigError", 3, "column 'partition' holds " + given
+              + ", but the topic has partitions 0 to " + (n - 1));
         }
-        if (given >= 0) return (int) given;
+        return (int) given;
       }
       byte[] key = null;
       if (target.kind.equals("bytes")) {
