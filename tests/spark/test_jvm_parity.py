@@ -135,3 +135,16 @@ def test_partition_column_out_of_range_refused(spark: Any, log_cluster: Any, adm
         df.write.format(fmt).option("bootstrap", log_cluster.bootstrap).option("topic", topic).mode("append").save()
     assert "0 to 1" in str(refused.value)
     assert _read(spark, "spark-log", log_cluster.bootstrap, topic).count() == 0
+
+
+@pytest.mark.parametrize("ddl", ["long", "int"])
+def test_integer_ms_timestamp_column(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
+                                     fmt: str, ddl: str) -> None:
+    """A bytes topic's 'timestamp' column may be a timestamp or integer milliseconds."""
+    topic = topic_name()
+    admin.create_topic(topic, partitions=1)
+    ms = 1_700_000_000_123 if ddl == "long" else 1_234_567
+    (spark.createDataFrame([(b"v", ms)], f"value binary, timestamp {ddl}").write.format(fmt)
+     .option("bootstrap", log_cluster.bootstrap).option("topic", topic).mode("append").save())
+    got = _read(spark, "spark-log", log_cluster.bootstrap, topic).selectExpr("value", "unix_millis(timestamp) AS ms")
+    assert [(bytes(r.value), r.ms) for r in got.collect()] == [(b"v", ms)]

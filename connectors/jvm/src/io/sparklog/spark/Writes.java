@@ -362,8 +362,11 @@ final class Writes {
 
     private static int timestampOrdinal(StructType input) {
       int at = ordinal(input, "timestamp");
-      if (at >= 0 && !(input.fields()[at].dataType() instanceof TimestampType)) {
-        throw new SparkLogException("SchemaMismatchError", 14, "column 'timestamp' must be a timestamp");
+      DataType t = at >= 0 ? input.fields()[at].dataType() : null;
+      if (at >= 0 && !(t instanceof TimestampType) && !(t instanceof LongType) && !(t instanceof IntegerType)
+          && !(t instanceof ShortType) && !(t instanceof ByteType)) {
+        throw new SparkLogException("SchemaMismatchError", 14, "column 'timestamp' must be a timestamp or integer ms, got "
+            + t.simpleString());
       }
       return at;
     }
@@ -697,6 +700,16 @@ final class Writes {
           + two(local.getSecond()) + "." + f + suffix;
     }
 
+    /** A bytes topic's 'timestamp' column as epoch ms: a timestamp (Spark's microseconds, floored)
+     *  or an integer taken as milliseconds, as the Python sink takes both. */
+    private static long millis(InternalRow row, int at, DataType type) {
+      if (type instanceof TimestampType) return Math.floorDiv(row.getLong(at), 1000);
+      if (type instanceof LongType) return row.getLong(at);
+      if (type instanceof IntegerType) return row.getInt(at);
+      if (type instanceof ShortType) return row.getShort(at);
+      return row.getByte(at);
+    }
+
     @Override
     public void write(InternalRow row) throws IOException {
       if (txn != null && !joined) {
@@ -721,7 +734,7 @@ final class Writes {
         if (row.isNullAt(target.valueOrdinal)) value.setNull(i);
         else value.setSafe(i, target.valueIsString ? row.getUTF8String(target.valueOrdinal).getBytes() : row.getBinary(target.valueOrdinal));
         long millis = target.timestampOrdinal >= 0 && !row.isNullAt(target.timestampOrdinal)
-            ? Math.floorDiv(row.getLong(target.timestampOrdinal), 1000) : now;
+            ? millis(row, target.timestampOrdinal, target.input.fields()[target.timestampOrdinal].dataType()) : now;
         ts.setSafe(i, millis);
         if (buf.headers != null) buf.headers.write(row, target.headersOrdinal);
         else buf.root.getVector("headers").setNull(i);
