@@ -12,7 +12,6 @@ import pytest
 
 from spark_log import Producer
 from spark_log.partitioner import key_array, partitions_for_keys
-from tests.support.jvm import require_jvm
 
 pytestmark = pytest.mark.spark
 
@@ -34,7 +33,7 @@ def _read(spark: Any, fmt: str, bootstrap: str, topic: str, **opts: str) -> Any:
 
 
 # (Spark type, the Arrow type Spark hands the Python sink, values: edge cases of each type's text)
-_KEYS = {
+_KEYS: dict[str, tuple[str, Any, list[Any]]] = {
     "date": ("date", pa.date32(), [dt.date(2024, 1, d) for d in range(1, 6)]
              + [dt.date(1969, 12, 31), dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(1970, 1, 1)]),
     "timestamp": ("timestamp", pa.timestamp("us", tz="UTC"),
@@ -101,7 +100,7 @@ def test_floating_key_column_routes_as_the_partitioner_or_is_refused(spark: Any,
     ("offset > 9223372036854775807", []),
 ])
 def test_offset_pushdown_at_long_max(spark: Any, log_cluster: Any, admin: Any, topic_name: Callable[[], str],
-                                     fmt: str, where: str, want: list) -> None:
+                                     fmt: str, where: str, want: list[int]) -> None:
     """Bounds at Long.MAX_VALUE: no overflow of 'offset + 1' turning a bound into an empty range."""
     topic = topic_name()
     admin.create_topic(topic, partitions=1)
