@@ -170,6 +170,14 @@ def test_the_coordinator_aborts_a_transaction_open_past_its_timeout(bootstrap: s
     assert _read_all(bootstrap, topic_name, 1, "read_committed", want=1) == [b"after"]
 
 
+def _sneaky_frame(producer: Producer, *, base_sequence: int) -> bytes:
+    """A one-record transactional frame stamped with ``producer``'s id and epoch, sent by hand."""
+    batch = pa.record_batch([pa.array([b"k"]), pa.array([b"sneaky"]), pa.nulls(1, BYTES_SCHEMA.field("headers").type),
+                             pa.array([0], pa.timestamp("ms"))], schema=BYTES_SCHEMA)
+    return encode_batch(batch, producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
+                        base_sequence=base_sequence, transactional=True)
+
+
 def test_a_transactional_write_outside_the_transaction_is_refused(bootstrap: str, admin: Admin,
                                                                   topic_name: str) -> None:
     """KIP-890: the leader verifies a producer's first transactional write to a partition
@@ -181,10 +189,7 @@ def test_a_transactional_write_outside_the_transaction_is_refused(bootstrap: str
         producer.begin_transaction()
         producer.send(topic_name, b"in", partition=0)
         producer.flush()
-        batch = pa.record_batch([pa.array([b"k"]), pa.array([b"sneaky"]), pa.nulls(1, BYTES_SCHEMA.field("headers").type),
-                                 pa.array([0], pa.timestamp("ms"))], schema=BYTES_SCHEMA)
-        frame = encode_batch(batch, producer_id=producer.producer_id, producer_epoch=producer.producer_epoch,
-                             base_sequence=0, transactional=True)
+        frame = _sneaky_frame(producer, base_sequence=0)
         address, _ = producer._cluster.leader(topic_name, 1)
         stub = producer._cluster.broker(address)
         answer = stub.Produce(pb.ProduceRequest(acks=-1, timeout_ms=5000, transactional_id=tid, partitions=[
@@ -209,10 +214,7 @@ def test_a_write_into_another_transactional_ids_open_transaction_is_refused(boot
         owner.begin_transaction()
         owner.send(topic_name, b"owner's", partition=0)
         owner.flush()
-        batch = pa.record_batch([pa.array([b"k"]), pa.array([b"sneaky"]), pa.nulls(1, BYTES_SCHEMA.field("headers").type),
-                                 pa.array([0], pa.timestamp("ms"))], schema=BYTES_SCHEMA)
-        frame = encode_batch(batch, producer_id=owner.producer_id, producer_epoch=owner.producer_epoch,
-                             base_sequence=1, transactional=True)
+        frame = _sneaky_frame(owner, base_sequence=1)
         address, _ = other._cluster.leader(topic_name, 0)
         answer = other._cluster.broker(address).Produce(pb.ProduceRequest(
             acks=-1, timeout_ms=5000, transactional_id=other._txn.transactional_id, partitions=[
