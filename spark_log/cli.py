@@ -114,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
                                   "the rows of a parquet/csv/jsonl file as records")
     produce.add_argument("topic")
     produce.add_argument("--key-separator", default=None, help="stdin to a bytes topic: split each line into key and "
-                         "value at the first SEP")
+                         "value at the first SEP (a line without it is refused)")
     produce.add_argument("--file", default=None, help="send the rows of a .parquet, .csv or .jsonl file")
     produce.add_argument("--format", choices=["parquet", "csv", "jsonl"], default=None, help="with --file (default: "
                          "from its suffix)")
@@ -333,8 +333,11 @@ def _produce(args: argparse.Namespace) -> int:
                 value = line
                 if separator is not None:
                     key, sep, value = line.partition(separator)
-                    if not sep:
-                        key, value = None, line
+                    if not sep:  # as Kafka's console producer: never sent without the key it was meant to have
+                        raise InvalidConfigError(
+                            f"line {count + 1} has no key separator {args.key_separator!r}: "
+                            f"{line[:60].decode(errors='replace')!r} (the lines before it were sent)",
+                            key="key-separator")
                 futures.append(producer.send(args.topic, value, key=key))
             count += 1
             if len(futures) >= _STDIN_CHUNK_LINES or chunk_bytes >= _STDIN_CHUNK_BYTES:

@@ -146,10 +146,26 @@ def test_produce_sends_the_bytes_of_stdin_lines_as_they_are(bootstrap: str, topi
 
     with Admin(bootstrap) as admin:
         admin.create_topic(topic_name, partitions=1)
-    stdin = b"ok\n\xff\xfe\x00bin\nk\xff:v\x80\r\n"
-    produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=stdin)
-    assert produced.returncode == 0 and b"sent 3 records" in produced.stderr, produced.stderr
+    produced = _cli("produce", topic_name, bootstrap=bootstrap, stdin=b"ok\n\xff\xfe\x00bin\n")
+    assert produced.returncode == 0 and b"sent 2 records" in produced.stderr, produced.stderr
+    produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=b"k\xff:v\x80\r\n")
+    assert produced.returncode == 0 and b"sent 1 records" in produced.stderr, produced.stderr
     assert _read_all(bootstrap, topic_name, 3) == [(None, b"ok"), (None, b"\xff\xfe\x00bin"), (b"k\xff", b"v\x80")]
+
+
+def test_produce_refuses_a_line_without_the_key_separator(bootstrap: str, topic_name: str) -> None:
+    """As Kafka's console producer: a line meant to carry a key but without the separator is
+    an error (it was sent without a key); the lines before it are sent, none after."""
+    from spark_log import Admin
+
+    with Admin(bootstrap) as admin:
+        admin.create_topic(topic_name, partitions=1)
+    produced = _cli("produce", topic_name, "--key-separator", ":", bootstrap=bootstrap, stdin=b"a:1\nnosep\nb:2\n")
+    assert produced.returncode == 1 and b"line 2 has no key separator" in produced.stderr, produced.stderr
+    assert produced.stderr.count(b"\n") == 1, produced.stderr   # one line, no traceback
+    assert _read_all(bootstrap, topic_name, 1) == [(b"a", b"1")]
+    with Admin(bootstrap) as admin:
+        assert admin.list_offsets(topic_name, "latest") == {0: 1}
 
 
 def _main(capsys: pytest.CaptureFixture[str], bootstrap: str, *args: str) -> tuple[int, str, str]:
