@@ -346,8 +346,14 @@ class Consumer:
         self._paused |= wanted
 
     def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        """Fetch and return records of paused ``partitions`` again (as Kafka's, refused for a
+        partition that is not assigned, as ``pause`` refuses it)."""
         self._ensure_open()
-        self._paused -= {(str(t), int(p)) for t, p in partitions}
+        wanted = {(str(t), int(p)) for t, p in partitions}
+        missing = sorted(wanted - set(self._positions))
+        if missing:
+            raise errors.InvalidRequestError(f"cannot resume partitions that are not assigned: {missing}")
+        self._paused -= wanted
 
     def paused(self) -> list[TopicPartition]:
         self._ensure_open()

@@ -129,3 +129,18 @@ def test_seek_refuses_an_offset_that_is_not_an_int(offset: object) -> None:
         assert consumer.position(T, 0) == 2
     finally:
         consumer.close()
+
+
+def test_resume_refuses_a_partition_that_is_not_assigned() -> None:
+    """As ``pause`` (and Kafka's IllegalStateException): never silently ignored."""
+    consumer = fake_consumer(FakeCluster(T, 2, _nothing_new))
+    try:
+        consumer.assign([(T, 0)])
+        consumer.pause([(T, 0)])
+        with pytest.raises(InvalidRequestError, match="not assigned"):
+            consumer.resume([(T, 0), (T, 1)])
+        assert consumer.paused() == [(T, 0)]   # nothing resumed
+        consumer.resume([(T, 0)])
+        assert consumer.paused() == []
+    finally:
+        consumer.close()
