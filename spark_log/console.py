@@ -315,14 +315,14 @@ class ConsoleServer:
         return {"time": time.time(), "offsets": totals}
 
     def create_topic(self, body: dict[str, Any]) -> dict[str, Any]:
-        description = self.admin.create_topic(str(body["name"]), partitions=int(body.get("partitions", 1)),
-                                              replication_factor=int(body.get("replication_factor", 1)),
-                                              config={str(k): str(v) for k, v in (body.get("config") or {}).items()})
+        description = self.admin.create_topic(str(body["name"]), partitions=_int(body, "partitions", 1),
+                                              replication_factor=_int(body, "replication_factor", 1),
+                                              config={str(k): str(v) for k, v in _object(body, "config").items()})
         return {"created": description.name, "partitions": description.num_partitions}
 
     def alter_config(self, body: dict[str, Any]) -> dict[str, Any]:
         topic = str(body["topic"])
-        changes = {str(k): str(v) for k, v in (body.get("set") or {}).items()}
+        changes = {str(k): str(v) for k, v in _object(body, "set").items()}
         if not changes:
             raise InvalidRequestError("nothing to set")
         description = self.admin.alter_configs(topic, set=changes)
@@ -334,6 +334,25 @@ class ConsoleServer:
             raise InvalidRequestError("to must be 'earliest' or 'latest'")
         result = self.admin.reset_group_offsets(str(body["group"]), str(body["topic"]), to=to)
         return {"group": body["group"], "offsets": [[t, p, o] for (t, p), o in sorted(result.items())]}
+
+
+def _object(body: dict[str, Any], key: str) -> dict[str, Any]:
+    """``body[key]`` as a JSON object (absent or null: empty); ``InvalidRequestError`` otherwise."""
+    value = body.get(key) or {}
+    if not isinstance(value, dict):
+        raise InvalidRequestError(f"{key!r} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _int(body: dict[str, Any], key: str, default: int) -> int:
+    """``body[key]`` as an integer (absent: ``default``); ``InvalidRequestError`` otherwise."""
+    value = body.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidRequestError(f"{key!r} must be an integer, got {type(value).__name__}")
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidRequestError(f"{key!r} must be an integer, got {value!r}") from None
 
 
 def serve(bootstrap: str | None, *, host: str, port: int) -> int:

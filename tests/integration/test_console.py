@@ -341,3 +341,26 @@ def test_console_command_serves_the_page(cluster: LocalCluster) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+@pytest.mark.parametrize("path,body", [
+    ("api/topics", {"name": "console-bad-config", "config": [1]}),
+    ("api/topics", {"name": "console-bad-count", "partitions": [1]}),
+    ("api/topics", {"name": "console-bad-count", "partitions": "two"}),
+    ("api/config", {"topic": "any", "set": "retention.ms=1"}),
+])
+def test_console_answers_a_body_of_the_wrong_shape_with_400(cluster: LocalCluster, path: str,
+                                                           body: dict[str, object]) -> None:
+    """A POST whose fields have the wrong JSON types is a 400 with the reason (an uncaught
+    AttributeError left the request without any answer), and changes nothing."""
+    import urllib.error
+    import urllib.request
+
+    with ConsoleServer(cluster.bootstrap) as console:
+        request = urllib.request.Request(console.url + path, data=json.dumps(body).encode(), method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 400
+        assert "must be" in json.loads(refused.value.read())["error"]
+        assert not any(t.startswith("console-bad") for t in console.admin.list_topics())
