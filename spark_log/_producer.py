@@ -1109,6 +1109,11 @@ class Producer:
                 self._lock.notify_all()
             return
         self._metrics.add("records_failed", shipment.count)
+        if isinstance(error, errors.RecordTooLargeError):
+            # the broker checks a frame's size before its sequences (a written frame's retry
+            # would be a duplicate otherwise): an earlier attempt that timed out wrote nothing
+            # either, unless the topic's max.message.bytes was lowered in between
+            shipment.maybe_written = False
         outcome = dict(error.details, maybe_written=shipment.maybe_written)
         shipment.fail(type(error)(error.message, **outcome))  # a copy: one error may serve several shipments
         if self._txn is not None:
