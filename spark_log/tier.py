@@ -233,6 +233,22 @@ class TierTable:
         start = table.transaction_version(start_app_id(self.topic, partition))
         return TierRange(int(start or 0), int(end))
 
+    def _scan(self, partition: int, start: int, end: int, action: str, *, columns: list[str] | None = None,
+              where: Any = None) -> pa.Table:
+        """The rows of ``partition`` with ``start <= offset < end`` (and ``where``, a dataset
+        expression), in no particular order, of the snapshot loaded last."""
+        import pyarrow.dataset as ds   # here: it imports pandas, which a broker process never needs
+
+        table = self.load(refresh=False)
+        assert table is not None
+        condition = (ds.field("partition") == partition) & (ds.field("offset") >= start) & (ds.field("offset") < end)
+        try:
+            found: pa.Table = table.to_pyarrow_dataset().to_table(
+                columns=columns, filter=condition if where is None else condition & where)
+        except OSError as exc:
+            raise storage_failure(self.path, action, exc) from None
+        return found
+
     def first_at_or_after(self, partition: int, timestamp_ms: int, start: int, end: int) -> tuple[int, int] | None:
         """``(offset, timestamp ms)`` of the lowest offset of ``partition`` in ``[start, end)``
         the table holds whose timestamp is at least ``timestamp_ms`` (ListOffsets by time,
@@ -241,17 +257,11 @@ class TierTable:
         low, high = max(start, held.start), min(end, held.end)
         if held.empty or low >= high:
             return None
-        import pyarrow.dataset as ds   # here: see read()
+        import pyarrow.dataset as ds   # here: see _scan()
 
-        table = self.load(refresh=False)
-        assert table is not None
-        try:
-            found: pa.Table = table.to_pyarrow_dataset().to_table(
-                columns=["offset", "timestamp"],
-                filter=(ds.field("partition") == partition) & (ds.field("offset") >= low) & (ds.field("offset") < high)
-                & (ds.field("timestamp") >= pa.scalar(timestamp_ms * 1000, TIER_TIMESTAMP)))
-        except OSError as exc:
-            raise storage_failure(self.path, f"searching partition {partition} by timestamp", exc) from None
+        found = self._scan(partition, low, high, f"searching partition {partition} by timestamp",
+                           columns=["offset", "timestamp"],
+                           where=ds.field("timestamp") >= pa.scalar(timestamp_ms * 1000, TIER_TIMESTAMP))
         if not found.num_rows:
             return None
         at = pc.index(found.column("offset"), pc.min(found.column("offset"))).as_py()
@@ -269,16 +279,7 @@ class TierTable:
             raise TierUnavailableError(
                 f"the Delta tier of {self.topic!r} ({self.path}) holds [{held.start}, {held.end}) of partition "
                 f"{partition}, not [{start}, {end})")
-        import pyarrow.dataset as ds   # here: it imports pandas, which a broker process never needs
-
-        table = self.load(refresh=False)
-        assert table is not None
-        try:
-            dataset = table.to_pyarrow_dataset()
-            found: pa.Table = dataset.to_table(filter=(ds.field("partition") == partition) & (ds.field("offset") >= start)
-                                               & (ds.field("offset") < end))
-        except OSError as exc:
-            raise storage_failure(self.path, f"reading [{start}, {end}) of partition {partition}", exc) from None
+        found = self._scan(partition, start, end, f"reading [{start}, {end}) of partition {partition}")
         if found.num_rows:
             found = found.take(pc.sort_indices(found.column("offset")))
         if max_rows is not None and found.num_rows > max_rows:

@@ -37,13 +37,12 @@ Only the leader answers (``NotLeaderError`` otherwise), as for FETCH.  The windo
 the partition's bytes per row (the first read takes ``_FIRST_WINDOW`` offsets), so one
 answer reads about ``max_bytes`` from the table and never a whole large partition.
 
-Thread-safety: ``collect`` may be called from many threads; one ``TierTable`` per topic is
-shared under its own lock (a ``TierTable`` is used by one thread at a time).
+Thread-safety: ``collect`` may be called from many threads; the tables are
+``tier_tables.TierTables``'.
 """
 from __future__ import annotations
 
 import logging
-import threading
 
 import numpy as np
 import pyarrow as pa
@@ -51,13 +50,13 @@ import pyarrow as pa
 from spark_log import frame
 from spark_log.errors import OffsetOutOfRangeError, SparkLogError, TierUnavailableError
 from spark_log.proto import broker_pb2 as pb
-from spark_log.tier import TierTable
 
 from brokers.metrics.counters import BrokerCounters
 
 from .errors import to_pb
 from .partition_manager import PartitionManager
 from .pushdown import Pushdown
+from .tier_tables import TierTables
 from .wire import ARROW_STREAM, RECORDS, FetchPart
 
 __all__ = ["TierFetchHandler", "tier_frames"]
@@ -121,17 +120,8 @@ class TierFetchHandler:
         self.counters = counters   # tier reads count in the topic's records and bytes out, as Fetch's
         self.location = location
         self.storage_options = storage_options
-        self._lock = threading.Lock()
-        self._tables: dict[str, tuple[TierTable, threading.Lock]] = {}   # by topic id
+        self._tables = TierTables(location, storage_options)
         self._bytes_per_row: dict[tuple[str, int], float] = {}
-
-    def _table(self, topic: str, topic_id: str) -> tuple[TierTable, threading.Lock]:
-        with self._lock:
-            found = self._tables.get(topic_id)
-            if found is None or found[0].topic != topic:
-                found = self._tables[topic_id] = (TierTable(self.location, topic, topic_id,
-                                                                          self.storage_options), threading.Lock())
-            return found
 
     def collect(self, request: pb.FetchRequest) -> list[FetchPart]:
         """One ``(result, field, payload)`` per requested partition, in request order: stored-
@@ -191,7 +181,7 @@ class TierFetchHandler:
         per_row = self._bytes_per_row.get(key)
         window = _FIRST_WINDOW if per_row is None else int(max(1, min(_MAX_WINDOW, max_bytes // max(per_row, 1.0))))
         stop = min(end, position + window, wanted.max_offset if wanted.max_offset > 0 else end)
-        table, lock = self._table(topic, partition.topic_id)
+        table, lock = self._tables.get(topic, partition.topic_id)
         with lock:
             try:
                 rows = table.read(index, position, stop)
@@ -210,5 +200,4 @@ class TierFetchHandler:
         return b"".join(frames) if frames else None
 
     def close(self) -> None:
-        with self._lock:
-            self._tables.clear()
+        self._tables.clear()
