@@ -883,13 +883,9 @@ class Producer:
                 pid, seq = self._resets.mapped(slot, shipment.pid, shipment.first_seq)
                 if pid == shipment.pid:
                     continue
-                counts = self._unsettled.setdefault(slot, {})
-                left = counts.get(shipment.pid, 0) - 1
-                if left > 0:
-                    counts[shipment.pid] = left
-                else:
-                    counts.pop(shipment.pid, None)
+                if self._uncount(slot, shipment.pid):
                     release += self._held.pop(slot, [])  # they may have waited for that id only
+                counts = self._unsettled.setdefault(slot, {})
                 counts[pid] = counts.get(pid, 0) + 1
                 shipment.frame = with_producer(shipment.frame, pid, seq)
                 shipment.pid, shipment.first_seq = pid, seq
@@ -1051,6 +1047,19 @@ class Producer:
                 self._pending -= 1
             self._lock.notify_all()
 
+    def _uncount(self, slot: tuple[str, int], producer_id: int) -> bool:
+        """One unsettled shipment of ``producer_id`` on ``slot`` fewer (caller holds the lock);
+        True when the id has none left there (the newer ids' held shipments may go)."""
+        counts = self._unsettled.get(slot, {})
+        left = counts.get(producer_id, 0) - 1
+        if left > 0:
+            counts[producer_id] = left
+            return False
+        counts.pop(producer_id, None)
+        if not counts:
+            self._unsettled.pop(slot, None)
+        return True
+
     def _unsettle(self, shipment: Shipment, *, last_offset: int | None = None) -> None:
         """``shipment`` is settled (acknowledged, with ``last_offset`` the offset of its last
         record or -1 when unknown, or failed for good): once its producer id has nothing
@@ -1060,16 +1069,8 @@ class Producer:
         with self._lock:
             if last_offset is not None and not self._explicit_id:
                 self._resets.acknowledged(slot, shipment.pid, shipment.first_seq, shipment.count, last_offset)
-            counts = self._unsettled.get(slot)
-            if counts is None:
+            if slot not in self._unsettled or not self._uncount(slot, shipment.pid):
                 return
-            left = counts.get(shipment.pid, 0) - 1
-            if left > 0:
-                counts[shipment.pid] = left
-                return
-            counts.pop(shipment.pid, None)
-            if not counts:
-                del self._unsettled[slot]
             release = self._held.pop(slot, [])
         for shipments in release:
             self._issue(shipments)  # held again if another older id is still unsettled
