@@ -10,8 +10,6 @@ refused partition is not asked for again until its backoff passed or its leader 
 changed (the fetcher's delayed partitions); a connection's session belongs to one follower."""
 from __future__ import annotations
 
-import socket
-import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterator
@@ -26,14 +24,15 @@ from brokers.partition import Partition
 from brokers.replica import data_fetch
 from brokers.replica.fetcher import ReplicaFetcher
 from brokers.replica.replica_wire import ReplicaWanted
-from brokers.server.data_listener import Caller, DataListener
+from brokers.server.data_listener import DataListener
 from brokers.server.leader_fetch import LeaderFetchHandler
 from brokers.server.partition_manager import PartitionManager
 from brokers.server.replica_listener import REPLICA_FETCH_SESSION
 from spark_log.clock import ManualClock
-from spark_log.errors import ErrorCode, InvalidRequestError, from_code
+from spark_log.errors import ErrorCode, InvalidRequestError
 from spark_log.frame import encode_batch
 from spark_log.schemas import SchemaHistory
+from tests.support.in_process_fetch import InProcessFetchClient
 from tests.support.wait import wait_until
 
 LEADER, FOLLOWER, TOPIC, LAG_MS = 1, 2, "t", 30_000
@@ -50,18 +49,13 @@ def _image(epochs: dict[int, int]) -> MetadataImage:
                          epoch=1)
 
 
-class _InProcess(data_fetch.DataFetchClient):
+class _InProcess(InProcessFetchClient):
     """The follower's client with the leader's data listener answering in process; records
     how many partitions each request carried and the answers."""
 
-    def __init__(self, listener: DataListener) -> None:  # no socket
-        self._closed = False
-        self._lock = threading.Lock()
-        self._sock = socket.socket()  # never connected: only closed
-        self._sent: dict[tuple[str, int], ReplicaWanted] = {}
-        self.listener, self.caller = listener, Caller(principal="Node:2", host="127.0.0.1")
+    def __init__(self, listener: DataListener) -> None:
+        super().__init__(listener)
         self.carried: list[int] = []
-        self.answered: list[list[data_fetch.ReplicaAnswer]] = []
 
     def fetch_session(self, **kwargs: object) -> list[data_fetch.ReplicaAnswer]:
         before = dict(self._sent)
@@ -69,15 +63,6 @@ class _InProcess(data_fetch.DataFetchClient):
         self.carried.append(sum(1 for key, w in self._sent.items() if before.get(key) != w))
         self.answered.append(answers)
         return answers
-
-    def _call(self, api: int, payload: bytes, timeout_s: float) -> memoryview:
-        chunks = self.listener.answer(api, memoryview(payload), caller=self.caller)
-        view = memoryview(b"".join(bytes(c) for c in chunks))
-        code = int.from_bytes(view[:2], "little", signed=True)
-        size = int.from_bytes(view[2:6], "little", signed=True)
-        if code:
-            raise from_code(code, bytes(view[6:6 + size]).decode())
-        return view[6 + size:]
 
 
 class Pair:

@@ -16,7 +16,6 @@ process, rounds driven one by one).  The leader is broker 1 and the follower bro
 """
 from __future__ import annotations
 
-import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,16 +31,16 @@ from brokers.net.faults import FetchFaults
 from brokers.partition import Partition
 from brokers.replica import data_fetch
 from brokers.replica.fetcher import ReplicaFetcher
-from brokers.replica.replica_wire import ReplicaWanted
-from brokers.server.data_listener import Caller, DataListener
+from brokers.server.data_listener import DataListener
 from brokers.server.leader_fetch import LeaderFetchHandler
 from brokers.server.partition_manager import PartitionManager
 from brokers.server.produce import validate_frames
 from brokers.server.wire import encode_fetch_response
-from spark_log.errors import ErrorCode, from_code
+from spark_log.errors import ErrorCode
 from spark_log.frame import encode_batch, iter_frames
 from spark_log.proto import broker_pb2 as pb
 from spark_log.schemas import BYTES_SCHEMA, SchemaHistory
+from tests.support.in_process_fetch import InProcessFetchClient
 from tests.support.wait import wait_until
 
 LEADER, FOLLOWER, OLD_STAMP, NEW_STAMP = 1, 2, 0, 7777
@@ -198,18 +197,9 @@ def test_over_grpc_a_recreated_topics_follower_holds_only_the_new_topics_records
 # -- over the data listener ---------------------------------------------------------------------
 
 
-class _InProcess(data_fetch.DataFetchClient):
+class _InProcess(InProcessFetchClient):
     """The follower's data listener client with the leader's listener answering in process;
     records the api of each request and its answers."""
-
-    def __init__(self, listener: DataListener) -> None:  # no socket
-        self._closed = False
-        self._lock = threading.Lock()
-        self._sock = socket.socket()  # never connected: only closed
-        self._sent: dict[tuple[str, int], ReplicaWanted] = {}
-        self.listener, self.caller = listener, Caller(principal="Node:2", host="127.0.0.1")
-        self.apis: list[int] = []
-        self.answered: list[list[data_fetch.ReplicaAnswer]] = []
 
     def fetch(self, **kwargs: object) -> list[data_fetch.ReplicaAnswer]:
         self.answered.append(super().fetch(**kwargs))  # type: ignore[arg-type]
@@ -218,16 +208,6 @@ class _InProcess(data_fetch.DataFetchClient):
     def fetch_session(self, **kwargs: object) -> list[data_fetch.ReplicaAnswer]:
         self.answered.append(super().fetch_session(**kwargs))  # type: ignore[arg-type]
         return self.answered[-1]
-
-    def _call(self, api: int, payload: bytes, timeout_s: float) -> memoryview:
-        self.apis.append(api)
-        chunks = self.listener.answer(api, memoryview(payload), caller=self.caller)
-        view = memoryview(b"".join(bytes(c) for c in chunks))
-        code = int.from_bytes(view[:2], "little", signed=True)
-        size = int.from_bytes(view[2:6], "little", signed=True)
-        if code:
-            raise from_code(code, bytes(view[6:6 + size]).decode())
-        return view[6 + size:]
 
 
 class _DataPair:
